@@ -1,0 +1,130 @@
+"""The command line: argparse, `main(argv) -> int`; the only place that prints or exits.
+
+Each sub-command lives in its own module of this package (`intake`, `screening`, `locate`, ...)
+exposing `register(subparsers)`; a handler has the signature `handler(args, ctx) -> int`.
+Heavy libraries (torch, sklearn, tensorflow) are imported inside handlers, never at start-up,
+so `sftl --help` and `sftl show` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from sftl import __version__
+from sftl.config import Settings, load_settings
+from sftl.errors import SftlError
+
+# Documented in the README ("Exit codes").
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NO_RESULT = 8  # the command ran but had nothing to give (e.g. locate: skipped)
+EXIT_INTERRUPTED = 130
+
+COMMAND_MODULES = (
+    "intake",
+    "screening",
+    "sources_cmd",
+    "locate",
+    "replay_cmd",
+    "evaluation",
+    "fuzz",
+    "nansearch",
+    "triage",
+)
+
+
+@dataclass
+class Context:
+    """What a handler gets: settings and the two output streams (stdout for data, stderr for people)."""
+
+    settings: Settings
+    out: IO[str] = field(default_factory=lambda: sys.stdout)
+    err: IO[str] = field(default_factory=lambda: sys.stderr)
+
+    def print_json(self, obj: Any) -> None:
+        json.dump(obj, self.out, indent=2, ensure_ascii=False, sort_keys=False)
+        self.out.write("\n")
+
+    def console(self, stderr: bool = False) -> Any:
+        from rich.console import Console
+
+        return Console(file=self.err if stderr else self.out, highlight=False, soft_wrap=False)
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    """Options every command accepts, before or after the command name."""
+    parser.add_argument("--home", default=argparse.SUPPRESS, help="state directory (env SFTL_HOME)")
+    parser.add_argument(
+        "--api-url", default=argparse.SUPPRESS, help="GitHub API root (env SFTL_GITHUB_API_URL)"
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="use only the store and the on-disk cache; never touch the network",
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2, no usage dump
+        self.exit(EXIT_USAGE, f"sftl: error: {message} (see 'sftl {self.prog.split()[-1]} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="sftl",
+        description="Bug-report triage and fault localization for PyTorch and TensorFlow.",
+    )
+    parser.add_argument("--version", action="version", version=f"sftl {__version__}")
+    add_common(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"sftl.cli.{name}")
+        module.register(sub)
+    return parser
+
+
+def make_settings(args: argparse.Namespace) -> Settings:
+    return load_settings(
+        home=getattr(args, "home", None),
+        api_url=getattr(args, "api_url", None),
+        offline=getattr(args, "offline", None),
+    )
+
+
+def main(argv: Sequence[str] | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits for --help/--version/usage errors
+        return int(exc.code or 0)
+    handler: Callable[[argparse.Namespace, Context], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(out or sys.stdout)
+        return EXIT_USAGE
+    ctx_err = err or sys.stderr
+    try:
+        ctx = Context(settings=make_settings(args), out=out or sys.stdout, err=ctx_err)
+        return handler(args, ctx)
+    except SftlError as exc:
+        ctx_err.write(f"sftl: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        ctx_err.write("sftl: interrupted; everything stored so far is kept\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.exit(main())

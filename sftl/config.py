@@ -1,0 +1,94 @@
+"""Settings from flags, then SFTL_* environment variables, then defaults; the only reader of the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+DEFAULT_API_URL = "https://api.github.com"
+
+
+def _default_home(env: Mapping[str, str]) -> Path:
+    data = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".local" / "share")
+    return Path(data) / "sftl"
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        from sftl.errors import InputError
+
+        raise InputError(f"{name}={raw!r} is not a number") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable. The token is kept out of repr so it never lands in a log."""
+
+    home: Path
+    api_url: str = DEFAULT_API_URL
+    token: str | None = field(default=None, repr=False)
+    offline: bool = False
+    http_timeout: float = 30.0  # seconds per request
+    max_retries: int = 5
+    backoff_base: float = 1.0  # seconds; doubled per retry, with jitter
+    rate_limit_wait: float = 60.0  # longest we sleep for a primary rate-limit reset
+    chromedriver: str | None = None
+    chromium: str | None = None
+    page_timeout: float = 30.0
+    # the parent environment, scrubbed copies of which are handed to child processes
+    base_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "sftl.db"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "cache"
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def child_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """An environment for child processes: PATH/locale only, never tokens or secrets."""
+        keep = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYENV_ROOT", "SYSTEMROOT", "TMPDIR")
+        env = {k: v for k, v in self.base_env.items() if k in keep}
+        if extra:
+            env.update(extra)
+        return env
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None,
+    *,
+    home: str | Path | None = None,
+    api_url: str | None = None,
+    offline: bool | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build settings: explicit arguments win over SFTL_* variables, which win over defaults."""
+    source: Mapping[str, str] = os.environ if env is None else env
+    home_path = Path(home) if home else Path(source["SFTL_HOME"]) if source.get("SFTL_HOME") else _default_home(source)
+    settings = Settings(
+        home=home_path.expanduser(),
+        api_url=(api_url or source.get("SFTL_GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
+        token=source.get("GITHUB_TOKEN") or source.get("SFTL_GITHUB_TOKEN") or None,
+        offline=bool(offline) if offline is not None else source.get("SFTL_OFFLINE", "") in ("1", "true", "yes"),
+        http_timeout=_float(source, "SFTL_HTTP_TIMEOUT", 30.0),
+        max_retries=int(_float(source, "SFTL_MAX_RETRIES", 5)),
+        backoff_base=_float(source, "SFTL_BACKOFF", 1.0),
+        rate_limit_wait=_float(source, "SFTL_RATE_LIMIT_WAIT", 60.0),
+        chromedriver=source.get("SFTL_CHROMEDRIVER") or None,
+        chromium=source.get("SFTL_CHROMIUM") or None,
+        page_timeout=_float(source, "SFTL_PAGE_TIMEOUT", 30.0),
+        base_env=dict(source),
+    )
+    return settings.with_overrides(**overrides)

@@ -1,0 +1,239 @@
+"""Frozen dataclasses and small enums that cross stage boundaries; no I/O."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Category(str, enum.Enum):
+    """Screening categories of the published method."""
+
+    MME = "mme"  # missing-module errors: AttributeError / No module named, raised in framework code
+    GCRDE = "gcrde"  # GPU/CPU result discrepancies
+    OTHER = "other"
+
+
+class Device(str, enum.Enum):
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+class Outcome(str, enum.Enum):
+    """What happened to one issue at one stage; a failure is a value, not an exception."""
+
+    # localization
+    LOCATED = "located"
+    ABSTAINED = "abstained"
+    SKIPPED = "skipped"
+    # replay
+    REPRODUCED = "reproduced"
+    DIFFERENT_ERROR = "different-error"
+    NO_ERROR = "no-error"
+    DISCREPANCY = "discrepancy"
+    NO_DISCREPANCY = "no-discrepancy"
+    TIMEOUT = "timeout"
+    RESOURCE_LIMIT = "resource-limit"
+    ENV_UNAVAILABLE = "env-unavailable"
+    NO_SNIPPET = "no-snippet"
+    NO_DEVICE = "no-device"
+
+
+class Side(str, enum.Enum):
+    """Which side of the framework a suspect file belongs to."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+    PYTHON = "python"
+    SHARED = "shared"  # device-generic C++ (e.g. aten/src/ATen/native/Foo.cpp)
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    author: str
+    body: str
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One GitHub issue as sftl sees it, whichever intake produced it."""
+
+    repo: str  # "owner/name"
+    number: int
+    title: str
+    body: str
+    state: str = "open"
+    labels: tuple[str, ...] = ()
+    author: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+    comments_count: int = 0
+    comments: tuple[Comment, ...] = ()
+    is_pull_request: bool = False
+    html_url: str = ""
+
+    @property
+    def url(self) -> str:
+        return self.html_url or f"https://github.com/{self.repo}/issues/{self.number}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.repo}#{self.number}"
+
+    @property
+    def text(self) -> str:
+        """Title, body and comments: everything a reader of the thread sees."""
+        parts = [self.title, self.body]
+        parts.extend(c.body for c in self.comments)
+        return "\n\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The environment a report describes; `missing` names what the text did not say."""
+
+    framework: str | None = None  # "pytorch" | "tensorflow"
+    version: str | None = None
+    python: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    os: str | None = None
+    gpu: str | None = None
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """One candidate piece of code in a report, with why it was (or was not) chosen."""
+
+    code: str
+    kind: str  # "python" | "output" | "traceback" | "shell" | "log" | "cpp" | "unknown"
+    source: str  # "fenced" | "indented" | "doctest" | "inline"
+    parses: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Snippet:
+    code: str
+    reason: str
+    candidates: tuple[CodeBlock, ...] = ()
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str  # as printed
+    line: int | None
+    function: str
+    source: str = ""
+    repo_path: str | None = None  # repository-relative path when the frame lies inside a framework
+
+
+@dataclass(frozen=True)
+class Traceback:
+    frames: tuple[Frame, ...]
+    exception: str  # e.g. "AttributeError"
+    message: str
+    cause: Traceback | None = None  # the earlier exception of a chain, if any
+    chain_kind: str = ""  # "cause" | "context" | ""
+
+    @property
+    def framework_frames(self) -> tuple[Frame, ...]:
+        return tuple(f for f in self.frames if f.repo_path)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What the extract stage read from one report."""
+
+    snippet: Snippet | None
+    traceback: Traceback | None
+    environment: Environment
+    error_line: str | None = None  # the final "Type: message" line, even without a full traceback
+    apis: tuple[str, ...] = ()  # framework calls named in the snippet/text, e.g. "torch.histc"
+    problems: tuple[str, ...] = ()  # what could not be read, in words
+
+
+@dataclass(frozen=True)
+class Screening:
+    category: Category
+    scores: dict[str, float]  # per category
+    evidence: tuple[str, ...] = ()  # the words/features that decided
+    method: str = "keywords"  # "keywords" | "learned"
+    abstained: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    device: Device
+    outcome: Outcome
+    exception: str | None = None
+    message: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReplayEnvironment:
+    framework: str | None
+    version: str | None
+    python: str | None
+    backend: str | None  # "current" | "venv" | "conda" | ...
+    name: str | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Replay:
+    environment: ReplayEnvironment
+    runs: tuple[ReplayRun, ...]
+    verdict: Outcome
+    reason: str
+    first_divergent_op: str | None = None
+
+
+@dataclass(frozen=True)
+class Suspect:
+    path: str  # repository-relative
+    score: float
+    side: Side | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Localization:
+    method: str
+    suspects: tuple[Suspect, ...]
+    outcome: Outcome
+    reason: str
+
+
+@dataclass(frozen=True)
+class Report:
+    issue: Issue
+    extraction: Extraction
+    screening: Screening
+    localization: Localization | None
+    replay: Replay | None = None
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, enums and tuples to plain JSON types (for --json, the store and reports)."""
+    import dataclasses
+
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
