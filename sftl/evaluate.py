@@ -1,0 +1,303 @@
+"""Metrics over labelled results: screening confusion/precision/recall/F1, localization top-k/MRR/MAP.
+
+Pure functions over plain values; no I/O. `sftl eval` (sftl/cli/evaluation.py) collects the results
+and formats what these functions compute.
+
+How the published study's localization "accuracy / precision / recall / F1" are read here
+(the paper names them without formulas; this is our reading, applied at a cut-off k, default 1):
+
+- the files a method *reports* for one issue are its first k suspects when its outcome is
+  `located`; an abstained or skipped issue reports nothing;
+- **accuracy@k**: share of all scored issues where a reported file is a truth file (= top-k hit rate);
+- **precision@k**: mean over issues *with a report* of |reported ∩ truth| / |reported|;
+- **recall@k**: mean over *all* scored issues of |reported ∩ truth| / |truth|;
+- **F1@k**: harmonic mean of the two means.
+
+With k = 1 and one truth file per issue this is the classification reading: TP = issues located
+correctly, FP = issues located wrongly, FN = issues not located; precision = TP/(TP+FP),
+recall = accuracy = TP/(TP+FN+FP). Abstaining therefore costs recall but not precision.
+
+Ranking metrics count an abstention (or a skip) as a miss: top-k accuracy, MRR and MAP are over all
+scored issues, and the abstention rate is reported beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CATEGORIES: tuple[str, ...] = ("mme", "gcrde", "other")
+TOP_KS: tuple[int, ...] = (1, 3, 5, 10)
+ALL = "all"
+
+
+# -- screening ---------------------------------------------------------------------------------
+
+
+def _safe_div(num: float, den: float) -> float:
+    return num / den if den else 0.0
+
+
+def _f1(p: float, r: float) -> float:
+    return _safe_div(2 * p * r, p + r)
+
+
+def confusion_matrix(
+    truth: Sequence[str], predicted: Sequence[str], labels: Sequence[str] = CATEGORIES
+) -> list[list[int]]:
+    """Rows: true label, columns: predicted label, in the order of `labels`.
+
+    A prediction outside `labels` (e.g. an abstention) is not counted in any column, so it costs
+    recall of the true class without adding a false positive anywhere.
+    """
+    if len(truth) != len(predicted):
+        raise ValueError(f"{len(truth)} truths but {len(predicted)} predictions")
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = [[0] * len(labels) for _ in labels]
+    for t, p in zip(truth, predicted, strict=True):
+        if t in index and p in index:
+            matrix[index[t]][index[p]] += 1
+    return matrix
+
+
+def screening_metrics(
+    truth: Sequence[str], predicted: Sequence[str], labels: Sequence[str] = CATEGORIES
+) -> dict[str, Any]:
+    """Accuracy, per-class one-vs-rest accuracy/precision/recall/F1/support, macro averages, confusion."""
+    n = len(truth)
+    matrix = confusion_matrix(truth, predicted, labels)
+    correct = sum(1 for t, p in zip(truth, predicted, strict=True) if t == p)
+    per_class: dict[str, dict[str, float]] = {}
+    for i, label in enumerate(labels):
+        tp = matrix[i][i]
+        support = sum(1 for t in truth if t == label)
+        pred_pos = sum(1 for p in predicted if p == label)
+        fp = pred_pos - tp
+        fn = support - tp
+        tn = n - tp - fp - fn
+        precision = _safe_div(tp, pred_pos)
+        recall = _safe_div(tp, support)
+        per_class[label] = {
+            "accuracy": _safe_div(tp + tn, n),
+            "precision": precision,
+            "recall": recall,
+            "f1": _f1(precision, recall),
+            "support": support,
+            "predicted": pred_pos,
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+        }
+    present = [label for label in labels if per_class[label]["support"]]
+    macro = {
+        key: _safe_div(sum(per_class[label][key] for label in present), len(present))
+        for key in ("precision", "recall", "f1")
+    }
+    return {
+        "n": n,
+        "accuracy": _safe_div(correct, n),
+        "per_class": per_class,
+        "macro": macro,
+        "labels": list(labels),
+        "confusion": matrix,
+        "abstained": sum(1 for p in predicted if p not in labels),
+    }
+
+
+def threshold_curve(
+    truth: Sequence[str],
+    scores: Sequence[Mapping[str, float]],
+    category: str,
+    thresholds: Sequence[float] | None = None,
+) -> list[dict[str, float]]:
+    """Precision/recall/F1 of "score[category] >= t means category", one-vs-rest, for each threshold t.
+
+    Without `thresholds`, every distinct score is a threshold (the exact curve).
+    """
+    if len(truth) != len(scores):
+        raise ValueError(f"{len(truth)} truths but {len(scores)} score maps")
+    values = [float(s.get(category, 0.0)) for s in scores]
+    positives = sum(1 for t in truth if t == category)
+    if thresholds is None:
+        thresholds = sorted(set(values))
+    curve = []
+    for t in thresholds:
+        tp = fp = 0
+        for label, value in zip(truth, values, strict=True):
+            if value >= t:
+                if label == category:
+                    tp += 1
+                else:
+                    fp += 1
+        precision = _safe_div(tp, tp + fp) if tp + fp else 1.0  # empty prediction set: vacuous precision
+        recall = _safe_div(tp, positives)
+        curve.append({"threshold": float(t), "precision": precision, "recall": recall, "f1": _f1(precision, recall)})
+    return curve
+
+
+# -- localization ------------------------------------------------------------------------------
+
+
+def normalize_path(path: str) -> str:
+    """Repository-relative, '/'-separated, no leading './' or '/'."""
+    path = path.strip().replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path.lstrip("/")
+
+
+@dataclass(frozen=True)
+class RankedResult:
+    """One method's answer for one labelled issue, reduced to what the metrics need."""
+
+    key: str
+    method: str
+    framework: str  # "pytorch" | "tensorflow" | "unknown"
+    category: str  # the ground-truth category (localization is scored with it)
+    truth: tuple[str, ...]
+    ranked: tuple[str, ...]  # suspects in rank order (empty when the method gave none)
+    outcome: str  # "located" | "abstained" | "skipped"
+
+    @property
+    def answered(self) -> bool:
+        return self.outcome == "located" and bool(self.ranked)
+
+    @property
+    def reported(self) -> tuple[str, ...]:
+        return tuple(normalize_path(p) for p in self.ranked) if self.answered else ()
+
+
+def first_hit_rank(ranked: Sequence[str], truth: Iterable[str]) -> int | None:
+    """1-based rank of the first truth file in `ranked`, or None."""
+    wanted = {normalize_path(t) for t in truth}
+    for i, path in enumerate(ranked, start=1):
+        if normalize_path(path) in wanted:
+            return i
+    return None
+
+
+def average_precision(ranked: Sequence[str], truth: Iterable[str]) -> float:
+    """AP over the ranked list; truth files never ranked count as misses (denominator |truth|)."""
+    wanted = {normalize_path(t) for t in truth}
+    if not wanted:
+        return 0.0
+    hits = 0
+    total = 0.0
+    seen: set[str] = set()
+    for i, path in enumerate(ranked, start=1):
+        p = normalize_path(path)
+        if p in wanted and p not in seen:
+            seen.add(p)
+            hits += 1
+            total += hits / i
+    return total / len(wanted)
+
+
+def localization_metrics(
+    results: Sequence[RankedResult], ks: Sequence[int] = TOP_KS, paper_k: int = 1
+) -> dict[str, Any]:
+    """Top-k accuracy, MRR, MAP, abstention rate and the paper's accuracy/precision/recall/F1 @ paper_k."""
+    n = len(results)
+    top = {k: 0 for k in ks}
+    rr = ap = 0.0
+    answered = abstained = skipped = 0
+    prec_sum = rec_sum = 0.0
+    paper_hits = 0
+    for r in results:
+        ranked = r.reported
+        if r.answered:
+            answered += 1
+        elif r.outcome == "skipped":
+            skipped += 1
+        else:
+            abstained += 1
+        rank = first_hit_rank(ranked, r.truth)
+        for k in ks:
+            if rank is not None and rank <= k:
+                top[k] += 1
+        if rank is not None:
+            rr += 1.0 / rank
+        ap += average_precision(ranked, r.truth)
+        cut = ranked[:paper_k]
+        wanted = {normalize_path(t) for t in r.truth}
+        overlap = len(set(cut) & wanted)
+        if cut:
+            prec_sum += overlap / len(cut)
+        if wanted:
+            rec_sum += overlap / len(wanted)
+        paper_hits += overlap > 0
+    precision = _safe_div(prec_sum, answered)
+    recall = _safe_div(rec_sum, n)
+    return {
+        "n": n,
+        "answered": answered,
+        "abstained": abstained,
+        "skipped": skipped,
+        "abstention_rate": _safe_div(abstained + skipped, n),
+        "top": {str(k): _safe_div(v, n) for k, v in top.items()},
+        "mrr": _safe_div(rr, n),
+        "map": _safe_div(ap, n),
+        "paper": {
+            "k": paper_k,
+            "accuracy": _safe_div(paper_hits, n),
+            "precision": precision,
+            "recall": recall,
+            "f1": _f1(precision, recall),
+        },
+    }
+
+
+def topk_curve(results: Sequence[RankedResult], max_k: int = 20) -> list[float]:
+    """Hit rate at k = 1..max_k (abstentions are misses)."""
+    n = len(results)
+    ranks = [first_hit_rank(r.reported, r.truth) for r in results]
+    return [_safe_div(sum(1 for x in ranks if x is not None and x <= k), n) for k in range(1, max_k + 1)]
+
+
+def group_keys(framework: str, category: str) -> list[tuple[str, str]]:
+    """The (framework, category) cells one row counts in: its own, its framework's and the totals."""
+    return [(framework, category), (framework, ALL), (ALL, category), (ALL, ALL)]
+
+
+def grouped(
+    items: Iterable[Any], key: Callable[[Any], tuple[str, str]]
+) -> dict[tuple[str, str], list[Any]]:
+    """Bucket items into every (framework, category) cell they count in (see `group_keys`)."""
+    cells: dict[tuple[str, str], list[Any]] = {}
+    for item in items:
+        for cell in group_keys(*key(item)):
+            cells.setdefault(cell, []).append(item)
+    return cells
+
+
+def localization_table(
+    results: Sequence[RankedResult], ks: Sequence[int] = TOP_KS, paper_k: int = 1
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """method -> "framework/category" -> metrics, for every cell that has rows."""
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    by_method: dict[str, list[RankedResult]] = {}
+    for r in results:
+        by_method.setdefault(r.method, []).append(r)
+    for method, rows in by_method.items():
+        cells = grouped(rows, lambda r: (r.framework, r.category))
+        table[method] = {
+            f"{fw}/{cat}": localization_metrics(cell, ks, paper_k) for (fw, cat), cell in sorted(cells.items())
+        }
+    return table
+
+
+def screening_table(
+    rows: Sequence[tuple[str, str, str]], labels: Sequence[str] = CATEGORIES
+) -> dict[str, dict[str, Any]]:
+    """rows of (framework, truth, predicted) -> framework ("all" too) -> `screening_metrics`."""
+    frameworks: dict[str, list[tuple[str, str]]] = {ALL: []}
+    for fw, t, p in rows:
+        frameworks.setdefault(fw, []).append((t, p))
+        frameworks[ALL].append((t, p))
+    return {
+        fw: screening_metrics([t for t, _ in pairs], [p for _, p in pairs], labels)
+        for fw, pairs in sorted(frameworks.items(), key=lambda kv: (kv[0] == ALL, kv[0]))
+        if pairs
+    }
+
