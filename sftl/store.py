@@ -264,6 +264,82 @@ class Store:
                 (repo, query, next_url, high_water, int(done), time.time()),
             )
 
+    def save_crawl_page(
+        self,
+        repo: str,
+        query: str,
+        issues: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]],
+        next_url: str | None,
+        high_water: str | None,
+        done: bool,
+    ) -> int:
+        """One crawl page and the cursor after it, in ONE transaction: a crash leaves either the
+        page and its cursor, or neither, so a resumed crawl has no gaps. A non-None comment list
+        replaces the stored thread (an empty list clears it). Returns the number of issues written."""
+        with self.transaction() as db:
+            written = self._write_threads(db, issues)
+            db.execute(
+                """INSERT INTO crawls VALUES (?,?,?,?,?,?) ON CONFLICT (repo, query) DO UPDATE SET
+                   next_url=excluded.next_url, high_water=excluded.high_water, done=excluded.done,
+                   updated=excluded.updated""",
+                (repo, query, next_url, high_water, int(done), time.time()),
+            )
+        return written
+
+    def upsert_threads(self, issues: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]]) -> int:
+        """Issues with their comment threads, in one transaction (all or nothing). A non-None
+        comment list replaces the stored thread; None keeps it. Returns how many were written
+        (an older copy never overwrites a newer one)."""
+        with self.transaction() as db:
+            return self._write_threads(db, issues)
+
+    def _write_threads(
+        self, db: sqlite3.Connection, issues: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]]
+    ) -> int:
+        written = 0
+        for issue, raw, comments in issues:
+            if self._upsert_issue(db, issue, raw):
+                written += 1
+                if comments is not None:
+                    self._replace_comments(db, issue.repo, issue.number, comments, issue.updated_at)
+        return written
+
+    def comment_counts(self, repo: str, numbers: list[int]) -> dict[int, tuple[int, str | None]]:
+        """number -> (stored comments_count, comments_synced_at) for the given issues that are stored."""
+        out: dict[int, tuple[int, str | None]] = {}
+        for i in range(0, len(numbers), 500):  # stay below SQLite's bound-parameter limit
+            chunk = numbers[i : i + 500]
+            rows = self._db.execute(
+                f"SELECT number, comments_count, comments_synced_at FROM issues WHERE repo=? AND number IN ({','.join('?' * len(chunk))})",
+                (repo, *chunk),
+            ).fetchall()
+            out.update({r["number"]: (r["comments_count"], r["comments_synced_at"]) for r in rows})
+        return out
+
+    def iter_issues_raw(
+        self, repo: str | None = None, include_pulls: bool = False
+    ) -> Iterator[tuple[Issue, dict[str, Any] | None]]:
+        """Issues with their raw REST object (None when intake kept none, e.g. the browser)."""
+        sql = "SELECT * FROM issues WHERE 1=1"
+        params: list[Any] = []
+        if repo:
+            sql += " AND repo=?"
+            params.append(repo)
+        if not include_pulls:
+            sql += " AND is_pull_request=0"
+        sql += " ORDER BY repo, number"
+        for row in self._db.execute(sql, params).fetchall():
+            yield self._issue_from_row(row), (json.loads(row["raw"]) if row["raw"] else None)
+
+    def size_bytes(self) -> int:
+        """The store's size on disk, WAL included."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
     # -- stage results --------------------------------------------------------------------------
 
     def save_screening(self, repo: str, number: int, screening: Any) -> None:

@@ -1,0 +1,628 @@
+"""The only module that talks HTTP to GitHub: REST parsing, targets, pagination, ETag cache, rate limits, retries, offline.
+
+Public interface (other stages code against it):
+
+- `parse_target(text) -> Target`: an issue URL, `OWNER/REPO#N`, or a path to a JSON file.
+- `issue_from_json(obj, comments=None) -> Issue` and `comment_from_json(obj) -> Comment`:
+  GitHub REST objects to model dataclasses (InputError on malformed objects).
+- `issue_to_json(issue) -> dict`: the reverse, so exports re-import losslessly.
+- `GitHubClient(settings)`: `get_issue`, `get_comments`, `iter_issue_pages`, `get_tree`,
+  `get_raw_file`. Every GET goes through an on-disk cache under `settings.cache_dir/http`
+  (ETag / Last-Modified conditional requests; a 304 costs no rate limit), the primary and
+  secondary rate limits, and retries with exponential backoff + jitter. With
+  `settings.offline` only the cache answers and a miss raises `OfflineMissError` naming the URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import requests
+
+from sftl.config import Settings
+from sftl.errors import (
+    AuthError,
+    GitHubError,
+    InputError,
+    NotFoundError,
+    OfflineMissError,
+    RateLimitError,
+)
+from sftl.model import Comment, Issue
+
+USER_AGENT = "sftl (bug-report triage; +https://github.com)"
+_REPO_RE = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}"
+_REF_RE = re.compile(rf"^({_REPO_RE})#(\d+)$")
+_URL_RE = re.compile(rf"^https?://(?:www\.)?github\.com/({_REPO_RE})/(issues|pull|pulls)/(\d+)/?(?:[#?].*)?$")
+_REPO_URL_RE = re.compile(rf"/repos/({_REPO_RE})(?:/|$)")
+_HTML_URL_RE = re.compile(rf"^https?://[^/]+/({_REPO_RE})/(?:issues|pull)/(\d+)")
+_SECONDARY_DEFAULT_WAIT = 60.0  # GitHub: wait at least a minute when no Retry-After is given
+
+
+# -- targets --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the user pointed at: kind is "url" | "ref" | "file"."""
+
+    kind: str
+    repo: str | None = None
+    number: int | None = None
+    path: Path | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.repo}#{self.number}" if self.repo else str(self.path)
+
+
+def parse_target(text: str) -> Target:
+    """`https://github.com/OWNER/REPO/issues/N`, `OWNER/REPO#N`, or a path to a JSON file."""
+    raw = text.strip()
+    if not raw:
+        raise InputError("empty target; expected https://github.com/OWNER/REPO/issues/N, OWNER/REPO#N or FILE.json")
+    if "://" in raw or raw.lower().startswith(("github.com/", "www.github.com/")):
+        url = raw if "://" in raw else "https://" + raw
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if host not in ("github.com", "www.github.com"):
+            raise InputError(f"not a GitHub issue URL: {raw!r} (host {host or '?'}; expected https://github.com/OWNER/REPO/issues/N)")
+        m = _URL_RE.match(url)
+        if not m:
+            raise InputError(f"malformed GitHub issue URL: {raw!r} (expected https://github.com/OWNER/REPO/issues/N)")
+        if m.group(2) != "issues":
+            raise InputError(f"{raw} is a pull request, not an issue; sftl triages issues only")
+        return Target("url", repo=m.group(1), number=int(m.group(3)))
+    m = _REF_RE.match(raw)
+    if m:
+        return Target("ref", repo=m.group(1), number=int(m.group(2)))
+    path = Path(raw).expanduser()
+    if path.suffix.lower() == ".json" or path.exists():
+        if not path.is_file():
+            raise InputError(f"no such file: {raw}")
+        return Target("file", path=path)
+    if "#" in raw or "/" in raw and not raw.endswith(".json"):
+        raise InputError(f"malformed target {raw!r}: expected OWNER/REPO#N, an issue URL, or an existing JSON file")
+    raise InputError(f"unrecognised target {raw!r}: expected https://github.com/OWNER/REPO/issues/N, OWNER/REPO#N or FILE.json")
+
+
+def parse_repo(text: str) -> str:
+    """Validate `OWNER/REPO`."""
+    raw = text.strip().strip("/")
+    if raw.startswith(("http://", "https://")):
+        m = re.match(rf"^https?://(?:www\.)?github\.com/({_REPO_RE})/?$", raw)
+        if m:
+            return m.group(1)
+    if re.fullmatch(_REPO_RE, raw):
+        return raw
+    raise InputError(f"malformed repository {text!r}: expected OWNER/REPO")
+
+
+# -- REST JSON <-> model ----------------------------------------------------------------------------
+
+
+def _str(obj: dict[str, Any], key: str, default: str = "") -> str:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InputError(f"field {key!r} should be a string, not {type(value).__name__}")
+    return value
+
+
+def _login(obj: Any) -> str:
+    return obj.get("login", "") if isinstance(obj, dict) and isinstance(obj.get("login"), str) else ""
+
+
+def comment_from_json(obj: Any) -> Comment:
+    """A REST issue-comment object -> Comment."""
+    if not isinstance(obj, dict):
+        raise InputError(f"a comment must be a JSON object, not {type(obj).__name__}")
+    cid = obj.get("id")
+    if not isinstance(cid, int) or isinstance(cid, bool):
+        raise InputError("a comment has no integer 'id'")
+    return Comment(
+        id=cid,
+        author=_login(obj.get("user")),
+        body=_str(obj, "body"),
+        created_at=_str(obj, "created_at"),
+        updated_at=_str(obj, "updated_at") or _str(obj, "created_at"),
+    )
+
+
+def repo_of(obj: dict[str, Any]) -> str | None:
+    """OWNER/REPO of a REST issue object, from repository_url, else html_url, else url."""
+    for key in ("repository_url", "url"):
+        value = obj.get(key)
+        if isinstance(value, str):
+            m = _REPO_URL_RE.search(value)
+            if m:
+                return m.group(1)
+    html = obj.get("html_url")
+    if isinstance(html, str):
+        m = _HTML_URL_RE.match(html)
+        if m:
+            return m.group(1)
+    repo = obj.get("repository")
+    if isinstance(repo, dict) and isinstance(repo.get("full_name"), str):
+        return repo["full_name"]
+    return None
+
+
+def issue_from_json(obj: Any, comments: list[dict[str, Any]] | None = None) -> Issue:
+    """A GitHub REST issue object (optionally with an inline `"comments": [...]` array) -> Issue.
+
+    The repository comes from `repository_url` (or `html_url`); pull requests (objects with a
+    `pull_request` key) are flagged with `is_pull_request`. Raises InputError on malformed objects.
+    """
+    if not isinstance(obj, dict):
+        raise InputError(f"an issue must be a JSON object, not {type(obj).__name__}")
+    number = obj.get("number")
+    if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+        raise InputError("not a GitHub issue object: no positive integer 'number'")
+    if "title" not in obj:
+        raise InputError(f"not a GitHub issue object: issue {number} has no 'title'")
+    repo = repo_of(obj)
+    if repo is None:
+        raise InputError(f"issue {number}: cannot tell its repository (no repository_url or html_url)")
+    inline = obj.get("comments")
+    if comments is None and isinstance(inline, list):
+        comments = inline
+    parsed = tuple(comment_from_json(c) for c in comments) if comments else ()
+    if isinstance(inline, int) and not isinstance(inline, bool):
+        count = inline
+    else:
+        count = len(parsed)
+    count = max(count, len(parsed))
+    labels: list[str] = []
+    for label in obj.get("labels") or []:
+        if isinstance(label, dict) and isinstance(label.get("name"), str):
+            labels.append(label["name"])
+        elif isinstance(label, str):
+            labels.append(label)
+        else:
+            raise InputError(f"issue {number}: malformed label {label!r}")
+    state = _str(obj, "state", "open").lower()
+    if state not in ("open", "closed"):
+        raise InputError(f"issue {number}: unknown state {state!r}")
+    return Issue(
+        repo=repo,
+        number=number,
+        title=_str(obj, "title"),
+        body=_str(obj, "body"),
+        state=state,
+        labels=tuple(labels),
+        author=_login(obj.get("user")),
+        created_at=_str(obj, "created_at"),
+        updated_at=_str(obj, "updated_at") or _str(obj, "created_at"),
+        comments_count=count,
+        comments=parsed,
+        is_pull_request=obj.get("pull_request") is not None,
+        html_url=_str(obj, "html_url") or f"https://github.com/{repo}/issues/{number}",
+    )
+
+
+def comment_to_json(comment: Comment) -> dict[str, Any]:
+    return {
+        "id": comment.id,
+        "user": {"login": comment.author},
+        "body": comment.body,
+        "created_at": comment.created_at,
+        "updated_at": comment.updated_at,
+    }
+
+
+def issue_to_json(issue: Issue, raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Issue -> a GitHub REST issue object (overlaid on `raw` when kept); comments inline when known."""
+    obj: dict[str, Any] = dict(raw or {})
+    obj.update(
+        {
+            "repository_url": obj.get("repository_url") or f"https://api.github.com/repos/{issue.repo}",
+            "html_url": issue.url,
+            "number": issue.number,
+            "title": issue.title,
+            "body": issue.body,
+            "state": issue.state,
+            "labels": [
+                next((lab for lab in (raw or {}).get("labels") or [] if isinstance(lab, dict) and lab.get("name") == name), {"name": name})
+                for name in issue.labels
+            ],
+            "user": (raw or {}).get("user") or {"login": issue.author},
+            "created_at": issue.created_at,
+            "updated_at": issue.updated_at,
+            "comments": [comment_to_json(c) for c in issue.comments] if issue.comments else issue.comments_count,
+        }
+    )
+    if issue.is_pull_request and not obj.get("pull_request"):
+        obj["pull_request"] = {"html_url": f"https://github.com/{issue.repo}/pull/{issue.number}"}
+    return obj
+
+
+# -- the client -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a paginated listing."""
+
+    url: str
+    items: list[dict[str, Any]]
+    next_url: str | None
+    last_page: int | None = None  # from the Link rel="last", when GitHub gives it
+    from_cache: bool = False
+
+
+@dataclass
+class ClientStats:
+    """What the client did: network requests (incl. 304s and retries), cache answers, waits."""
+
+    requests: int = 0
+    not_modified: int = 0
+    offline_hits: int = 0
+    retries: int = 0
+    waited_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Response:
+    status: int
+    body: bytes
+    etag: str | None
+    last_modified: str | None
+    link: str | None
+    from_cache: bool
+
+
+def _http_date(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S UTC")
+
+
+def _parse_link(header: str | None) -> dict[str, str]:
+    links: dict[str, str] = {}
+    for part in (header or "").split(","):
+        m = re.match(r'\s*<([^>]*)>\s*;\s*rel="?([^";]+)"?', part)
+        if m:
+            links[m.group(2)] = m.group(1)
+    return links
+
+
+class GitHubClient:
+    """GitHub REST over one requests.Session, with cache, rate limits, retries and offline mode.
+
+    `sleep` and `clock` are injectable so callers can observe waits; by default real time.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.api_url = settings.api_url.rstrip("/")
+        self.stats = ClientStats()
+        self._sleep = sleep
+        self._clock = clock
+        self._session: requests.Session | None = None
+        self._cache = settings.cache_dir / "http"
+        self._remaining: int | None = None
+        self._reset_at: float | None = None
+
+    # -- session / lifecycle
+
+    @property
+    def session(self) -> requests.Session:
+        if self._session is None:
+            s = requests.Session()
+            s.trust_env = False  # no proxies or .netrc credentials sneaking in from the environment
+            s.headers.update(
+                {
+                    "User-Agent": USER_AGENT,
+                    "Accept": "application/vnd.github+json",
+                    "X-GitHub-Api-Version": "2022-11-28",
+                }
+            )
+            if self.settings.token:
+                s.headers["Authorization"] = f"Bearer {self.settings.token}"
+            self._session = s
+        return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- public API
+
+    def get_issue(self, repo: str, number: int) -> dict[str, Any]:
+        """The raw REST issue object (pull requests come back too: check its `pull_request` key)."""
+        data = self._json(self._get(f"/repos/{repo}/issues/{number}", what=f"issue {repo}#{number}"))
+        if not isinstance(data, dict):
+            raise GitHubError(f"unexpected answer for {repo}#{number}: not a JSON object")
+        return data
+
+    def get_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """Every comment of an issue, all pages, oldest first (raw REST objects)."""
+        url: str | None = self._url(f"/repos/{repo}/issues/{number}/comments", {"per_page": 100})
+        out: list[dict[str, Any]] = []
+        while url:
+            resp = self._get(url, what=f"comments of {repo}#{number}")
+            page = self._json(resp)
+            if not isinstance(page, list):
+                raise GitHubError(f"unexpected answer for the comments of {repo}#{number}: not a list")
+            out.extend(page)
+            url = _parse_link(resp.link).get("next")
+        return out
+
+    def issues_url(
+        self,
+        repo: str,
+        since: str | None = None,
+        state: str = "open",
+        labels: str | list[str] | tuple[str, ...] | None = None,
+        per_page: int = 100,
+    ) -> str:
+        """The first listing URL. Sorted by update time, oldest first, so a cursor and a
+        high-water mark both move forward monotonically."""
+        params: dict[str, Any] = {"state": state, "sort": "updated", "direction": "asc", "per_page": per_page}
+        if since:
+            params["since"] = since
+        if labels:
+            params["labels"] = labels if isinstance(labels, str) else ",".join(labels)
+        return self._url(f"/repos/{repo}/issues", params)
+
+    def iter_issue_pages(
+        self,
+        repo: str,
+        since: str | None = None,
+        state: str = "open",
+        labels: str | list[str] | tuple[str, ...] | None = None,
+        per_page: int = 100,
+        start_url: str | None = None,
+    ) -> Iterator[Page]:
+        """Pages of the issue listing (PRs included, as GitHub returns them), following Link rel="next".
+
+        `start_url` resumes at a saved cursor (a `Page.next_url` from an earlier run).
+        """
+        url: str | None = start_url or self.issues_url(repo, since, state, labels, per_page)
+        while url:
+            resp = self._get(url, what=f"issue listing of {repo}")
+            items = self._json(resp)
+            if not isinstance(items, list):
+                raise GitHubError(f"unexpected answer for the issue listing of {repo}: not a list")
+            links = _parse_link(resp.link)
+            last = None
+            m = re.search(r"[?&]page=(\d+)", links.get("last", ""))
+            if m:
+                last = int(m.group(1))
+            yield Page(url=url, items=items, next_url=links.get("next"), last_page=last, from_cache=resp.from_cache)
+            url = links.get("next")
+
+    def get_tree(self, repo: str, ref: str) -> list[str]:
+        """Every blob path of `repo` at `ref` (git trees API, recursive), cached on disk."""
+        resp = self._get(
+            self._url(f"/repos/{repo}/git/trees/{quote(ref, safe='')}", {"recursive": 1}), what=f"tree of {repo}@{ref}"
+        )
+        data = self._json(resp)
+        if not isinstance(data, dict) or not isinstance(data.get("tree"), list):
+            raise GitHubError(f"unexpected answer for the tree of {repo}@{ref}")
+        return [e["path"] for e in data["tree"] if isinstance(e, dict) and e.get("type") == "blob" and "path" in e]
+
+    def get_raw_file(self, repo: str, ref: str, path: str) -> str | None:
+        """The text of one file at `ref` (contents API, raw media type), or None when absent."""
+        url = self._url(f"/repos/{repo}/contents/{quote(path.lstrip('/'))}", {"ref": ref})
+        try:
+            resp = self._get(url, what=f"{path} of {repo}@{ref}", accept="application/vnd.github.raw")
+        except NotFoundError:
+            return None
+        return resp.body.decode("utf-8", errors="replace")
+
+    # -- plumbing
+
+    def _url(self, path: str, params: dict[str, Any] | None = None) -> str:
+        url = path if path.startswith(("http://", "https://")) else self.api_url + path
+        return url + ("?" + urlencode(params) if params else "")
+
+    def _json(self, resp: _Response) -> Any:
+        try:
+            return json.loads(resp.body.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise GitHubError(f"GitHub sent a malformed JSON answer ({exc})") from exc
+
+    def _cache_path(self, url: str, accept: str | None) -> Path:
+        digest = hashlib.sha256(f"{accept or ''} {url}".encode()).hexdigest()
+        return self._cache / digest[:2] / f"{digest}.json"
+
+    def _read_cache(self, path: Path) -> dict[str, Any] | None:
+        try:
+            entry = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return None  # a missing or torn cache file is just a miss
+        return entry if isinstance(entry, dict) and isinstance(entry.get("body"), str) else None
+
+    def _write_cache(self, path: Path, entry: dict[str, Any]) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(entry, fh)
+            os.replace(tmp, path)  # atomic: readers see the old entry or the new one
+        except OSError:
+            pass  # a cache that cannot be written only costs a later request
+
+    def _get(self, url_or_path: str, *, what: str, accept: str | None = None) -> _Response:
+        url = self._url(url_or_path)
+        cpath = self._cache_path(url, accept)
+        cached = self._read_cache(cpath)
+        if self.settings.offline:
+            if cached is None:
+                raise OfflineMissError(f"offline: {what} is not in the cache (GET {url}); run once without --offline")
+            self.stats.offline_hits += 1
+            return _Response(200, cached["body"].encode("utf-8"), cached.get("etag"), cached.get("last_modified"), cached.get("link"), True)
+        headers: dict[str, str] = {}
+        if accept:
+            headers["Accept"] = accept
+        if cached is not None:
+            if cached.get("etag"):
+                headers["If-None-Match"] = cached["etag"]
+            elif cached.get("last_modified"):
+                headers["If-Modified-Since"] = cached["last_modified"]
+        resp = self._send(url, headers, what)
+        if resp.status_code == 304 and cached is not None:
+            self.stats.not_modified += 1
+            return _Response(200, cached["body"].encode("utf-8"), cached.get("etag"), cached.get("last_modified"), cached.get("link"), True)
+        body = resp.content
+        result = _Response(
+            resp.status_code, body, resp.headers.get("ETag"), resp.headers.get("Last-Modified"), resp.headers.get("Link"), False
+        )
+        if result.etag or result.last_modified:
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                return result
+            self._write_cache(
+                cpath,
+                {"url": url, "etag": result.etag, "last_modified": result.last_modified, "link": result.link, "body": text,
+                 "stored": self._clock()},
+            )
+        return result
+
+    def _backoff(self, attempt: int) -> float:
+        base = self.settings.backoff_base * (2**attempt)
+        return min(60.0, base * random.uniform(0.5, 1.5))  # jitter: retries of many clients spread out
+
+    def _wait(self, seconds: float) -> None:
+        if seconds > 0:
+            self.stats.waited_s += seconds
+            self._sleep(seconds)
+
+    def _rate_limit_hint(self) -> str:
+        return "" if self.settings.token else "; set GITHUB_TOKEN for a 5000 requests/hour limit"
+
+    def _primary_wait_or_raise(self, reset_at: float, what: str) -> None:
+        wait = max(0.0, reset_at - self._clock()) + 1.0
+        if wait > self.settings.rate_limit_wait:
+            raise RateLimitError(
+                f"GitHub rate limit exhausted until {_http_date(reset_at)} (in {wait:.0f} s) while fetching {what}"
+                f"{self._rate_limit_hint()}; what was stored is kept"
+            )
+        self._wait(wait)
+
+    def _send(self, url: str, headers: dict[str, str], what: str) -> requests.Response:
+        attempt = 0
+        limited = 0
+        host = urlsplit(url).netloc
+        while True:
+            # known exhaustion from the previous answer: wait before spending a request
+            if self._remaining == 0 and self._reset_at and self._reset_at > self._clock():
+                self._primary_wait_or_raise(self._reset_at, what)
+                self._remaining = None
+            problem: str
+            try:
+                self.stats.requests += 1
+                resp = self.session.get(
+                    url, headers=headers, timeout=(self.settings.http_timeout, self.settings.http_timeout)
+                )
+                _ = resp.content  # read the body inside the timeout/retry net
+            except requests.Timeout:
+                problem = f"timed out after {self.settings.http_timeout:g} s"
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+                problem = f"connection failed ({type(exc).__name__})"
+            except requests.RequestException as exc:
+                raise GitHubError(f"cannot fetch {what}: {exc}") from exc
+            else:
+                self._note_limits(resp)
+                status = resp.status_code
+                if status < 300 or status == 304:
+                    return resp
+                message = _message(resp)
+                if status in (403, 429) and (
+                    resp.headers.get("Retry-After") or "secondary rate limit" in message.lower()
+                ):
+                    limited += 1
+                    retry_after = _float_or_none(resp.headers.get("Retry-After"))
+                    wait = retry_after if retry_after is not None else _SECONDARY_DEFAULT_WAIT
+                    if wait > self.settings.rate_limit_wait or limited > max(1, self.settings.max_retries):
+                        raise RateLimitError(
+                            f"GitHub secondary rate limit while fetching {what}: retry after {wait:.0f} s"
+                            f"{self._rate_limit_hint()}; what was stored is kept"
+                        )
+                    self._wait(wait)
+                    continue
+                if status in (403, 429) and resp.headers.get("X-RateLimit-Remaining") == "0":
+                    limited += 1
+                    reset = _float_or_none(resp.headers.get("X-RateLimit-Reset")) or (self._clock() + 3600)
+                    if limited > max(1, self.settings.max_retries):
+                        raise RateLimitError(f"GitHub rate limit still exhausted while fetching {what}{self._rate_limit_hint()}")
+                    self._primary_wait_or_raise(reset, what)
+                    self._remaining = None
+                    continue
+                if status == 401:
+                    raise AuthError(
+                        f"GitHub rejected the credentials (401 {message or 'Bad credentials'}); "
+                        + ("check GITHUB_TOKEN" if self.settings.token else "this API needs a token: set GITHUB_TOKEN")
+                    )
+                if status == 403:
+                    raise AuthError(
+                        f"GitHub refused access to {what} (403 {message or 'Forbidden'}); "
+                        + ("the token in GITHUB_TOKEN lacks access" if self.settings.token else "set GITHUB_TOKEN")
+                    )
+                if status in (404, 410):
+                    hint = "" if self.settings.token else " (a private repository also answers 404 without GITHUB_TOKEN)"
+                    raise NotFoundError(f"{what} not found ({status}){hint}")
+                if status >= 500:
+                    problem = f"server error {status}"
+                else:
+                    raise GitHubError(f"GitHub answered {status} for {what}: {message or resp.reason}")
+            if attempt >= self.settings.max_retries:
+                raise GitHubError(
+                    f"cannot fetch {what} from {host}: {problem} after {attempt + 1} attempts "
+                    "(network down? use --offline to work from the store)"
+                )
+            self.stats.retries += 1
+            self._wait(self._backoff(attempt))
+            attempt += 1
+
+    def _note_limits(self, resp: requests.Response) -> None:
+        remaining = resp.headers.get("X-RateLimit-Remaining")
+        reset = resp.headers.get("X-RateLimit-Reset")
+        if remaining is not None and remaining.isdigit():
+            self._remaining = int(remaining)
+        if reset is not None:
+            self._reset_at = _float_or_none(reset)
+
+
+def _float_or_none(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _message(resp: requests.Response) -> str:
+    """GitHub's error `message`, one line, or ''."""
+    try:
+        data = resp.json()
+    except ValueError:
+        return ""
+    msg = data.get("message") if isinstance(data, dict) else None
+    return " ".join(str(msg).split())[:200] if msg else ""

@@ -1,0 +1,393 @@
+"""Intake: load one issue (file, URL, ref), crawl a repository incrementally and resumably, import and export JSONL/CSV.
+
+Public interface:
+
+- `load_issue(target, settings, store, via="api") -> Issue`
+- `crawl(repo, settings, store, since=None, state="open", labels=None, limit=None, progress=None) -> CrawlStats`
+- `import_jsonl(path_or_dash, store, stdin=None) -> ImportStats`
+- `export_issues(store, fmt="jsonl", repo=None) -> Iterator[str]` (lines without trailing newline)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any
+
+from sftl.config import Settings
+from sftl.errors import GitHubError, InputError, NotFoundError, OfflineMissError, SftlError
+from sftl.github import GitHubClient, issue_from_json, issue_to_json, parse_repo, parse_target
+from sftl.model import Comment, Issue
+from sftl.store import Store
+
+STATES = ("open", "closed", "all")
+
+
+# -- one issue --------------------------------------------------------------------------------------
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """UTF-8 (a BOM is tolerated) or InputError naming the first bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{name} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def parse_json_text(text: str, name: str) -> Any:
+    """json.loads with a one-line InputError that says where, and whether it looks truncated."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(text.rstrip()) or "Unterminated" in exc.msg
+        what = "truncated JSON" if truncated else "corrupt JSON"
+        raise InputError(f"{name}: {what} ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def read_issue_file(path: Path) -> tuple[Issue, dict[str, Any]]:
+    """A file holding one REST issue object (optionally with inline comments) -> (Issue, raw)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise InputError(f"{path} is empty; expected one GitHub issue JSON object")
+    obj = parse_json_text(decode_text(data, str(path)), str(path))
+    if isinstance(obj, list) and len(obj) == 1:
+        obj = obj[0]
+    if not isinstance(obj, dict):
+        raise InputError(f"{path}: expected one GitHub issue JSON object, found a JSON {type(obj).__name__}")
+    try:
+        issue = issue_from_json(obj)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return issue, obj
+
+
+def load_issue(target: str, settings: Settings, store: Store, via: str = "api") -> Issue:
+    """Resolve a target to an Issue, storing what was fetched.
+
+    A JSON file is parsed (works offline, needs no store entry) and stored. A URL or ref comes
+    from the store when offline (else the HTTP cache, else OfflineMissError); online it is
+    fetched (with comments when it has any) and upserted. `via="browser"` uses the crawler.
+    """
+    if via not in ("api", "browser"):
+        raise InputError(f"unknown intake {via!r}: expected api or browser")
+    t = parse_target(target)
+    if t.kind == "file":
+        assert t.path is not None
+        issue, raw = read_issue_file(t.path)
+        if issue.is_pull_request:
+            raise InputError(f"{t.path} holds pull request {issue.key}, not an issue")
+        store.upsert_issue(issue, raw)
+        return store.get_issue(issue.repo, issue.number) or issue
+    assert t.repo is not None and t.number is not None
+    if settings.offline:
+        stored = store.get_issue(t.repo, t.number)
+        if stored is not None:
+            return stored
+        if via == "browser":
+            raise OfflineMissError(f"offline: {t.repo}#{t.number} is not in the store; fetch it once without --offline")
+    if via == "browser":
+        from sftl.browser import BrowserCrawler
+
+        with BrowserCrawler(settings) as crawler:
+            issue = crawler.fetch_issue(t.repo, t.number)
+        store.upsert_issue(issue)
+        return store.get_issue(issue.repo, issue.number) or issue
+    with GitHubClient(settings) as client:
+        try:
+            raw = client.get_issue(t.repo, t.number)
+        except OfflineMissError:
+            raise OfflineMissError(
+                f"offline: {t.repo}#{t.number} is neither in the store nor in the HTTP cache; fetch it once without --offline"
+            ) from None
+        if raw.get("pull_request") is not None:
+            raise NotFoundError(f"{t.repo}#{t.number} is a pull request, not an issue")
+        comments: list[dict[str, Any]] = []
+        if isinstance(raw.get("comments"), int) and raw["comments"] > 0:
+            comments = client.get_comments(t.repo, t.number)
+    try:
+        issue = issue_from_json(raw, comments)
+    except InputError as exc:
+        raise GitHubError(f"GitHub sent a malformed issue for {t.repo}#{t.number}: {exc}") from None
+    # the whole thread was fetched (or there is none): it replaces what was stored
+    store.upsert_threads([(replace(issue, comments=()), raw, list(issue.comments))])
+    return store.get_issue(issue.repo, issue.number) or issue
+
+
+# -- crawling ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class CrawlStats:
+    """What one `crawl` did."""
+
+    repo: str
+    query: str
+    pages: int = 0
+    issues_seen: int = 0
+    issues_written: int = 0
+    pulls_skipped: int = 0
+    comment_threads: int = 0  # issues whose comments were (re)fetched
+    requests: int = 0  # HTTP requests sent, 304s and retries included
+    not_modified: int = 0
+    retries: int = 0
+    waited_s: float = 0.0
+    resumed: bool = False
+    since: str | None = None
+    high_water: str | None = None
+    done: bool = False
+    seconds: float = 0.0
+    total_pages: int | None = None  # GitHub's Link rel="last", when known
+
+    @property
+    def requests_per_issue(self) -> float:
+        return self.requests / self.issues_seen if self.issues_seen else 0.0
+
+
+@dataclass(frozen=True)
+class CrawlProgress:
+    page: int
+    total_pages: int | None
+    issues_seen: int
+    issues_written: int
+
+
+def crawl_query(state: str, labels: str | None) -> str:
+    """The key of a crawl in store.crawls: what is listed, not from when."""
+    norm = ",".join(sorted(x.strip() for x in labels.split(",") if x.strip())) if labels else ""
+    return f"state={state}&labels={norm}"
+
+
+def crawl(
+    repo: str,
+    settings: Settings,
+    store: Store,
+    since: str | None = None,
+    state: str = "open",
+    labels: str | None = None,
+    limit: int | None = None,
+    progress: Callable[[CrawlProgress], None] | None = None,
+) -> CrawlStats:
+    """Crawl a repository's issues into the store, 100 per request.
+
+    Incremental: without `since`, a finished earlier crawl's high-water mark (latest
+    `updated_at` seen) is used. Resumable: after each page, its issues and the cursor to the
+    next page are committed together; an interrupted crawl continues from that cursor.
+    Comments are fetched only for issues whose comment count is non-zero and changed since
+    they were last stored. Pull requests are skipped. On a rate limit or network failure the
+    error is raised with how much was stored; everything committed stays.
+    """
+    repo = parse_repo(repo)
+    if state not in STATES:
+        raise InputError(f"unknown state {state!r}: expected one of {', '.join(STATES)}")
+    if limit is not None and limit <= 0:
+        raise InputError("--limit must be a positive number")
+    query = crawl_query(state, labels)
+    stats = CrawlStats(repo=repo, query=query)
+    started = time.monotonic()
+    saved = store.crawl_state(repo, query)
+    start_url: str | None = None
+    high_water: str | None = None
+    if saved is not None:
+        high_water = saved.get("high_water")
+        if not saved.get("done") and saved.get("next_url") and since is None:
+            start_url = saved["next_url"]
+            stats.resumed = True
+    if start_url is None:
+        since = since or high_water
+    stats.since = since
+    client = GitHubClient(settings)
+    try:
+        for page in client.iter_issue_pages(repo, since=since, state=state, labels=labels, start_url=start_url):
+            stats.pages += 1
+            stats.total_pages = page.last_page or stats.total_pages
+            items = page.items
+            cut = False
+            if limit is not None and stats.issues_seen + len(items) > limit:
+                items = items[: max(0, limit - stats.issues_seen)]
+                cut = True
+            parsed: list[tuple[Issue, dict[str, Any]]] = []
+            for obj in items:
+                if isinstance(obj, dict) and obj.get("pull_request") is not None:
+                    stats.pulls_skipped += 1
+                    continue
+                try:
+                    issue = issue_from_json(obj)
+                except InputError as exc:
+                    raise GitHubError(f"GitHub sent a malformed issue in {page.url}: {exc}") from None
+                parsed.append((issue, obj))
+            stats.issues_seen += len(parsed)
+            known = store.comment_counts(repo, [i.number for i, _ in parsed])
+            rows: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]] = []
+            for issue, obj in parsed:
+                old = known.get(issue.number)
+                comments: list[Comment] | None = None
+                if issue.comments_count > 0 and (old is None or old[0] != issue.comments_count or old[1] is None):
+                    raw_comments = client.get_comments(repo, issue.number)
+                    comments = list(issue_from_json({**obj, "comments": raw_comments}).comments)
+                    stats.comment_threads += 1
+                elif issue.comments_count == 0 and old is not None and old[0] > 0:
+                    comments = []  # the thread was deleted
+                if high_water is None or issue.updated_at > high_water:
+                    high_water = issue.updated_at
+                rows.append((issue, obj, comments))
+            next_url = page.url if cut else page.next_url
+            done = next_url is None
+            stats.issues_written += store.save_crawl_page(repo, query, rows, next_url, high_water, done)
+            stats.high_water = high_water
+            stats.done = done
+            if progress is not None:
+                progress(CrawlProgress(stats.pages, stats.total_pages, stats.issues_seen, stats.issues_written))
+            if cut or (limit is not None and stats.issues_seen >= limit):
+                break
+        else:
+            if stats.pages == 0:
+                stats.done = True
+    except SftlError as exc:
+        _fill(stats, client, started)
+        raise type(exc)(
+            f"{exc} ({stats.issues_written} issues stored in this run; run the same crawl again to resume)"
+        ) from exc
+    finally:
+        client.close()
+    _fill(stats, client, started)
+    return stats
+
+
+def _fill(stats: CrawlStats, client: GitHubClient, started: float) -> None:
+    stats.requests = client.stats.requests
+    stats.not_modified = client.stats.not_modified
+    stats.retries = client.stats.retries
+    stats.waited_s = client.stats.waited_s
+    stats.seconds = time.monotonic() - started
+
+
+# -- import / export --------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportStats:
+    lines: int = 0
+    imported: int = 0  # written (new or newer)
+    unchanged: int = 0  # already stored at that version or newer
+    pulls_skipped: int = 0
+    bad: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
+
+
+_BATCH = 500
+
+
+def _iter_objects(lines: Iterable[bytes]) -> Iterator[tuple[int, Any, str | None]]:
+    """(line number, parsed object or None, error) per non-blank line; arrays are flattened."""
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            text = decode_text(line, f"line {n}")
+            obj = parse_json_text(text, f"line {n}")
+        except InputError as exc:
+            yield n, None, str(exc).removeprefix(f"line {n}: ").removeprefix(f"line {n} ")
+            continue
+        if isinstance(obj, list):  # `gh api --paginate` without --jq writes one array per page
+            for item in obj:
+                yield n, item, None
+        else:
+            yield n, obj, None
+
+
+def import_jsonl(path_or_dash: str | Path, store: Store, stdin: IO[bytes] | None = None) -> ImportStats:
+    """Import GitHub REST issue objects, one per line (`-` reads stdin).
+
+    Each issue is written whole or not at all (batches of 500 per transaction); bad lines are
+    skipped and reported with their line numbers in `ImportStats.bad`.
+    """
+    stats = ImportStats()
+    if str(path_or_dash) == "-":
+        source: IO[bytes] = stdin if stdin is not None else sys.stdin.buffer
+        return _import(source, store, stats)
+    path = Path(path_or_dash)
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with fh:
+        return _import(fh, store, stats)
+
+
+def _import(source: IO[bytes], store: Store, stats: ImportStats) -> ImportStats:
+    batch: list[tuple[Issue, dict[str, Any]]] = []
+
+    def flush() -> None:
+        rows: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]] = [
+            (replace(issue, comments=()), raw, list(issue.comments) if isinstance(raw.get("comments"), list) else None)
+            for issue, raw in batch
+        ]
+        written = store.upsert_threads(rows)
+        stats.imported += written
+        stats.unchanged += len(rows) - written
+        batch.clear()
+
+    last = 0
+    for n, obj, error in _iter_objects(source):
+        if n != last:
+            stats.lines += 1
+            last = n
+        if error is not None:
+            stats.bad.append((n, error))
+            continue
+        try:
+            issue = issue_from_json(obj)
+        except InputError as exc:
+            stats.bad.append((n, str(exc)))
+            continue
+        if issue.is_pull_request:
+            stats.pulls_skipped += 1
+            continue
+        batch.append((issue, obj))
+        if len(batch) >= _BATCH:
+            flush()
+    if batch:
+        flush()
+    return stats
+
+
+EXPORT_FORMATS = ("jsonl", "csv")
+CSV_COLUMNS = ("repo", "number", "title", "state", "labels", "author", "created_at", "updated_at", "comments", "url")
+
+
+def export_issues(store: Store, fmt: str = "jsonl", repo: str | None = None) -> Iterator[str]:
+    """Stored issues as lines: jsonl = GitHub REST issue objects with comments inline
+    (so `export | import -` round-trips), or csv with a header row."""
+    if fmt not in EXPORT_FORMATS:
+        raise InputError(f"unknown export format {fmt!r}: expected jsonl or csv")
+    if repo:
+        repo = parse_repo(repo)
+    if fmt == "jsonl":
+        for issue, raw in store.iter_issues_raw(repo):
+            yield json.dumps(issue_to_json(issue, raw), ensure_ascii=False, separators=(",", ":"))
+        return
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="")
+
+    def row(values: Iterable[Any]) -> str:
+        buf.seek(0)
+        buf.truncate()
+        writer.writerow(list(values))
+        return buf.getvalue()
+
+    yield row(CSV_COLUMNS)
+    for issue in store.iter_issues(repo):
+        yield row(
+            (issue.repo, issue.number, issue.title, issue.state, ",".join(issue.labels), issue.author,
+             issue.created_at, issue.updated_at, issue.comments_count, issue.url)
+        )

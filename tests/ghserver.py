@@ -1,0 +1,394 @@
+"""A real loopback GitHub REST (and issue-page HTML) server for tests and benchmarks.
+
+Serves data you give it, the way api.github.com does: issue listings with `per_page`/`page`,
+`state`, `since`, `labels`, `sort`/`direction` and `Link` headers; single issues; comments;
+git trees; raw file contents; ETags with 304s (which cost no rate limit); rate-limit headers;
+and HTML pages (for the browser crawler) at `/{owner}/{repo}/issues/{n}`. Faults are injected
+per path pattern: a status (502, 403 + Retry-After, ...), extra headers, a delay (a stalled
+response), or a connection dropped mid-body.
+
+    with GitHubServer() as gh:
+        gh.add_issues("o/r", [make_issue("o/r", n) for n in range(1, 301)])
+        gh.inject(r"/repos/o/r/issues$", status=502, times=1, after=1)
+        settings = load_settings({}, home=tmp, api_url=gh.url, max_retries=2, backoff_base=0.01)
+
+Every request is recorded in `gh.requests` (method, path, query dict, headers, status).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+
+
+def make_issue(
+    repo: str,
+    number: int,
+    *,
+    title: str | None = None,
+    body: str | None = None,
+    state: str = "open",
+    labels: tuple[str, ...] = (),
+    comments: int = 0,
+    updated_at: str | None = None,
+    created_at: str | None = None,
+    author: str = "reporter",
+    pull_request: bool = False,
+    api_root: str = "https://api.github.com",
+) -> dict[str, Any]:
+    """A GitHub REST issue object with the fields GitHub really sends (trimmed of avatars etc.)."""
+    created = created_at or f"2023-01-{1 + number % 28:02d}T{number % 24:02d}:00:00Z"
+    obj: dict[str, Any] = {
+        "url": f"{api_root}/repos/{repo}/issues/{number}",
+        "repository_url": f"{api_root}/repos/{repo}",
+        "comments_url": f"{api_root}/repos/{repo}/issues/{number}/comments",
+        "html_url": f"https://github.com/{repo}/{'pull' if pull_request else 'issues'}/{number}",
+        "id": 1_000_000 + number,
+        "node_id": f"I_kwDO{number:08d}",
+        "number": number,
+        "title": title if title is not None else f"Issue {number}: something breaks",
+        "user": {"login": author, "id": 42, "type": "User"},
+        "labels": [{"id": 7000 + i, "name": name, "color": "d73a4a", "default": False} for i, name in enumerate(labels)],
+        "state": state,
+        "locked": False,
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "comments": comments,
+        "created_at": created,
+        "updated_at": updated_at or created,
+        "closed_at": None if state == "open" else (updated_at or created),
+        "author_association": "NONE",
+        "body": body if body is not None else f"Body of issue {number}.\n\n```python\nimport torch\nprint({number})\n```",
+        "reactions": {"total_count": 0},
+        "state_reason": None if state == "open" else "completed",
+    }
+    if pull_request:
+        obj["pull_request"] = {
+            "url": f"{api_root}/repos/{repo}/pulls/{number}",
+            "html_url": f"https://github.com/{repo}/pull/{number}",
+            "merged_at": None,
+        }
+    return obj
+
+
+def make_comment(repo: str, number: int, cid: int, body: str | None = None, created_at: str | None = None) -> dict[str, Any]:
+    created = created_at or f"2023-02-01T00:{cid % 60:02d}:00Z"
+    return {
+        "url": f"https://api.github.com/repos/{repo}/issues/comments/{cid}",
+        "html_url": f"https://github.com/{repo}/issues/{number}#issuecomment-{cid}",
+        "issue_url": f"https://api.github.com/repos/{repo}/issues/{number}",
+        "id": cid,
+        "user": {"login": f"commenter{cid % 7}", "id": 100 + cid % 7, "type": "User"},
+        "created_at": created,
+        "updated_at": created,
+        "author_association": "CONTRIBUTOR",
+        "body": body if body is not None else f"Comment {cid} on {number}.",
+    }
+
+
+@dataclass
+class Fault:
+    pattern: re.Pattern[str]
+    status: int | None = None  # None: answer normally (after the delay)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    delay: float = 0.0  # seconds before answering: a stalled response
+    times: int = 1  # how many matching requests it hits
+    after: int = 0  # let this many matching requests through first
+    drop: bool = False  # send headers and half the body, then close: a truncated response
+    seen: int = 0
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    status: int
+
+
+class GitHubServer:
+    """A threaded http.server on 127.0.0.1 with a free port; use as a context manager."""
+
+    def __init__(self, *, token: str | None = None, rate_limit: int = 5000, page_delay: float = 0.0) -> None:
+        self.issues: dict[str, dict[int, dict[str, Any]]] = {}
+        self.comments: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.trees: dict[tuple[str, str], list[str]] = {}
+        self.files: dict[tuple[str, str, str], bytes] = {}
+        self.pages: dict[str, str] = {}  # path -> HTML
+        self.token = token
+        self.rate_limit = rate_limit
+        self.remaining = rate_limit
+        self.reset_at = int(time.time()) + 3600
+        self.page_delay = page_delay  # seconds added to every issue-listing page
+        self.requests: list[Recorded] = []
+        self.faults: list[Fault] = []
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- data
+
+    def add_issues(self, repo: str, issues: list[dict[str, Any]]) -> None:
+        bucket = self.issues.setdefault(repo, {})
+        for obj in issues:
+            bucket[int(obj["number"])] = obj
+
+    def add_comments(self, repo: str, number: int, comments: list[dict[str, Any]]) -> None:
+        self.comments[(repo, number)] = comments
+
+    def add_tree(self, repo: str, ref: str, paths: list[str]) -> None:
+        self.trees[(repo, ref)] = paths
+
+    def add_file(self, repo: str, ref: str, path: str, content: str | bytes) -> None:
+        self.files[(repo, ref, path)] = content.encode() if isinstance(content, str) else content
+
+    def add_page(self, path: str, html: str) -> None:
+        self.pages[path] = html
+
+    def inject(self, pattern: str, **kw: Any) -> Fault:
+        """Add a fault for requests whose path (without query) matches `pattern` (re.search)."""
+        fault = Fault(pattern=re.compile(pattern), **kw)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def set_rate_limit(self, remaining: int, reset_in: float = 3600) -> None:
+        with self._lock:
+            self.remaining = remaining
+            self.reset_at = int(time.time() + reset_in)
+
+    def count(self, pattern: str = "", status: int | None = None) -> int:
+        rx = re.compile(pattern)
+        with self._lock:
+            return sum(1 for r in self.requests if rx.search(r.path) and (status is None or r.status == status))
+
+    # -- lifecycle
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> GitHubServer:
+        server = self
+
+        class Handler(_Handler):
+            gh = server
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.daemon_threads = True
+        httpd.block_on_close = False  # a stalled handler must not hold up stop()
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> GitHubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- routing (called from handler threads)
+
+    def _take_fault(self, path: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.pattern.search(path):
+                    fault.seen += 1
+                    if fault.seen > fault.after and fault.times > 0:
+                        fault.times -= 1
+                        return fault
+        return None
+
+    def route(self, path: str, query: dict[str, str], accept: str) -> tuple[int, dict[str, str], bytes, bool]:
+        """-> (status, headers, body, is_api). Pure data; rate limits/ETags are applied by the handler."""
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues", path)
+        if m:
+            return self._listing(m.group(1), path, query)
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", path)
+        if m:
+            obj = self.issues.get(m.group(1), {}).get(int(m.group(2)))
+            return (200, {}, _json(obj), True) if obj else _not_found()
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/comments", path)
+        if m:
+            repo, number = m.group(1), int(m.group(2))
+            if number not in self.issues.get(repo, {}):
+                return _not_found()
+            return self._paginate(path, query, self.comments.get((repo, number), []))
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/git/trees/(.+)", path)
+        if m:
+            paths = self.trees.get((m.group(1), unquote(m.group(2))))
+            if paths is None:
+                return _not_found()
+            tree = [{"path": p, "mode": "100644", "type": "blob", "sha": hashlib.sha1(p.encode()).hexdigest()} for p in paths]
+            dirs = sorted({p.rsplit("/", 1)[0] for p in paths if "/" in p})
+            tree += [{"path": d, "mode": "040000", "type": "tree", "sha": "0" * 40} for d in dirs]
+            return 200, {}, _json({"sha": "f" * 40, "tree": tree, "truncated": False}), True
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/contents/(.+)", path)
+        if m:
+            content = self.files.get((m.group(1), query.get("ref", "main"), unquote(m.group(2))))
+            if content is None:
+                return _not_found()
+            if "raw" in accept:
+                return 200, {"Content-Type": "application/vnd.github.raw; charset=utf-8"}, content, True
+            import base64
+
+            return 200, {}, _json({"type": "file", "encoding": "base64", "content": base64.b64encode(content).decode()}), True
+        if path.startswith("/repos/"):
+            return _not_found()
+        html = self.pages.get(path)
+        if html is None:
+            return 404, {"Content-Type": "text/html; charset=utf-8"}, _NOT_FOUND_HTML.encode(), False
+        return 200, {"Content-Type": "text/html; charset=utf-8"}, html.encode("utf-8"), False
+
+    def _listing(self, repo: str, path: str, query: dict[str, str]) -> tuple[int, dict[str, str], bytes, bool]:
+        if repo not in self.issues:
+            return _not_found()
+        items = list(self.issues[repo].values())
+        state = query.get("state", "open")
+        if state != "all":
+            items = [i for i in items if i["state"] == state]
+        if query.get("since"):
+            items = [i for i in items if i["updated_at"] >= query["since"]]
+        if query.get("labels"):
+            want = set(query["labels"].split(","))
+            items = [i for i in items if want <= {lab["name"] for lab in i["labels"]}]
+        key = "updated_at" if query.get("sort") == "updated" else "created_at"
+        items.sort(key=lambda i: (i[key], i["number"]), reverse=query.get("direction", "desc") == "desc")
+        if self.page_delay:
+            time.sleep(self.page_delay)
+        return self._paginate(path, query, items)
+
+    def _paginate(self, path: str, query: dict[str, str], items: list[dict[str, Any]]) -> tuple[int, dict[str, str], bytes, bool]:
+        per_page = max(1, min(100, int(query.get("per_page", 30))))
+        page = max(1, int(query.get("page", 1)))
+        last = max(1, -(-len(items) // per_page))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        links = []
+        base = self.url + path
+
+        def link(p: int, rel: str) -> str:
+            return f'<{base}?{urlencode({**query, "page": p})}>; rel="{rel}"'
+
+        if page < last:
+            links += [link(page + 1, "next"), link(last, "last")]
+        if page > 1:
+            links += [link(1, "first"), link(page - 1, "prev")]
+        headers = {"Link": ", ".join(links)} if links else {}
+        return 200, headers, _json(chunk), True
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _not_found() -> tuple[int, dict[str, str], bytes, bool]:
+    return 404, {}, _json({"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"}), True
+
+
+_NOT_FOUND_HTML = """<!DOCTYPE html><html lang="en"><head><title>Page not found · GitHub</title></head>
+<body><main><h1>404</h1><p>This is not the web page you are looking for.</p></main></body></html>"""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    gh: GitHubServer
+    protocol_version = "HTTP/1.1"  # keep-alive, as api.github.com
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read gh.requests
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        gh = self.gh
+        parts = urlsplit(self.path)
+        path = parts.path
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        headers = {k: v for k, v in self.headers.items()}
+        is_api = path.startswith("/repos/")
+        fault = gh._take_fault(path)
+        if fault is not None and fault.delay:
+            time.sleep(fault.delay)
+        if fault is not None and fault.status is not None:
+            body = fault.body if fault.body is not None else _json({"message": f"injected {fault.status}"})
+            return self._send(path, query, headers, fault.status, {**self._limit_headers(), **fault.headers}, body)
+        if is_api and gh.token is not None:
+            auth = self.headers.get("Authorization", "")
+            if auth not in (f"Bearer {gh.token}", f"token {gh.token}"):
+                return self._send(path, query, headers, 401, {}, _json({"message": "Bad credentials"}))
+        if is_api:
+            with gh._lock:
+                exhausted = gh.remaining <= 0
+            if exhausted:
+                body = _json({"message": "API rate limit exceeded for 127.0.0.1."})
+                return self._send(path, query, headers, 403, self._limit_headers(), body)
+        status, extra, body, api = gh.route(path, query, self.headers.get("Accept", ""))
+        if api and status == 200:
+            etag = '"' + hashlib.sha1(body).hexdigest() + '"'
+            extra = {**extra, "ETag": etag}
+            if etag in (self.headers.get("If-None-Match") or ""):
+                return self._send(path, query, headers, 304, {**self._limit_headers(), "ETag": etag}, b"")
+        if api:
+            with gh._lock:
+                gh.remaining -= 1  # only answers that are not 304 cost rate limit
+        if fault is not None and fault.drop:
+            return self._drop(path, query, headers, status, extra, body)
+        self._send(path, query, headers, status, {**(self._limit_headers() if api else {}), **extra}, body)
+
+    def _limit_headers(self) -> dict[str, str]:
+        gh = self.gh
+        with gh._lock:
+            return {
+                "X-RateLimit-Limit": str(gh.rate_limit),
+                "X-RateLimit-Remaining": str(max(0, gh.remaining)),
+                "X-RateLimit-Reset": str(gh.reset_at),
+                "X-RateLimit-Used": str(gh.rate_limit - max(0, gh.remaining)),
+                "X-RateLimit-Resource": "core",
+            }
+
+    def _record(self, path: str, query: dict[str, str], headers: dict[str, str], status: int) -> None:
+        with self.gh._lock:
+            self.gh.requests.append(Recorded("GET", path, query, headers, status))
+
+    def _send(self, path: str, query: dict[str, str], headers: dict[str, str], status: int, extra: dict[str, str], body: bytes) -> None:
+        self._record(path, query, headers, status)
+        try:
+            self.send_response(status)
+            if "Content-Type" not in extra:
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+            for k, v in extra.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test): nothing to answer
+
+    def _drop(self, path: str, query: dict[str, str], headers: dict[str, str], status: int, extra: dict[str, str], body: bytes) -> None:
+        self._record(path, query, headers, -1)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
