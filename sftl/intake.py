@@ -49,7 +49,7 @@ def parse_json_text(text: str, name: str) -> Any:
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip()) or "Unterminated" in exc.msg
         what = "truncated JSON" if truncated else "corrupt JSON"
-        raise InputError(f"{name}: {what} ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        raise InputError(f"{name}: {what} ({exc.msg.removesuffix(' at')}; line {exc.lineno}, column {exc.colno})") from None
 
 
 def read_issue_file(path: Path) -> tuple[Issue, dict[str, Any]]:
@@ -162,10 +162,35 @@ class CrawlProgress:
     issues_written: int
 
 
+def normalize_since(text: str) -> str:
+    """`2024-01-31`, `2024-01-31T10:00`, `2024-01-31T10:00:00Z` or with an offset -> GitHub's
+    `YYYY-MM-DDTHH:MM:SSZ` (UTC)."""
+    from datetime import UTC, datetime
+
+    raw = text.strip()
+    try:
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00") if raw.endswith("Z") else raw)
+    except ValueError:
+        raise InputError(f"--since {text!r} is not a date: use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def crawl_query(state: str, labels: str | None) -> str:
     """The key of a crawl in store.crawls: what is listed, not from when."""
     norm = ",".join(sorted(x.strip() for x in labels.split(",") if x.strip())) if labels else ""
     return f"state={state}&labels={norm}"
+
+
+def check_crawl_args(repo: str, state: str, limit: int | None) -> str:
+    """Validate crawl arguments (InputError) and return the normalised OWNER/REPO."""
+    repo = parse_repo(repo)
+    if state not in STATES:
+        raise InputError(f"unknown state {state!r}: expected one of {', '.join(STATES)}")
+    if limit is not None and limit <= 0:
+        raise InputError("--limit must be a positive number")
+    return repo
 
 
 def crawl(
@@ -187,11 +212,7 @@ def crawl(
     they were last stored. Pull requests are skipped. On a rate limit or network failure the
     error is raised with how much was stored; everything committed stays.
     """
-    repo = parse_repo(repo)
-    if state not in STATES:
-        raise InputError(f"unknown state {state!r}: expected one of {', '.join(STATES)}")
-    if limit is not None and limit <= 0:
-        raise InputError("--limit must be a positive number")
+    repo = check_crawl_args(repo, state, limit)
     query = crawl_query(state, labels)
     stats = CrawlStats(repo=repo, query=query)
     started = time.monotonic()
@@ -290,6 +311,7 @@ _BATCH = 500
 def _iter_objects(lines: Iterable[bytes]) -> Iterator[tuple[int, Any, str | None]]:
     """(line number, parsed object or None, error) per non-blank line; arrays are flattened."""
     for n, line in enumerate(lines, 1):
+        line = line.rstrip(b"\r\n")
         if not line.strip():
             continue
         try:

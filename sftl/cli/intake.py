@@ -1,9 +1,187 @@
-"""CLI commands of the intake stage (filled in by that stage's work)."""
+"""CLI commands of the intake stage: fetch, crawl, import, show, export."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from sftl.cli import EXIT_NO_RESULT, EXIT_OK, EXIT_USAGE, Context, add_common
+
+_TARGET_HELP = "https://github.com/OWNER/REPO/issues/N, OWNER/REPO#N, or FILE.json (one GitHub REST issue object)"
+_MAX_BAD_LINES_SHOWN = 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add this module's sub-commands to the `sftl` parser."""
+    p = sub.add_parser("fetch", help="fetch one issue into the store and print it",
+                       description="Fetch one issue (with its comments) into the store.")
+    p.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
+    p.add_argument("--via", choices=("api", "browser"), default="api",
+                   help="REST API (default) or a real headless Chromium reading the issue page")
+    p.add_argument("--json", action="store_true", help="print the issue as JSON")
+    add_common(p)
+    p.set_defaults(handler=cmd_fetch)
+
+    p = sub.add_parser("crawl", help="crawl a repository's issues into the store (incremental, resumable)",
+                       description="List a repository's issues 100 per request into the store. Re-running "
+                       "continues an interrupted crawl, or fetches only what changed since the last one.")
+    p.add_argument("repo", metavar="OWNER/REPO")
+    p.add_argument("--since", metavar="DATE", help="only issues updated at or after DATE (YYYY-MM-DD or ISO 8601)")
+    p.add_argument("--state", choices=("open", "closed", "all"), default="open")
+    p.add_argument("--labels", metavar="L", help="comma-separated labels an issue must all carry")
+    p.add_argument("--limit", type=int, metavar="N", help="stop after N issues (the next run resumes)")
+    p.add_argument("--json", action="store_true", help="print the crawl's figures as JSON")
+    add_common(p)
+    p.set_defaults(handler=cmd_crawl)
+
+    p = sub.add_parser("import", help="import GitHub REST issue objects, one per line",
+                       description="Import a JSONL file (as `gh api --paginate --jq '.[]'` writes) or '-' for stdin. "
+                       "Bad lines are skipped and reported with their line numbers (exit 2).")
+    p.add_argument("file", metavar="FILE.jsonl|-")
+    p.add_argument("--json", action="store_true", help="print the import's figures as JSON")
+    add_common(p)
+    p.set_defaults(handler=cmd_import)
+
+    p = sub.add_parser("show", help="print a stored issue (or a JSON file) without touching the network")
+    p.add_argument("target", metavar="TARGET", help=_TARGET_HELP)
+    p.add_argument("--json", action="store_true", help="print the issue as JSON")
+    add_common(p)
+    p.set_defaults(handler=cmd_show)
+
+    p = sub.add_parser("export", help="write stored issues as JSONL (GitHub REST objects) or CSV",
+                       description="jsonl lines are GitHub REST issue objects with comments inline, so "
+                       "`sftl export | sftl import -` round-trips.")
+    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    p.add_argument("--repo", metavar="OWNER/REPO", help="only this repository")
+    add_common(p)
+    p.set_defaults(handler=cmd_export)
+
+
+def _store(ctx: Context) -> Any:
+    from sftl.store import Store
+
+    return Store(ctx.settings.db_path)
+
+
+def _print_issue(ctx: Context, issue: Any, as_json: bool, full: bool = True) -> None:
+    from sftl.model import to_jsonable
+
+    if as_json:
+        ctx.print_json(to_jsonable(issue))
+        return
+    out = ctx.out
+    out.write(f"{issue.key}  [{issue.state}]  {issue.title}\n")
+    out.write(f"  {issue.url}\n")
+    meta = [f"by {issue.author}" if issue.author else "", f"opened {issue.created_at}" if issue.created_at else "",
+            f"updated {issue.updated_at}" if issue.updated_at else "", f"{issue.comments_count} comments"]
+    out.write("  " + " · ".join(m for m in meta if m) + "\n")
+    if issue.labels:
+        out.write("  labels: " + ", ".join(issue.labels) + "\n")
+    if not full:
+        return
+    if issue.body:
+        out.write("\n" + issue.body.rstrip() + "\n")
+    for c in issue.comments:
+        out.write(f"\n--- {c.author or '?'} commented {c.created_at}\n{c.body.rstrip()}\n")
+
+
+def cmd_fetch(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.intake import load_issue
+
+    with _store(ctx) as store:
+        issue = load_issue(args.target, ctx.settings, store, via=args.via)
+    _print_issue(ctx, issue, args.json, full=False)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.github import parse_target
+    from sftl.intake import read_issue_file
+
+    target = parse_target(args.target)
+    if target.kind == "file":
+        assert target.path is not None
+        issue, _ = read_issue_file(target.path)
+    else:
+        assert target.repo is not None and target.number is not None
+        with _store(ctx) as store:
+            found = store.get_issue(target.repo, target.number)
+        if found is None:
+            ctx.err.write(f"sftl: {target.key} is not in the store; run: sftl fetch {target.key}\n")
+            return EXIT_NO_RESULT
+        issue = found
+    _print_issue(ctx, issue, args.json)
+    return EXIT_OK
+
+
+def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from sftl.intake import CrawlProgress, check_crawl_args, crawl, normalize_since
+    from sftl.model import to_jsonable
+
+    since = normalize_since(args.since) if args.since else None
+    check_crawl_args(args.repo, args.state, args.limit)  # before the progress bar draws anything
+    with Progress(
+        TextColumn("[bold]crawl[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("pages · {task.fields[issues]} issues"),
+        TimeElapsedColumn(),
+        console=ctx.console(stderr=True),
+        transient=True,
+    ) as bar, _store(ctx) as store:
+        task = bar.add_task(args.repo, total=None, issues=0)
+
+        def progress(p: CrawlProgress) -> None:
+            bar.update(task, completed=p.page, total=p.total_pages, issues=p.issues_seen)
+
+        stats = crawl(args.repo, ctx.settings, store, since=since, state=args.state, labels=args.labels,
+                      limit=args.limit, progress=progress)
+        total = store.count_issues(stats.repo)
+    if args.json:
+        payload = to_jsonable(stats)
+        payload["requests_per_issue"] = round(stats.requests_per_issue, 4)
+        payload["stored_total"] = total
+        ctx.print_json(payload)
+        return EXIT_OK
+    how = "resumed" if stats.resumed else f"since {stats.since}" if stats.since else "full"
+    ctx.out.write(
+        f"{stats.repo}: {stats.issues_seen} issues listed ({how}), {stats.issues_written} written, "
+        f"{stats.pulls_skipped} pull requests skipped, {stats.comment_threads} comment threads fetched; "
+        f"{stats.requests} requests ({stats.requests_per_issue:.3f}/issue, {stats.not_modified} not modified, "
+        f"{stats.retries} retried) in {stats.seconds:.1f} s; {total} issues stored"
+        + ("" if stats.done else "; not finished: run again to continue")
+        + "\n"
+    )
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.intake import import_jsonl
+    from sftl.model import to_jsonable
+
+    with _store(ctx) as store:
+        stats = import_jsonl(args.file, store)
+    name = "stdin" if args.file == "-" else args.file
+    for line, reason in stats.bad[:_MAX_BAD_LINES_SHOWN]:
+        ctx.err.write(f"sftl: {name}:{line}: {reason}\n")
+    if len(stats.bad) > _MAX_BAD_LINES_SHOWN:
+        ctx.err.write(f"sftl: ... and {len(stats.bad) - _MAX_BAD_LINES_SHOWN} more bad lines\n")
+    if args.json:
+        ctx.print_json(to_jsonable(stats))
+    else:
+        ctx.out.write(
+            f"{name}: {stats.imported} issues imported, {stats.unchanged} unchanged, "
+            f"{stats.pulls_skipped} pull requests skipped, {len(stats.bad)} bad lines\n"
+        )
+    return EXIT_USAGE if stats.bad else EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.intake import export_issues
+
+    with _store(ctx) as store:
+        for line in export_issues(store, args.format, args.repo):
+            ctx.out.write(line + "\n")
+    return EXIT_OK
