@@ -1,0 +1,588 @@
+"""Replay environments: the release specs in envs/, version matching, and the conda/venv/current backends."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sftl.config import Settings
+from sftl.errors import EnvError, InputError
+
+ENVS_DIR = Path(__file__).resolve().parent.parent / "envs"
+META_FILE = "sftl-env.json"
+CONDA_KINDS = ("micromamba", "mamba", "conda")  # preference order when several are on PATH
+
+_FRAMEWORKS = {
+    "pytorch": "pytorch",
+    "torch": "pytorch",
+    "tensorflow": "tensorflow",
+    "tf": "tensorflow",
+    "tensorflow-gpu": "tensorflow",
+    "tensorflow-cpu": "tensorflow",
+    "tf-nightly": "tensorflow",
+    "tf-nightly-gpu": "tensorflow",
+}
+# the distribution names under which an installed framework shows up
+DISTRIBUTIONS = {
+    "pytorch": ("torch",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel"),
+}
+_IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
+
+
+def normalize_framework(name: str | None) -> str:
+    """'torch', 'PyTorch', 'tf', 'tensorflow-gpu' ... -> 'pytorch' | 'tensorflow'."""
+    key = (name or "").strip().lower()
+    if key not in _FRAMEWORKS:
+        raise InputError(f"unknown framework {name!r}: use pytorch or tensorflow")
+    return _FRAMEWORKS[key]
+
+
+# -- the catalogue of releases -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Release:
+    """One minor release line with its conda spec file (envs/<framework>-<minor>.yml)."""
+
+    framework: str
+    minor: str  # "1.13"
+    patches: tuple[str, ...]
+    pythons: tuple[str, ...]  # CPython minors the release supports, oldest first
+    numpy: str
+    scipy: str
+    pip: str  # the pip requirement of the latest patch, e.g. "torch==1.13.1"
+    spec_path: Path
+
+    @property
+    def key(self) -> tuple[int, int]:
+        major, minor = self.minor.split(".")
+        return int(major), int(minor)
+
+    @property
+    def spec_python(self) -> str:
+        return self.pythons[-1]
+
+    def pip_requirements(self, version: str) -> tuple[str, ...]:
+        """What `pip install` needs for this exact patch: the framework plus period numpy/scipy."""
+        dist = self.pip.split("==")[0]
+        return (f"{dist}=={version}", f"numpy=={self.numpy}.*", f"scipy=={self.scipy}.*")
+
+    def spec(self) -> dict[str, Any]:
+        data = yaml.safe_load(self.spec_path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    releases: tuple[Release, ...]
+    root: Path
+
+    def of(self, framework: str) -> list[Release]:
+        fw = normalize_framework(framework)
+        return sorted((r for r in self.releases if r.framework == fw), key=lambda r: r.key)
+
+    def lockfile(self, release: Release) -> Path:
+        return self.root / "locks" / f"{release.framework}-{release.minor}.conda-lock.yml"
+
+
+def load_catalog(root: Path | None = None) -> Catalog:
+    """Read envs/index.yml and check that every spec it names exists."""
+    root = root or ENVS_DIR
+    index_path = root / "index.yml"
+    try:
+        index = yaml.safe_load(index_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise EnvError(f"cannot read the environment index {index_path}: {exc}") from exc
+    releases = []
+    for framework, table in (index.get("frameworks") or {}).items():
+        for minor, row in table.items():
+            spec_path = root / row["spec"]
+            if not spec_path.exists():
+                raise EnvError(f"{index_path} names {row['spec']}, which does not exist")
+            releases.append(
+                Release(
+                    framework=framework,
+                    minor=str(minor),
+                    patches=tuple(str(p) for p in row["patches"]),
+                    pythons=tuple(str(p) for p in row["pythons"]),
+                    numpy=str(row["numpy"]),
+                    scipy=str(row["scipy"]),
+                    pip=str(row["pip"]),
+                    spec_path=spec_path,
+                )
+            )
+    return Catalog(tuple(releases), root)
+
+
+# -- version resolution --------------------------------------------------------------------------
+
+_VERSION_RE = re.compile(
+    r"""^\s*v?(?P<release>\d+(?:\.\d+){0,3})
+        (?P<pre>(?:[-_.]?(?:a|alpha|b|beta|rc|c|dev|nightly|pre|preview)[-_.]?\d*)*)
+        (?P<post>(?:[-_.]?post\d*)?)
+        (?:\+(?P<local>[A-Za-z0-9_.]+))?""",
+    re.X | re.I,
+)
+
+
+@dataclass(frozen=True)
+class ParsedVersion:
+    text: str
+    release: tuple[int, ...]
+    pre: str  # "" | "rc1" | "dev20230601" | "a0" ...
+    local: str  # "" | "cu113" | "cpu" | "git1234abc"
+
+    @property
+    def base(self) -> str:
+        return ".".join(str(p) for p in self.release)
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        return (self.release[0], self.release[1] if len(self.release) > 1 else 0)
+
+    @property
+    def patch_tuple(self) -> tuple[int, int, int]:
+        r = self.release + (0, 0, 0)
+        return (r[0], r[1], r[2])
+
+
+def parse_version(text: str) -> ParsedVersion:
+    """'1.12.1+cu113', '2.1.0.dev20230601', '2.0.0rc1', '1.14.0a0+gitabc' -> parts."""
+    m = _VERSION_RE.match(text or "")
+    if not m:
+        raise InputError(f"cannot read a version from {text!r}")
+    release = tuple(int(p) for p in m.group("release").split("."))
+    pre = re.sub(r"[-_.]", "", m.group("pre") or "").lower()
+    return ParsedVersion(text.strip(), release, pre, (m.group("local") or "").lower())
+
+
+def _vt(version: str) -> tuple[int, int, int]:
+    return parse_version(version).patch_tuple
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Which release replays a report's version, and why."""
+
+    framework: str
+    requested: str | None
+    version: str  # the published patch release sftl will use
+    release: Release
+    match: str  # "exact" | "same-minor" | "nearest" | "latest"
+    why: str
+
+
+def _local_note(local: str) -> str:
+    if not local:
+        return ""
+    m = re.fullmatch(r"cu(\d+)(\d)", local)
+    if m:
+        return f"local build +{local} (CUDA {m.group(1)}.{m.group(2)}) is the same source as the release; "
+    if local == "cpu":
+        return "local build +cpu is the same source as the release; "
+    if local.startswith("git"):
+        return f"source build +{local}; "
+    return f"local build +{local}; "
+
+
+def resolve(catalog: Catalog, framework: str, requested: str | None) -> Resolution:
+    """Exact patch, else the nearest patch of the same minor, else the nearest release; with reasons."""
+    fw = normalize_framework(framework)
+    releases = catalog.of(fw)
+    if not releases:
+        raise EnvError(f"no environment specs for {fw} in {catalog.root}")
+    if not requested or not requested.strip():
+        latest = releases[-1]
+        return Resolution(fw, requested, latest.patches[-1], latest, "latest",
+                          f"the report names no {fw} version; using the latest spec {latest.patches[-1]}")
+    pv = parse_version(requested)
+    note = _local_note(pv.local)
+    by_minor = {r.key: r for r in releases}
+    if pv.pre and pv.pre != "post":
+        kind = "nightly/dev build" if ("dev" in pv.pre or "nightly" in pv.pre) else (
+            "release candidate" if pv.pre.startswith(("rc", "c")) else "pre-release")
+        note += f"{pv.text} is a {kind} of {pv.base}; "
+    release = by_minor.get(pv.minor)
+    if release is not None:
+        if len(pv.release) < 3 and not pv.pre:
+            version = release.patches[-1]
+            return Resolution(fw, requested, version, release, "same-minor",
+                              note + f"the report names {pv.base} only; using its latest patch {version}")
+        if pv.base in release.patches or (len(pv.release) == 3 and f"{pv.base}" in release.patches):
+            if pv.pre:
+                return Resolution(fw, requested, pv.base, release, "nearest",
+                                  note + f"replaying on the {pv.base} release, the build it became")
+            return Resolution(fw, requested, pv.base, release, "exact", note + f"exact release {pv.base}")
+        target = pv.patch_tuple
+        version = min(release.patches, key=lambda p: (abs(_vt(p)[2] - target[2]), -_vt(p)[2]))
+        return Resolution(fw, requested, version, release, "same-minor",
+                          note + f"{pv.base} has no spec; nearest patch of {release.minor} is {version}")
+    # no spec for this minor: a pre-release becomes the first release after it, else the closest release
+    if pv.pre:
+        later = [r for r in releases if r.key > pv.minor]
+        if later:
+            chosen = later[0]
+            version = chosen.patches[0]
+            return Resolution(fw, requested, version, chosen, "nearest",
+                              note + f"{pv.base} was never released; {version} is the first release after it")
+    chosen = min(releases, key=lambda r: (abs(r.key[0] * 100 + r.key[1] - (pv.minor[0] * 100 + pv.minor[1])), -r.key[1]))
+    version = chosen.patches[-1] if chosen.key < pv.minor else chosen.patches[0]
+    return Resolution(fw, requested, version, chosen, "nearest",
+                      note + f"no {fw} {pv.minor[0]}.{pv.minor[1]} spec; nearest release is {version}")
+
+
+# -- environments and backends -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnvHandle:
+    """A usable environment: an interpreter that imports the framework at `version`."""
+
+    name: str
+    backend: str  # "current" | "venv" | "conda" | "mamba" | "micromamba"
+    python: Path  # the interpreter to run the harness with
+    python_version: str  # "3.11"
+    framework: str
+    version: str
+    path: Path | None = None  # the environment's folder (None for `current`)
+    reason: str = ""
+
+
+def installed_version(framework: str) -> str | None:
+    """The framework version installed in THIS interpreter (read from metadata; nothing imported)."""
+    for dist in DISTRIBUTIONS[normalize_framework(framework)]:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def current_env(framework: str, version: str) -> EnvHandle:
+    """The running interpreter, when its framework release equals `version` (local tag ignored)."""
+    fw = normalize_framework(framework)
+    have = installed_version(fw)
+    if have is None:
+        raise EnvError(f"the current interpreter has no {fw} installed")
+    if parse_version(have).base != parse_version(version).base:
+        raise EnvError(f"the current interpreter has {fw} {have}, not {version}")
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return EnvHandle("current", "current", Path(sys.executable), py, fw, parse_version(have).base,
+                     None, f"the running interpreter ({sys.executable}) has {fw} {have}")
+
+
+def _pyenv_root(settings: Settings) -> Path:
+    env = settings.base_env
+    if env.get("PYENV_ROOT"):
+        return Path(env["PYENV_ROOT"])
+    return Path(env.get("HOME") or "~").expanduser() / ".pyenv"
+
+
+def find_interpreter(settings: Settings, pythons: tuple[str, ...] | list[str]) -> tuple[Path, str, str] | None:
+    """The newest interpreter among `pythons` found on PATH, under pyenv, or via uv: (path, X.Y, where)."""
+    path_dirs = [d for d in settings.base_env.get("PATH", os.defpath).split(os.pathsep) if d]
+    pyenv_versions = _pyenv_root(settings) / "versions"
+    uv = shutil.which("uv", path=os.pathsep.join(path_dirs))
+    for py in sorted(pythons, key=lambda v: tuple(int(x) for x in v.split(".")), reverse=True):
+        for d in path_dirs:
+            if "/shims" in d:  # pyenv shims dispatch on the pyenv version setting; use real installs
+                continue
+            cand = Path(d) / f"python{py}"
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return cand, py, f"PATH ({cand})"
+        if pyenv_versions.is_dir():
+            found = sorted(
+                (p for p in pyenv_versions.glob(f"{py}.*") if re.fullmatch(rf"{re.escape(py)}\.\d+", p.name)),
+                key=lambda p: int(p.name.rsplit(".", 1)[1]),
+            )
+            for p in reversed(found):
+                exe = p / "bin" / "python"
+                if exe.exists():
+                    return exe, py, f"pyenv ({p.name})"
+        if uv:
+            try:
+                out = subprocess.run([uv, "python", "find", py], capture_output=True, text=True, timeout=20,
+                                     env=settings.child_env(), check=False)
+            except (OSError, subprocess.TimeoutExpired):
+                out = None
+            if out is not None and out.returncode == 0 and out.stdout.strip():
+                return Path(out.stdout.strip()), py, "uv"
+    return None
+
+
+def find_conda(settings: Settings) -> tuple[str, Path] | None:
+    """micromamba, mamba or conda on PATH: (kind, path)."""
+    path = settings.base_env.get("PATH", os.defpath)
+    for kind in CONDA_KINDS:
+        exe = shutil.which(kind, path=path)
+        if exe:
+            return kind, Path(exe)
+    return None
+
+
+def venv_commands(python: Path, prefix: Path, requirements: tuple[str, ...]) -> list[list[str]]:
+    """The commands that build a venv for a release (run in order)."""
+    py = str(prefix / "bin" / "python")
+    return [
+        [str(python), "-m", "venv", str(prefix)],
+        [py, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-q", *requirements],
+    ]
+
+
+def conda_commands(
+    kind: str, exe: Path, spec: Path, prefix: Path, lockfile: Path | None = None, pins: tuple[str, ...] = ()
+) -> list[list[str]]:
+    """The commands that build a conda-family environment: from the lockfile when there is one."""
+    if lockfile is not None:
+        if kind == "micromamba":  # reads conda-lock's unified lockfile directly
+            return [[str(exe), "create", "--yes", "--prefix", str(prefix), "--file", str(lockfile)]]
+        return [["conda-lock", "install", "--conda", str(exe), "--prefix", str(prefix), str(lockfile)]]
+    if kind == "micromamba":
+        cmd = [str(exe), "create", "--yes", "--prefix", str(prefix), "--file", str(spec)]
+    else:
+        cmd = [str(exe), "env", "create", "--yes", "--prefix", str(prefix), "--file", str(spec)]
+    # an exact patch other than the spec's pin is requested through an extra match spec
+    return [cmd] + ([[str(exe), "install", "--yes", "--prefix", str(prefix), *pins]] if pins else [])
+
+
+def lock_command(spec: Path, lockfile: Path, conda: Path | None) -> list[str]:
+    cmd = ["conda-lock", "lock", "--file", str(spec), "--platform", "linux-64", "--lockfile", str(lockfile)]
+    if conda is not None:
+        cmd += ["--conda", str(conda)]
+    return cmd
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    name: str
+    version: str
+    manager: str  # "conda" | "pip"
+    platform: str
+    url: str
+    sha256: str | None
+
+
+def parse_lockfile(path: Path) -> tuple[tuple[str, ...], tuple[LockedPackage, ...]]:
+    """conda-lock's unified lockfile (version 1): (platforms, packages)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise EnvError(f"cannot read lockfile {path}: {exc}") from exc
+    if not isinstance(data, dict) or "package" not in data or "metadata" not in data:
+        raise EnvError(f"{path} is not a conda-lock lockfile (no metadata/package)")
+    platforms = tuple(data["metadata"].get("platforms") or ())
+    packages = tuple(
+        LockedPackage(
+            name=str(p["name"]),
+            version=str(p["version"]),
+            manager=str(p.get("manager", "conda")),
+            platform=str(p.get("platform", "")),
+            url=str(p.get("url", "")),
+            sha256=(p.get("hash") or {}).get("sha256"),
+        )
+        for p in data["package"]
+    )
+    return platforms, packages
+
+
+def render_lockfile(lockfile: Path, outdir: Path, settings: Settings, platform: str = "linux-64") -> Path:
+    """`conda-lock render --kind explicit` (offline): the explicit list `conda create --file` takes."""
+    exe = shutil.which("conda-lock", path=settings.base_env.get("PATH")) or str(Path(sys.executable).parent / "conda-lock")
+    outdir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [exe, "render", "--kind", "explicit", "--platform", platform, "--filename-template",
+         "conda-{platform}.lock", str(lockfile)],
+        cwd=outdir, capture_output=True, text=True, timeout=120, env=settings.child_env(), check=False,
+    )
+    out = outdir / f"conda-{platform}.lock"
+    if proc.returncode != 0 or not out.exists():
+        raise EnvError(f"conda-lock render failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+    return out
+
+
+class EnvManager:
+    """Environments cached under <home>/envs/<name>, built by the best backend available."""
+
+    def __init__(self, settings: Settings, catalog: Catalog | None = None) -> None:
+        self.settings = settings
+        self.catalog = catalog or load_catalog()
+        self.root = settings.home / "envs"
+
+    # -- listing ----------------------------------------------------------------------------------
+
+    def built(self) -> list[EnvHandle]:
+        handles = []
+        if self.root.is_dir():
+            for meta_path in sorted(self.root.glob(f"*/{META_FILE}")):
+                handle = self._load(meta_path.parent)
+                if handle is not None:
+                    handles.append(handle)
+        return handles
+
+    def _load(self, path: Path) -> EnvHandle | None:
+        try:
+            meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        python = path / "bin" / "python"
+        if not python.exists():
+            return None
+        return EnvHandle(meta["name"], meta["backend"], python, meta["python_version"], meta["framework"],
+                         meta["version"], path, f"cached {meta['backend']} environment {meta['name']}")
+
+    def get(self, name: str) -> EnvHandle:
+        if name == "current":
+            raise EnvError("'current' is not a named environment; use --env current")
+        handle = self._load(self.root / name)
+        if handle is None:
+            raise EnvError(f"no environment named {name!r} (see 'sftl envs list')")
+        return handle
+
+    def backends(self) -> dict[str, str]:
+        """Which backends work here, each with a reason (shown by `sftl envs list`)."""
+        conda = find_conda(self.settings)
+        interp = find_interpreter(self.settings, [f"3.{m}" for m in range(6, 14)])
+        return {
+            "current": f"{sys.executable} (python {sys.version_info.major}.{sys.version_info.minor})",
+            "conda": f"{conda[0]} at {conda[1]}" if conda else "unavailable: no micromamba/mamba/conda on PATH",
+            "venv": f"interpreters found (e.g. {interp[2]})" if interp else "unavailable: no python3.x on PATH, pyenv or uv",
+        }
+
+    # -- finding ----------------------------------------------------------------------------------
+
+    def find(self, resolution: Resolution, env: str = "auto", build: bool = False) -> EnvHandle:
+        """The environment a replay runs in; raises EnvError saying why there is none."""
+        fw, version = resolution.framework, resolution.version
+        if env == "current":
+            return current_env(fw, version)
+        if env not in ("auto", ""):
+            handle = self.get(env)
+            if handle.framework != fw:
+                raise EnvError(f"environment {env} holds {handle.framework}, not {fw}")
+            return handle
+        reasons = []
+        try:
+            return current_env(fw, version)
+        except EnvError as exc:
+            reasons.append(str(exc))
+        for handle in self.built():
+            if handle.framework == fw and handle.version == version:
+                return handle
+        reasons.append(f"no cached environment for {fw} {version} under {self.root}")
+        if not build:
+            raise EnvError("; ".join(reasons) + f" (build one with 'sftl envs create {fw}=={version}')")
+        return self.create(resolution)
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def plan(self, resolution: Resolution, backend: str = "auto") -> tuple[str, str, list[list[str]], Path, str]:
+        """(backend, name, commands, prefix, python X.Y) for building an environment, or EnvError."""
+        release, version = resolution.release, resolution.version
+        conda = find_conda(self.settings) if backend in ("auto", "conda") else None
+        if conda is not None:
+            py = release.spec_python
+            name = f"{resolution.framework}-{version}-py{py}-{conda[0]}"
+            prefix = self.root / name
+            lock = self.catalog.lockfile(release)
+            pin = [f"pytorch={version}"] if resolution.framework == "pytorch" else []
+            pins = tuple(pin) if version != release.patches[-1] else ()
+            use_lock = lock if lock.exists() and not pins else None
+            return conda[0], name, conda_commands(conda[0], conda[1], release.spec_path, prefix, use_lock, pins), prefix, py
+        if backend == "conda":
+            raise EnvError("no micromamba/mamba/conda on PATH")
+        interp = find_interpreter(self.settings, release.pythons)
+        if interp is None:
+            raise EnvError(
+                f"no Python {'/'.join(release.pythons)} interpreter (PATH, pyenv, uv) for "
+                f"{resolution.framework} {version}, and no conda/mamba/micromamba on PATH"
+            )
+        python, py, _ = interp
+        name = f"{resolution.framework}-{version}-py{py}-venv"
+        prefix = self.root / name
+        return "venv", name, venv_commands(python, prefix, release.pip_requirements(version)), prefix, py
+
+    def create(self, resolution: Resolution, backend: str = "auto", timeout: float = 3600.0) -> EnvHandle:
+        """Build (or reuse) the environment for a resolution; atomic: a failed build leaves nothing."""
+        kind, name, commands, prefix, py = self.plan(resolution, backend)
+        existing = self._load(prefix)
+        if existing is not None:
+            return existing
+        partial = prefix.with_name(prefix.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(prefix, ignore_errors=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        # pip's own settings (index, find-links) are not secrets and are what makes builds work offline
+        extra = {k: v for k, v in self.settings.base_env.items() if k.startswith(("PIP_", "CONDA_", "MAMBA_"))}
+        extra["HOME"] = self.settings.base_env.get("HOME", str(self.settings.home))
+        started = time.monotonic()
+        # venvs are built in place under a temporary name, then renamed: bin/python still resolves
+        build_prefix = partial if kind == "venv" else prefix
+        for cmd in commands:
+            cmd = [str(build_prefix) if c == str(prefix) else c for c in cmd]
+            cmd = [c.replace(str(prefix) + "/", str(build_prefix) + "/") for c in cmd]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                      env=self.settings.child_env(extra), check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                shutil.rmtree(build_prefix, ignore_errors=True)
+                raise EnvError(f"building {name} failed: {exc}") from exc
+            if proc.returncode != 0:
+                shutil.rmtree(build_prefix, ignore_errors=True)
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+                raise EnvError(f"building {name} failed at '{' '.join(cmd[:4])} ...': {tail[0]}")
+        meta = {
+            "name": name, "backend": kind, "framework": resolution.framework, "version": resolution.version,
+            "python_version": py, "spec": resolution.release.spec_path.name, "commands": commands,
+            "build_seconds": round(time.monotonic() - started, 1), "created": time.time(),
+        }
+        (build_prefix / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        if build_prefix != prefix:
+            os.replace(build_prefix, prefix)
+        handle = self._load(prefix)
+        if handle is None:
+            raise EnvError(f"built {name} but its interpreter is missing")
+        return handle
+
+    def remove(self, name: str) -> Path:
+        path = self.root / name
+        if not (path / META_FILE).exists() or path.resolve().parent != self.root.resolve():
+            raise EnvError(f"no environment named {name!r} (see 'sftl envs list')")
+        shutil.rmtree(path)
+        return path
+
+    def lock(self, releases: list[Release] | None = None) -> list[tuple[Release, str]]:
+        """Write conda-lock lockfiles where a conda solver and channels are reachable; else say why."""
+        releases = releases if releases is not None else list(self.catalog.releases)
+        conda = find_conda(self.settings)
+        results = []
+        for release in releases:
+            if conda is None:
+                results.append((release, "skipped: conda-lock needs micromamba/mamba/conda on PATH to solve; "
+                                         "replay falls back to venv/current backends"))
+                continue
+            lockfile = self.catalog.lockfile(release)
+            lockfile.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                proc = subprocess.run(lock_command(release.spec_path, lockfile, conda[1]), capture_output=True,
+                                      text=True, timeout=1800, env=self.settings.child_env(), check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                results.append((release, f"failed: {exc}"))
+                continue
+            if proc.returncode == 0:
+                results.append((release, f"locked: {lockfile}"))
+            else:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+                results.append((release, f"failed (channels unreachable?): {tail[0]}"))
+        return results
