@@ -1,0 +1,242 @@
+"""Measure `sftl locate` for missing-module errors: accuracy on injected faults and real issues, and CLI wall time.
+
+Reads ../shared/data/dev/{mme_injected,localize}.jsonl at run time (never copied into the project).
+Each injected row names the method removed from its class; the bench builds that mutated source
+tree as an overlay over the installed torch 2.13.0 / tensorflow-cpu 2.21.0 Python files, turns
+the row into an issue (title, body with the snippet and traceback) and localizes it with both
+methods. Prints top-1/3/5 and MRR per framework and method.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "dev"
+sys.path.insert(0, str(ROOT))
+
+from sftl.localize.dispatch import localize_paper, localize_sftl  # noqa: E402
+from sftl.model import Category, Issue, Outcome  # noqa: E402
+
+try:
+    from sftl.extract import extract as _extract
+except ImportError:  # the extract stage has not landed: a minimal reader of the traceback
+    _extract = None
+
+
+def site_packages() -> Path:
+    import sysconfig
+
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+class Overlay:
+    """A source provider: the installed framework's Python files with some files replaced."""
+
+    def __init__(self, root: Path, framework: str, version: str, overrides: dict[str, str]) -> None:
+        self.root = root
+        self.framework = framework
+        self.version = version
+        self.description = f"installed {framework} {version} with an injected fault"
+        self.overrides = overrides
+        self._files: list[str] | None = None
+
+    def list_files(self) -> list[str]:
+        if self._files is None:
+            pkg = "torch" if self.framework == "pytorch" else "tensorflow"
+            out = []
+            for dirpath, dirnames, filenames in os.walk(self.root / pkg):
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+                out.extend(f"{rel}/{f}" for f in sorted(filenames))
+            self._files = out
+        return self._files
+
+    def read_text(self, path: str) -> str | None:
+        if path in self.overrides:
+            return self.overrides[path]
+        try:
+            return (self.root / path).read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+
+def remove_member(text: str, class_name: str, name: str) -> str:
+    """The source with every definition of `name` in class `class_name` deleted (methods, properties, assignments)."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for item in node.body:
+                hit = False
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
+                    hit = True
+                elif isinstance(item, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in item.targets):
+                    hit = True
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.target.id == name:
+                    hit = True
+                if hit:
+                    start = min([item.lineno, *(d.lineno for d in getattr(item, "decorator_list", []))])
+                    spans.append((start, item.end_lineno or item.lineno, node))
+    if not spans:
+        raise ValueError(f"{class_name}.{name} not found")
+    for start, end, cls in sorted(spans, reverse=True):
+        indent = " " * (cls.body[0].col_offset)
+        lines[start - 1 : end] = [f"{indent}pass\n"]  # keeps the class body non-empty
+    return "".join(lines)
+
+
+def _fallback_extraction(issue: Issue, row: dict):  # type: ignore[no-untyped-def]
+    import re
+
+    from sftl.model import Environment, Extraction, Frame, Traceback
+
+    tb = row.get("traceback") or ""
+    frames = []
+    lines = tb.splitlines()
+    for i, ln in enumerate(lines):
+        m = re.match(r'\s*File "([^"]+)", line (\d+), in (.+)', ln)
+        if m:
+            src = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File ") else ""
+            if src.startswith("^") or src.startswith("~"):
+                src = ""
+            frames.append(Frame(path=m.group(1), line=int(m.group(2)), function=m.group(3), source=src))
+    last = lines[-1] if lines else (row.get("error") or "")
+    exc, _, msg = last.partition(": ")
+    return Extraction(
+        snippet=None,
+        traceback=Traceback(tuple(frames), exc, msg) if frames else None,
+        environment=Environment(framework=row.get("framework"), version=row.get("version")),
+        error_line=last or None,
+    )
+
+
+def issue_from_row(row: dict) -> Issue:
+    url = row["url"]
+    repo = "/".join(url.split("/")[3:5])
+    number = int(url.rstrip("/").split("/")[-1])
+    body = []
+    if row.get("summary"):
+        body.append(row["summary"])
+    if row.get("code"):
+        body.append("```python\n" + row["code"].rstrip() + "\n```")
+    if row.get("traceback"):
+        body.append("```\n" + row["traceback"].rstrip() + "\n```")
+    env = [f"{k}: {row[k]}" for k in ("version", "python", "os", "cuda") if row.get(k)]
+    if env:
+        fw = "PyTorch" if row.get("framework") == "pytorch" else "TensorFlow"
+        body.append("Environment:\n" + "\n".join(f"- {fw} {e}" if e.startswith("version") else f"- {e}" for e in env))
+    return Issue(repo=repo, number=number, title=row["title"], body="\n\n".join(body), html_url=url)
+
+
+def extraction_for(issue: Issue, row: dict):  # type: ignore[no-untyped-def]
+    if _extract is not None:
+        ex = _extract(issue)
+        if ex.traceback is not None or ex.error_line:
+            return ex
+    return _fallback_extraction(issue, row)
+
+
+def rank_of(suspects, truth: set[str]) -> int | None:  # type: ignore[no-untyped-def]
+    for i, s in enumerate(suspects, 1):
+        if s.path in truth:
+            return i
+    return None
+
+
+def summarize(ranks: list[int | None]) -> str:
+    n = len(ranks)
+    if not n:
+        return "n=0"
+    t = {k: sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 3, 5)}
+    mrr = sum(1 / r for r in ranks if r) / n
+    return f"n={n:2d}  top1={t[1]:.2f}  top3={t[3]:.2f}  top5={t[5]:.2f}  MRR={mrr:.2f}"
+
+
+def bench_injected(verbose: bool) -> None:
+    path = DATA / "mme_injected.jsonl"
+    if not path.exists():
+        print(f"skip: {path} not found")
+        return
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    sp = site_packages()
+    results: dict[tuple[str, str], list[int | None]] = {}
+    times: list[float] = []
+    for row in rows:
+        mut = row["mutation"]
+        original = (sp / mut["file"]).read_text(encoding="utf-8")
+        mutated = remove_member(original, mut["class"], mut["name"])
+        source = Overlay(sp, row["framework"], row["version"], {mut["file"]: mutated})
+        issue = issue_from_row(row)
+        ex = extraction_for(issue, row)
+        truth = set(row["truth_files"])
+        for method, fn in (("paper", localize_paper), ("sftl", localize_sftl)):
+            t0 = time.perf_counter()
+            loc = fn(issue, ex, Category.MME, source, 10)
+            times.append(time.perf_counter() - t0)
+            r = rank_of(loc.suspects, truth) if loc.outcome == Outcome.LOCATED else None
+            results.setdefault((row["framework"], method), []).append(r)
+            results.setdefault(("all", method), []).append(r)
+            if verbose and method == "sftl" and r != 1:
+                top = loc.suspects[0] if loc.suspects else None
+                print(f"  miss {row['title'][:70]!r}: truth {sorted(truth)} got rank {r} ({loc.outcome.value}); "
+                      f"top={top.path if top else None}: {top.reason[:160] if top else loc.reason[:160]}")
+    print(f"mme_injected.jsonl ({len(rows)} rows; located-only counts as a hit)")
+    for key in sorted(results):
+        print(f"  {key[0]:<10} {key[1]:<6} {summarize(results[key])}")
+    print(f"  localize time per call: median {sorted(times)[len(times) // 2] * 1000:.0f} ms, max {max(times) * 1000:.0f} ms")
+
+
+def bench_real(verbose: bool) -> None:
+    path = DATA / "localize.jsonl"
+    if not path.exists():
+        return
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("category") == "mme"]
+    sp = site_packages()
+    print(f"localize.jsonl MME rows ({len(rows)}; against the installed torch 2.13.0 sources, not the issue's release)")
+    for row in rows:
+        source = Overlay(sp, row["framework"], "2.13.0", {})
+        issue = issue_from_row(row)
+        ex = extraction_for(issue, row)
+        for method, fn in (("paper", localize_paper), ("sftl", localize_sftl)):
+            loc = fn(issue, ex, Category.MME, source, 10)
+            r = rank_of(loc.suspects, set(row["truth_files"]))
+            top = loc.suspects[0].path if loc.suspects else None
+            print(f"  {method:<6} {row['url'].rsplit('/', 1)[-1]:>6}: {loc.outcome.value:<9} rank={r} top={top} ({loc.reason[:110]})")
+
+
+def bench_cli() -> None:
+    """Wall time of `sftl locate` on a stored issue, CLI start included (second run = warm caches)."""
+    fixtures = ROOT / "fixtures" / "demo"
+    cases = sorted(fixtures.glob("*mme*.json"))
+    if not cases:
+        print("cli: no fixture to time")
+        return
+    with tempfile.TemporaryDirectory() as home:
+        env = dict(os.environ, SFTL_HOME=home, SFTL_GITHUB_API_URL="http://127.0.0.1:9")
+        exe = [sys.executable, "-m", "sftl.cli.__main__"] if (ROOT / "sftl/cli/__main__.py").exists() else [str(Path(sys.executable).parent / "sftl")]
+        walls = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            proc = subprocess.run([*exe, "locate", str(cases[0]), "--offline", "--json"], env=env, capture_output=True, text=True)
+            walls.append(time.perf_counter() - t0)
+            if proc.returncode not in (0, 8):
+                print(f"cli: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
+                return
+        print(f"cli: sftl locate {cases[0].name} --offline: first {walls[0]:.2f} s, then {walls[1]:.2f} s / {walls[2]:.2f} s (target <= 2 s)")
+
+
+if __name__ == "__main__":
+    verbose = "-v" in sys.argv
+    bench_injected(verbose)
+    bench_real(verbose)
+    bench_cli()
