@@ -122,15 +122,19 @@ def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
 
     since = normalize_since(args.since) if args.since else None
     check_crawl_args(args.repo, args.state, args.limit)  # before the progress bar draws anything
-    with Progress(
+    console = ctx.console(stderr=True)
+    # a progress bar only on a terminal: piped stderr gets the one-line summary and errors only
+    bar = Progress(
         TextColumn("[bold]crawl[/] {task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("pages · {task.fields[issues]} issues"),
         TimeElapsedColumn(),
-        console=ctx.console(stderr=True),
+        console=console,
         transient=True,
-    ) as bar, _store(ctx) as store:
+        disable=not console.is_terminal,
+    )
+    with bar, _store(ctx) as store:
         task = bar.add_task(args.repo, total=None, issues=0)
 
         def progress(p: CrawlProgress) -> None:
