@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sftl.errors import SourceError
+from sftl.errors import SftlError, SourceError
+
+if TYPE_CHECKING:
+    from sftl.config import Settings
 
 
 class SourceProvider(Protocol):
@@ -57,3 +67,528 @@ class LocalTree:
             return None
         except OSError as exc:
             raise SourceError(f"cannot read {full}: {exc.strerror or exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Framework facts: package names, repositories, and how installed/wheel paths map to the repo.
+
+FRAMEWORKS = ("pytorch", "tensorflow")
+_PACKAGES = {"pytorch": ("torch",), "tensorflow": ("tensorflow-cpu", "tensorflow")}
+_IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
+GITHUB_REPOS = {"pytorch": "pytorch/pytorch", "tensorflow": "tensorflow/tensorflow"}
+# the C++/CUDA parts a localizer reads; `sftl sources fetch --cxx` downloads these
+CXX_PREFIXES = {
+    "pytorch": ("aten/src/ATen/native/", "aten/src/THC/", "aten/src/TH/", "aten/src/THCUNN/", "aten/src/THNN/"),
+    "tensorflow": ("tensorflow/core/kernels/",),
+}
+_YAML_IN_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
+NATIVE_FUNCTIONS = "aten/src/ATen/native/native_functions.yaml"
+
+
+def normalize_framework(name: str) -> str:
+    """'torch' / 'PyTorch' / 'tensorflow-cpu' -> 'pytorch' / 'tensorflow'."""
+    low = name.strip().lower()
+    if low in ("torch", "pytorch"):
+        return "pytorch"
+    if low.startswith("tensorflow") or low in ("tf", "tf-nightly"):
+        return "tensorflow"
+    raise SourceError(f"unknown framework {name!r}; sftl knows pytorch and tensorflow")
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """'pytorch==1.12.1' -> ('pytorch', '1.12.1')."""
+    name, sep, version = spec.partition("==")
+    if not sep or not version.strip():
+        raise SourceError(f"expected FRAMEWORK==VERSION (e.g. pytorch==1.12.1), got {spec!r}")
+    return normalize_framework(name), version.strip()
+
+
+def repo_path(framework: str, installed: str) -> str | None:
+    """Map a path inside an installed package / wheel to the framework repository's path.
+
+    Wheels mirror the repository for Python files (torch/..., tensorflow/python/...); the few
+    exceptions are mapped here. Returns None for files that have no repository counterpart
+    (metadata, compiled libraries).
+    """
+    if ".dist-info/" in installed or installed.endswith((".so", ".pyc", ".dll", ".dylib")) or ".so." in installed:
+        return None
+    if framework == "pytorch":
+        if installed == _YAML_IN_WHEEL:
+            return NATIVE_FUNCTIONS
+        if installed.startswith("torchgen/packaged/ATen/"):
+            return "aten/src/ATen/" + installed[len("torchgen/packaged/ATen/") :]
+        if installed.startswith("torch/include/"):
+            # headers shipped for extensions: torch/include/ATen/... -> aten/src/ATen/...
+            rest = installed[len("torch/include/") :]
+            if rest.startswith(("ATen/", "TH/", "THC/")):
+                return "aten/src/" + rest
+            if rest.startswith("c10/"):
+                return rest
+            if rest.startswith("torch/csrc/"):
+                return rest
+            return None
+        if installed.startswith(("torch/", "torchgen/", "functorch/")):
+            return installed
+        return None
+    if framework == "tensorflow":
+        if installed.startswith("tensorflow/include/"):
+            rest = installed[len("tensorflow/include/") :]
+            return rest if rest.startswith("tensorflow/") else None
+        if installed.startswith("tensorflow/"):
+            return installed
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Providers
+
+
+class SitePackages:
+    """The framework as installed in a site-packages directory, seen with the repository's paths."""
+
+    def __init__(self, framework: str, version: str | None = None, site_dir: str | Path | None = None) -> None:
+        self.framework = normalize_framework(framework)
+        if site_dir is None:
+            site_dir = _find_site_dir(self.framework)
+        self.site_dir = Path(site_dir)
+        if not self.site_dir.is_dir():
+            raise SourceError(f"site-packages {self.site_dir} is not a directory")
+        self.installed_version = _installed_version(self.site_dir, self.framework)
+        self.version = version or self.installed_version
+        self.description = f"installed {self.framework} {self.installed_version or '?'} in {self.site_dir}"
+        self._map: dict[str, str] | None = None
+
+    def _paths(self) -> dict[str, str]:
+        if self._map is None:
+            mapping: dict[str, str] = {}
+            for top in ("torch", "torchgen", "functorch") if self.framework == "pytorch" else ("tensorflow",):
+                base = self.site_dir / top
+                for dirpath, dirnames, filenames in os.walk(base):
+                    dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                    rel = os.path.relpath(dirpath, self.site_dir).replace(os.sep, "/")
+                    for name in sorted(filenames):
+                        repo = repo_path(self.framework, f"{rel}/{name}")
+                        if repo is not None:
+                            mapping.setdefault(repo, f"{rel}/{name}")
+            self._map = mapping
+        return self._map
+
+    def list_files(self) -> list[str]:
+        return list(self._paths())
+
+    def read_text(self, path: str) -> str | None:
+        installed = self._paths().get(path)
+        if installed is None:
+            return None
+        try:
+            return (self.site_dir / installed).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SourceError(f"cannot read {self.site_dir / installed}: {exc.strerror or exc}") from exc
+
+
+def _find_site_dir(framework: str) -> Path:
+    """The site-packages holding the framework in this interpreter, found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(_IMPORT_NAMES[framework])
+    if spec is None or not spec.submodule_search_locations:
+        raise SourceError(f"{framework} is not installed in this Python ({sys.executable})")
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def _installed_version(site_dir: Path, framework: str) -> str | None:
+    for package in _PACKAGES[framework] + (("tensorflow-gpu", "tf-nightly") if framework == "tensorflow" else ()):
+        pattern = package.replace("-", "_") + "-*.dist-info"
+        for info in sorted(site_dir.glob(pattern)):
+            return info.name[len(package) + 1 : -len(".dist-info")]
+    return None
+
+
+class WheelSource:
+    """A release's wheel read as a zip (never installed), with wheel paths mapped to repository paths."""
+
+    def __init__(self, wheel: str | Path, framework: str, version: str | None = None) -> None:
+        self.wheel = Path(wheel)
+        self.framework = normalize_framework(framework)
+        self.version = version or _wheel_version(self.wheel.name)
+        self.description = f"wheel {self.wheel.name}"
+        try:
+            self._zip = zipfile.ZipFile(self.wheel)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise SourceError(f"cannot open wheel {self.wheel}: {exc}") from exc
+        self._map: dict[str, str] = {}
+        for name in self._zip.namelist():
+            if name.endswith("/"):
+                continue
+            repo = repo_path(self.framework, name)
+            if repo is not None:
+                self._map.setdefault(repo, name)
+
+    def list_files(self) -> list[str]:
+        return list(self._map)
+
+    def read_text(self, path: str) -> str | None:
+        member = self._map.get(path)
+        if member is None:
+            return None
+        try:
+            return self._zip.read(member).decode("utf-8", errors="replace")
+        except (OSError, zipfile.BadZipFile, KeyError) as exc:
+            raise SourceError(f"cannot read {member} from {self.wheel.name}: {exc}") from exc
+
+    def close(self) -> None:
+        self._zip.close()
+
+
+def _wheel_version(filename: str) -> str | None:
+    parts = filename.split("-")
+    return parts[1] if len(parts) > 2 else None
+
+
+class GitHubSource:
+    """The framework repository at a release tag through GitHub's tree/raw API, cached on disk."""
+
+    def __init__(self, framework: str, version: str, settings: Settings, ref: str | None = None) -> None:
+        self.framework = normalize_framework(framework)
+        self.version: str | None = version
+        self.settings = settings
+        self.repo = GITHUB_REPOS[self.framework]
+        self.ref = ref or release_tag(self.framework, version)
+        self.dir = github_cache_dir(settings, self.framework, self.ref)
+        self.description = f"github {self.repo}@{self.ref}"
+        self._files: list[str] | None = None
+        self._client: Any = None
+
+    def _github(self) -> Any:
+        if self._client is None:
+            from sftl.github import GitHubClient  # lazy: the one HTTP door, imported only when needed
+
+            self._client = GitHubClient(self.settings)
+        return self._client
+
+    @property
+    def tree_cached(self) -> bool:
+        return (self.dir / "tree.json").is_file()
+
+    def list_files(self) -> list[str]:
+        if self._files is None:
+            tree_file = self.dir / "tree.json"
+            if tree_file.is_file():
+                try:
+                    self._files = list(json.loads(tree_file.read_text(encoding="utf-8")))
+                except (OSError, ValueError) as exc:
+                    raise SourceError(f"corrupt cached tree {tree_file}: {exc}; delete it and fetch again") from exc
+            elif self.settings.offline:
+                raise SourceError(
+                    f"no cached GitHub tree for {self.repo}@{self.ref}; "
+                    f"run `sftl sources fetch {self.framework}=={self.version} --cxx` online first"
+                )
+            else:
+                self._files = _tree_paths(self._github().get_tree(self.repo, self.ref))
+                _atomic_write(tree_file, json.dumps(self._files))
+        return self._files
+
+    def read_text(self, path: str) -> str | None:
+        local = self.dir / "files" / path
+        if local.is_file():
+            return local.read_text(encoding="utf-8", errors="replace")
+        if self.settings.offline:
+            return None
+        if self.tree_cached and path not in set(self.list_files()):
+            return None
+        try:
+            raw = self._github().get_raw_file(self.repo, self.ref, path)
+        except SftlError as exc:
+            if exc.__class__.__name__ == "NotFoundError":
+                return None
+            raise
+        if raw is None:
+            return None
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+        _atomic_write(local, text)
+        return text
+
+    def fetch(self, prefixes: Sequence[str]) -> int:
+        """Download every file under `prefixes` into the cache; returns how many were fetched."""
+        count = 0
+        for path in self.list_files():
+            if path.startswith(tuple(prefixes)) and _is_text_source(path) and not (self.dir / "files" / path).is_file():
+                if self.read_text(path) is not None:
+                    count += 1
+        return count
+
+    def cached_file_count(self) -> int:
+        base = self.dir / "files"
+        return sum(len(f) for _, _, f in os.walk(base)) if base.is_dir() else 0
+
+
+def _tree_paths(tree: Any) -> list[str]:
+    """GitHub's tree JSON ({"tree": [{"path", "type"}]}), a list of such entries, or a list of paths."""
+    entries = tree.get("tree", []) if isinstance(tree, dict) else tree
+    paths: list[str] = []
+    for entry in entries or []:
+        if isinstance(entry, str):
+            paths.append(entry)
+        elif isinstance(entry, dict) and entry.get("type", "blob") == "blob" and entry.get("path"):
+            paths.append(str(entry["path"]))
+        elif hasattr(entry, "path") and getattr(entry, "type", "blob") == "blob":
+            paths.append(str(entry.path))
+    return paths
+
+
+_TEXT_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".c", ".py", ".yaml", ".cwrap", ".txt", ".inl")
+
+
+def _is_text_source(path: str) -> bool:
+    return path.endswith(_TEXT_SUFFIXES)
+
+
+class LayeredSource:
+    """Several providers seen as one: the first that holds a file wins."""
+
+    def __init__(self, providers: Sequence[SourceProvider]) -> None:
+        if not providers:
+            raise SourceError("a layered source needs at least one provider")
+        self.providers = list(providers)
+        self.framework = providers[0].framework
+        self.version = providers[0].version
+        self.description = " + ".join(p.description for p in providers)
+        self._files: list[str] | None = None
+
+    def list_files(self) -> list[str]:
+        if self._files is None:
+            seen: dict[str, None] = {}
+            for provider in self.providers:
+                for path in provider.list_files():
+                    seen.setdefault(path, None)
+            self._files = list(seen)
+        return self._files
+
+    def read_text(self, path: str) -> str | None:
+        for provider in self.providers:
+            text = provider.read_text(path)
+            if text is not None:
+                return text
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# Cache layout, fetching, and the factory
+
+
+def release_tag(framework: str, version: str) -> str:
+    """The git tag of a release: PyTorch and TensorFlow both tag 'vX.Y.Z'."""
+    base = re.match(r"\d+(?:\.\d+)*", version)
+    if base is None:
+        raise SourceError(f"cannot read a release from version {version!r}")
+    parts = base.group(0).split(".")
+    while len(parts) < 3:
+        parts.append("0")
+    return "v" + ".".join(parts[:3])
+
+
+def sources_cache(settings: Settings) -> Path:
+    return settings.cache_dir / "sources"
+
+
+def wheel_cache_dir(settings: Settings, framework: str, version: str) -> Path:
+    return sources_cache(settings) / "wheels" / f"{framework}-{version}"
+
+
+def github_cache_dir(settings: Settings, framework: str, ref: str) -> Path:
+    return sources_cache(settings) / "github" / GITHUB_REPOS[framework].replace("/", "__") / ref
+
+
+def cached_wheel(settings: Settings, framework: str, version: str) -> Path | None:
+    folder = wheel_cache_dir(settings, framework, version)
+    wheels = sorted(folder.glob("*.whl")) if folder.is_dir() else []
+    return wheels[0] if wheels else None
+
+
+@dataclass(frozen=True)
+class CachedSource:
+    """One entry of `sftl sources list`."""
+
+    framework: str
+    version: str
+    kind: str  # "wheel" | "github"
+    path: str
+    files: int
+    size_bytes: int
+
+
+def list_cached(settings: Settings) -> list[CachedSource]:
+    """Everything `sftl sources fetch` has put in the cache."""
+    out: list[CachedSource] = []
+    wheels = sources_cache(settings) / "wheels"
+    if wheels.is_dir():
+        for folder in sorted(wheels.iterdir()):
+            framework, _, version = folder.name.partition("-")
+            for whl in sorted(folder.glob("*.whl")):
+                out.append(CachedSource(framework, version, "wheel", str(whl), 1, whl.stat().st_size))
+    github = sources_cache(settings) / "github"
+    if github.is_dir():
+        for repo_dir in sorted(github.iterdir()):
+            framework = next((f for f, r in GITHUB_REPOS.items() if r.replace("/", "__") == repo_dir.name), repo_dir.name)
+            for ref_dir in sorted(p for p in repo_dir.iterdir() if p.is_dir()):
+                files = [Path(d) / f for d, _, fs in os.walk(ref_dir / "files") for f in fs]
+                size = sum(f.stat().st_size for f in files)
+                out.append(CachedSource(framework, ref_dir.name.lstrip("v"), "github", str(ref_dir), len(files), size))
+    return out
+
+
+def run_command(argv: Sequence[str], settings: Settings, timeout: float) -> subprocess.CompletedProcess[str]:
+    """The one wrapper through which this module starts child processes (pip, only)."""
+    keep = ("HOME", "XDG_CONFIG_HOME", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+    extra = {k: v for k, v in settings.base_env.items() if k in keep or k.startswith("PIP_")}
+    try:
+        return subprocess.run(
+            list(argv), env=settings.child_env(extra), capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SourceError(f"{argv[0]} {argv[2] if len(argv) > 2 else ''} timed out after {timeout:.0f}s") from exc
+    except OSError as exc:
+        raise SourceError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
+
+
+_ALL_PYTHONS = ("3.11", "3.10", "3.9", "3.8", "3.12", "3.7", "3.13", "3.6", "3.5")
+_PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux1_x86_64",
+    "linux_x86_64",
+)
+
+
+def candidate_pythons(framework: str, version: str) -> list[str]:
+    """Pythons to ask for, most likely first: the ones each release published wheels for."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    key = (int(m.group(1)), int(m.group(2))) if m else (99, 0)
+    if framework == "pytorch":
+        table = [
+            ((1, 4), ("3.7", "3.6")),
+            ((1, 5), ("3.8", "3.7")),
+            ((1, 8), ("3.8", "3.7")),
+            ((1, 11), ("3.9", "3.8")),
+            ((1, 13), ("3.10", "3.9")),
+            ((2, 2), ("3.11", "3.10")),
+            ((2, 5), ("3.12", "3.11")),
+            ((99, 99), ("3.12", "3.13")),
+        ]
+    else:
+        table = [
+            ((2, 2), ("3.7", "3.6")),
+            ((2, 5), ("3.8", "3.7")),
+            ((2, 8), ("3.9", "3.8")),
+            ((2, 12), ("3.10", "3.9")),
+            ((2, 16), ("3.11", "3.10")),
+            ((99, 99), ("3.12", "3.11")),
+        ]
+    preferred = next(pys for bound, pys in table if key < bound)
+    return list(dict.fromkeys((*preferred, *_ALL_PYTHONS)))
+
+
+def fetch_wheel(
+    framework: str, version: str, settings: Settings, python: str | None = None, timeout: float = 900.0
+) -> Path:
+    """Download (once) the release's wheel into the cache with `pip download`; returns its path."""
+    framework = normalize_framework(framework)
+    have = cached_wheel(settings, framework, version)
+    if have is not None:
+        return have
+    if settings.offline:
+        raise SourceError(
+            f"no cached wheel for {framework} {version} and --offline; run `sftl sources fetch {framework}=={version}`"
+        )
+    dest = wheel_cache_dir(settings, framework, version)
+    partial = dest.with_name(dest.name + ".partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    tried: list[str] = []
+    last = ""
+    for package in _PACKAGES[framework]:
+        for py in [python] if python else candidate_pythons(framework, version):
+            argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]
+            argv += ["--disable-pip-version-check", "--implementation", "cp", "--python-version", py]
+            for plat in _PLATFORMS:
+                argv += ["--platform", plat]
+            argv += ["-d", str(partial), f"{package}=={version}"]
+            done = run_command(argv, settings, timeout)
+            wheels = sorted(partial.glob("*.whl"))
+            if done.returncode == 0 and wheels:
+                dest.mkdir(parents=True, exist_ok=True)
+                final = dest / wheels[0].name
+                os.replace(wheels[0], final)
+                for left in partial.iterdir():
+                    left.unlink()
+                partial.rmdir()
+                return final
+            tried.append(f"{package} py{py}")
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            last = lines[-1] if lines else f"pip exited {done.returncode}"
+            if "No matching distribution" not in (done.stderr + done.stdout) and "from versions" not in done.stderr:
+                break  # a network or pip failure, not a missing wheel for this Python: stop asking
+    raise SourceError(
+        f"no wheel of {framework} {version} on the package registry for Linux x86_64 (tried {', '.join(tried)}): {last}"
+    )
+
+
+def fetch_cxx(framework: str, version: str, settings: Settings, prefixes: Sequence[str] | None = None) -> int:
+    """Download the release's C++/CUDA kernel sources through GitHub into the cache."""
+    source = GitHubSource(framework, version, settings)
+    return source.fetch(prefixes or CXX_PREFIXES[source.framework])
+
+
+def open_source(
+    framework: str,
+    version: str | None,
+    settings: Settings,
+    source_root: str | Path | None = None,
+    offline: bool = False,
+) -> SourceProvider:
+    """The best source of the release's files: `source_root`, else what is cached, else fetched.
+
+    Order when nothing is given: the cached GitHub C++ tree (contents the localizers read) layered
+    over the cached wheel (Python files and native_functions.yaml). Offline with nothing cached
+    raises SourceError naming the `sftl sources fetch` command to run.
+    """
+    framework = normalize_framework(framework)
+    if source_root is not None:
+        return LocalTree(source_root, framework, version)
+    if not version:
+        raise SourceError(f"the report names no {framework} version, so no source of the right release can be chosen")
+    offline = offline or settings.offline
+    layers: list[SourceProvider] = []
+    github = GitHubSource(framework, version, settings.with_overrides(offline=True) if offline else settings)
+    if github.tree_cached and github.cached_file_count():
+        layers.append(github)
+    wheel = cached_wheel(settings, framework, version)
+    if wheel is None and not offline:
+        wheel = fetch_wheel(framework, version, settings)
+    if wheel is not None:
+        layers.append(WheelSource(wheel, framework, version))
+    if not layers:
+        raise SourceError(
+            f"no cached sources for {framework} {version} (offline); "
+            f"run `sftl sources fetch {framework}=={version}` (add --cxx for C++/CUDA kernels) while online"
+        )
+    return layers[0] if len(layers) == 1 else LayeredSource(layers)
+
+
+def iter_texts(source: SourceProvider, paths: Iterable[str]) -> Iterable[tuple[str, str]]:
+    """(path, text) for each path the provider holds."""
+    for path in paths:
+        text = source.read_text(path)
+        if text is not None:
+            yield path, text
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,354 @@
+"""Reading PyTorch's kernel layout: native_functions.yaml entries and a content index of ATen's C++/CUDA files."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sftl.model import Side
+
+NATIVE_YAML = "aten/src/ATen/native/native_functions.yaml"
+# directories whose C++/CUDA files hold kernels (old releases kept them in TH/THC/THNN/THCUNN)
+KERNEL_DIRS = (
+    "aten/src/ATen/native/",
+    "aten/src/THC/",
+    "aten/src/TH/",
+    "aten/src/THCUNN/",
+    "aten/src/THNN/",
+    "aten/src/THCS/",
+    "aten/src/THS/",
+)
+_CXX_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".c", ".inl")
+# backends no CPU/GPU discrepancy report is about
+_OTHER_BACKENDS = ("/mps/", "/vulkan/", "/metal/", "/opencl/", "/hip/", "/xnnpack/", "/nnapi/", "/ao_sparse/")
+
+
+class NativeYamlError(ValueError):
+    """native_functions.yaml is missing or cannot be parsed."""
+
+
+@dataclass(frozen=True)
+class NativeFunction:
+    """One `- func:` entry of native_functions.yaml."""
+
+    name: str  # base name, e.g. "histc", "add_", "arange_out" (old releases used suffixes)
+    overload: str  # "", "out", "Tensor", ...
+    dispatch: dict[str, str] = field(default_factory=dict)  # one dispatch key -> kernel function
+    structured: bool = False
+    structured_delegate: str | None = None  # "add.out"
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+
+def parse_native_functions(text: str) -> dict[str, list[NativeFunction]]:
+    """Entries by base name. Raises NativeYamlError on a file that is not the expected YAML list.
+
+    A line reader for the file's fixed shape (a list of `- func:` mappings with a `dispatch:`
+    sub-mapping): ten times faster than a YAML load on the 15k-line file, which matters for the
+    CLI's start-to-answer time. Lines it cannot place make the file corrupt, as a YAML load would.
+    """
+    out: dict[str, list[NativeFunction]] = defaultdict(list)
+    current: dict[str, object] | None = None
+    in_dispatch = False
+    entries: list[dict[str, object]] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line.strip():
+            continue
+        if line.startswith("- func:"):
+            current = {"func": line[len("- func:") :].strip(), "dispatch": {}}
+            entries.append(current)
+            in_dispatch = False
+            continue
+        if current is None:
+            raise NativeYamlError(f"native_functions.yaml line {lineno}: expected '- func:', got {raw.strip()[:60]!r}")
+        if line.startswith("- "):  # a list item that is not a func entry
+            raise NativeYamlError(f"native_functions.yaml line {lineno}: entry without 'func:'")
+        indent = len(line) - len(line.lstrip())
+        if indent >= 2 and line.lstrip().startswith("- "):
+            in_dispatch = False
+            continue  # items of a nested list (precomputed:, autogen:)
+        key, sep, value = line.strip().partition(":")
+        if indent >= 4 and in_dispatch and sep:
+            dispatch = current["dispatch"]
+            assert isinstance(dispatch, dict)
+            dispatch[key.strip()] = value.strip()
+            continue
+        if indent == 2 and sep:
+            in_dispatch = key == "dispatch" and not value.strip()
+            if key == "dispatch" and value.strip() and value.strip() != "{}":
+                current["dispatch"] = {"Default": value.strip()}
+            elif key in ("structured", "structured_delegate"):
+                current[key] = value.strip()
+            continue
+        if indent >= 4:
+            continue  # other nested mappings/lists (e.g. autogen, tags) we do not need
+        raise NativeYamlError(f"native_functions.yaml line {lineno}: cannot read {raw.strip()[:60]!r}")
+    for entry in entries:
+        func = str(entry["func"])
+        if "(" not in func:
+            raise NativeYamlError(f"native_functions.yaml: malformed func {func[:60]!r}")
+        head = func.split("(", 1)[0].strip()
+        name, _, overload = head.partition(".")
+        dispatch: dict[str, str] = {}
+        raw_dispatch = entry.get("dispatch")
+        if isinstance(raw_dispatch, dict):
+            for keys, kernel in raw_dispatch.items():
+                for dkey in str(keys).split(","):
+                    if dkey.strip() and kernel:
+                        dispatch[dkey.strip()] = str(kernel).strip()
+        delegate = str(entry.get("structured_delegate") or "") or None
+        out[name].append(
+            NativeFunction(
+                name=name,
+                overload=overload,
+                dispatch=dispatch,
+                structured=str(entry.get("structured", "")).lower() == "true",
+                structured_delegate=delegate,
+            )
+        )
+    if not out:
+        raise NativeYamlError("native_functions.yaml holds no '- func:' entries")
+    return dict(out)
+
+
+def dispatch_side(key: str) -> Side | None:
+    """Which side a dispatch key runs on; None for backends a CPU/GPU report is not about."""
+    if key in ("CPU", "SparseCPU", "QuantizedCPU", "SparseCsrCPU", "NestedTensorCPU", "MkldnnCPU"):
+        return Side.CPU
+    if key in ("CUDA", "SparseCUDA", "QuantizedCUDA", "SparseCsrCUDA", "NestedTensorCUDA"):
+        return Side.CUDA
+    if key.startswith("Composite") or key in ("Math", "DefaultBackend", "Default"):
+        return Side.SHARED
+    return None
+
+
+def is_dense_key(key: str) -> bool:
+    return key in ("CPU", "CUDA") or key.startswith("Composite") or key in ("Math", "DefaultBackend", "Default")
+
+
+def path_side(path: str) -> Side | None:
+    """The side a kernel file belongs to, from where it lies; None for other backends."""
+    low = "/" + path.lower()
+    if any(b in low for b in _OTHER_BACKENDS):
+        return None
+    if "/cuda/" in low or "/cudnn/" in low or "/miopen/" in low or "/thc" in low or "/thcunn/" in low:
+        return Side.CUDA
+    if path.endswith((".cu", ".cuh")) or ".cu." in path:
+        return Side.CUDA
+    if "/cpu/" in low or "/mkldnn/" in low or "/th/" in low or "/thnn/" in low or "/ths/" in low:
+        return Side.CPU
+    return Side.SHARED
+
+
+# --------------------------------------------------------------------------------------------
+# The content index
+
+_REGISTER = re.compile(r"\bREGISTER_(?:[A-Z0-9]+_)*DISPATCH\s*\(\s*(\w+)\s*,\s*&?\s*([\w:]+)?")
+_IMPL_FUNC = re.compile(r"\bTORCH_IMPL_FUNC\s*\(\s*(\w+)\s*\)")
+_TH_DEF = re.compile(r"\bTH(?:C|CUDA|Cuda)?\w*Tensor_\(\s*(\w+)\s*\)\s*\(")
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+_STUB_CALL = re.compile(r"\b(\w+_stub)\s*\(")
+_AT_CALL = re.compile(r"\b(?:at::|native::|at::native::|at::_ops::)(\w+)\s*[(<]")
+_METHOD_CALL = re.compile(r"\.\s*(\w+)\s*\(")
+_TENSORISH = re.compile(r"Tensor|Scalar|TensorIterator|IntArrayRef|SymInt")
+_IDENT = re.compile(r"[A-Za-z_]\w+")
+
+
+@dataclass
+class Definition:
+    path: str
+    start: int  # offset of the name
+    body: str  # the function body (braces included), bounded
+
+
+class KernelIndex:
+    """ATen/TH kernel files, their text, registrations and definitions, built once per source tree."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.texts = files
+        self.registrations: dict[str, list[tuple[str, str]]] = defaultdict(list)  # stub -> [(path, fn)]
+        self.impl_funcs: dict[str, list[str]] = defaultdict(list)  # x_out -> [path]
+        self.th_defs: dict[str, list[str]] = defaultdict(list)  # THCTensor_(name) -> [path]
+        self.includes: dict[str, list[str]] = {}
+        self.includers: dict[str, int] = defaultdict(int)
+        by_base: dict[str, list[str]] = defaultdict(list)
+        for path in files:
+            by_base[path.rsplit("/", 1)[-1]].append(path)
+        self._by_base = by_base
+        for path, text in files.items():
+            for m in _REGISTER.finditer(text):
+                self.registrations[m.group(1)].append((path, (m.group(2) or "").split("::")[-1]))
+            for m in _IMPL_FUNC.finditer(text):
+                self.impl_funcs[m.group(1)].append(path)
+            if "Tensor_(" in text:
+                for m in _TH_DEF.finditer(text):
+                    if _is_definition(text, m.end() - 1):
+                        self.th_defs[m.group(1)].append(path)
+            incs = []
+            for m in _INCLUDE.finditer(text):
+                target = self.resolve_include(m.group(1), path)
+                if target and target != path:
+                    incs.append(target)
+                    self.includers[target] += 1
+            self.includes[path] = incs
+        self._doc_freq: dict[str, int] = {}
+        self._lower: dict[str, str] = {}
+
+    @classmethod
+    def from_source(cls, source: object, paths: Iterable[str]) -> KernelIndex:
+        texts: dict[str, str] = {}
+        read = source.read_text  # type: ignore[attr-defined]
+        for path in paths:
+            text = read(path)
+            if text is not None:
+                texts[path] = text
+        return cls(texts)
+
+    def resolve_include(self, include: str, from_path: str) -> str | None:
+        """'ATen/native/cuda/Loops.cuh' or 'THCNumerics.cuh' -> a path of this index."""
+        base = include.rsplit("/", 1)[-1]
+        candidates = self._by_base.get(base)
+        if not candidates:
+            return None
+        for cand in candidates:
+            if cand.endswith(include):
+                return cand
+        folder = from_path.rsplit("/", 1)[0]
+        for cand in candidates:
+            if cand.rsplit("/", 1)[0] == folder:
+                return cand
+        return candidates[0] if len(candidates) == 1 else None
+
+    def definitions(self, name: str, limit: int = 12, tensorish: bool = True) -> list[Definition]:
+        """Where a C++ function `name` is defined (not merely declared or called).
+
+        With `tensorish`, only definitions whose signature mentions Tensor/Scalar/TensorIterator
+        count: a kernel named `max` is not the `__device__ int max(int, int)` helper.
+        """
+        found: list[Definition] = []
+        pattern = re.compile(r"(?<![\w.>])" + re.escape(name) + r"\s*(?:<[^;{}()]*>)?\s*\(")
+        for path, text in self.texts.items():
+            if name not in text:
+                continue
+            for m in pattern.finditer(text):
+                before = text[max(0, m.start() - 3) : m.start()]
+                if before.endswith("->") or before.endswith("."):
+                    continue
+                brace = _is_definition(text, m.end() - 1)
+                if brace is not None and (not tensorish or _TENSORISH.search(text, max(0, m.start() - 120), brace)):
+                    found.append(Definition(path, m.start(), _body(text, brace)))
+                    break
+            if len(found) >= limit:
+                break
+        for path in self.impl_funcs.get(name, ()):  # TORCH_IMPL_FUNC(name) defines `name`
+            if not any(d.path == path for d in found):
+                text = self.texts[path]
+                pos = text.find(f"TORCH_IMPL_FUNC({name})")
+                brace = text.find("{", pos) if pos >= 0 else -1
+                found.append(Definition(path, max(pos, 0), _body(text, brace) if brace >= 0 else ""))
+        return found
+
+    def mentions(self, name: str, limit: int = 40) -> list[str]:
+        """Files whose text names the identifier (macro-generated kernels are only found this way)."""
+        pattern = re.compile(r"\b" + re.escape(name) + r"\b")
+        out = [p for p, t in self.texts.items() if name in t and pattern.search(t)]
+        return out[:limit]
+
+    def lower(self, path: str) -> str:
+        text = self._lower.get(path)
+        if text is None:
+            text = self._lower[path] = self.texts[path].lower()
+        return text
+
+    def doc_freq(self, term: str) -> int:
+        if term not in self._doc_freq:
+            pattern = re.compile(r"\b" + re.escape(term.lower()) + r"\b")
+            low = term.lower()
+            self._doc_freq[term] = sum(1 for p in self.texts if low in self.lower(p) and pattern.search(self.lower(p)))
+        return self._doc_freq[term]
+
+    def tfidf(self, terms: Iterable[str], paths: Iterable[str] | None = None) -> dict[str, float]:
+        """A plain TF-IDF of query terms over file contents (log tf, smoothed idf, length-normalised)."""
+        n = max(1, len(self.texts))
+        scores: dict[str, float] = defaultdict(float)
+        wanted = list(paths) if paths is not None else list(self.texts)
+        for term in set(t for t in terms if len(t) > 2):
+            df = self.doc_freq(term)
+            if df == 0:
+                continue
+            idf = math.log((n + 1) / (df + 1)) + 1.0
+            pattern = re.compile(r"\b" + re.escape(term) + r"\b", re.I)
+            low_term = term.lower()
+            for path in wanted:
+                text = self.texts.get(path, "")
+                if low_term not in self.lower(path):
+                    continue
+                tf = len(pattern.findall(text))
+                if tf:
+                    scores[path] += (1 + math.log(tf)) * idf
+        for path in list(scores):
+            scores[path] /= math.sqrt(1 + len(self.texts[path]) / 20000)
+        return dict(scores)
+
+
+def kernel_paths(files: Iterable[str]) -> list[str]:
+    return [f for f in files if f.startswith(KERNEL_DIRS) and f.endswith(_CXX_SUFFIXES)]
+
+
+def _is_definition(text: str, open_paren: int) -> int | None:
+    """Given the '(' after a name, the offset of the body's '{' when this is a definition."""
+    depth = 0
+    i = open_paren
+    end = min(len(text), open_paren + 4000)
+    while i < end:
+        c = text[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                break
+        i += 1
+    else:
+        return None
+    # after the parameter list: qualifiers, a trailing return type or an initializer list, then '{'
+    tail = text[i + 1 : i + 300]
+    m = re.match(r"\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?:->\s*[\w:<>,\s&*]+?)?\s*(\{|:[^;{]*\{)", tail)
+    if m is None:
+        return None
+    return i + 1 + m.end() - 1
+
+
+def _body(text: str, brace: int, limit: int = 30000) -> str:
+    depth = 0
+    end = min(len(text), brace + limit)
+    for i in range(brace, end):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[brace : i + 1]
+    return text[brace:end]
+
+
+def stub_calls(body: str) -> list[str]:
+    return list(dict.fromkeys(m.group(1) for m in _STUB_CALL.finditer(body)))
+
+
+def op_calls(body: str) -> list[str]:
+    """at::foo(...) / native::foo(...) / x.foo(...) calls in a body: the ops a composite uses."""
+    names = [m.group(1) for m in _AT_CALL.finditer(body)]
+    names += [m.group(1) for m in _METHOD_CALL.finditer(body)]
+    return list(dict.fromkeys(names))
+
+
+def identifiers(text: str) -> list[str]:
+    return _IDENT.findall(text)

@@ -1,0 +1,834 @@
+"""GPU/CPU result discrepancies: from the operators a report uses to the framework kernel files, ranked per device.
+
+Two methods behind one call, `localize_gcrde(issue, extraction, source, method=...)`:
+
+* ``paper``: the published SFTL method. Operators from the snippet -> their native_functions.yaml
+  entries -> the CPU and CUDA `dispatch` kernel names -> file names fuzzy-matched with
+  `difflib.get_close_matches` against aten/src/ATen/native/{cpu,cuda,}/ (TensorFlow: the op's
+  snake name against tensorflow/core/kernels/).
+* ``sftl`` (default): reads file contents. Where each dispatch kernel is defined
+  (`TORCH_IMPL_FUNC`, the function itself), which `*_stub`s it calls and which files
+  `REGISTER_DISPATCH` them per device; structured ops followed to their `structured_delegate`,
+  composite ops to the ops they call, old TH/THC `THCTensor_(op)` definitions, the headers the
+  kernel files include; the device that diverged weighted first; incidental calls (`torch.tensor`,
+  `randn`, `.cuda()`) nearly ignored; a TF-IDF over contents as a back-off. TensorFlow: the API
+  call -> its raw op (from the Python sources' `gen_*_ops` calls, a table, or name rules) -> the
+  files under tensorflow/core/kernels/ whose `REGISTER_KERNEL_BUILDER(Name("Op").Device(...))`
+  registers it, else name matching (`x_op.cc`, `x_op_gpu.cu.cc`, `cwise_op_x.cc`).
+
+Unknown operators, a corrupt yaml or a missing source give ABSTAINED/SKIPPED with the reason.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sftl.errors import SourceError
+from sftl.localize import _native as nat
+from sftl.model import Extraction, Issue, Localization, Outcome, Side, Suspect
+
+if TYPE_CHECKING:
+    from sftl.sources import SourceProvider
+
+METHODS = ("sftl", "paper")
+
+# --------------------------------------------------------------------------------------------
+# Operators named by a report
+
+
+@dataclass(frozen=True)
+class OpRef:
+    """One operator a report uses, as the framework names it, with how much it counts."""
+
+    name: str  # aten op ("histc", "upsample_bilinear2d") or TF raw op ("Mean")
+    weight: float
+    origin: str  # e.g. "torch.nn.Conv2d in the snippet"
+
+
+_TORCH_INCIDENTAL = frozenset(
+    """tensor Tensor as_tensor from_numpy randn rand randint randperm rand_like randn_like manual_seed seed
+    zeros ones empty full zeros_like ones_like empty_like full_like cuda to cpu numpy item tolist print
+    device dtype float double half long int bool byte char short size shape dim numel clone detach
+    contiguous requires_grad_ backward allclose equal isclose is_tensor set_default_dtype get_default_dtype
+    set_printoptions no_grad enable_grad synchronize view view_as reshape unsqueeze squeeze type type_as
+    fill_ copy_ data_ptr storage element_size is_cuda get_device set_device current_device device_count
+    is_available stride expand expand_as permute transpose t flatten sum_to_size cat stack split chunk
+    __init__ __call__ forward parameters zero_grad step eval train state_dict load save isnan isinf
+    all any max_memory_allocated memory_allocated empty_cache __repr__ __str__ format norm_except_dim
+    normal_ uniform_ arange_ linspace_ apply_ map_ use_deterministic_algorithms set_num_threads""".split()
+)
+# `cat`, `max`, `all`, `norm`... are real subjects often enough: only the pure plumbing above is
+# down-weighted, and even it counts when the title names it.
+_TORCH_NAMESPACE_SKIP = ("torch.cuda.", "torch.backends.", "torch.testing.", "torch.utils.", "torch.random.",
+                         "torch.autograd.grad_mode", "torch.jit.", "torch.onnx.", "torch.optim.")
+
+_DUNDER = {
+    "__add__": ("add",), "__radd__": ("add",), "__iadd__": ("add",), "__sub__": ("sub",), "__rsub__": ("rsub", "sub"),
+    "__mul__": ("mul",), "__rmul__": ("mul",), "__truediv__": ("div",), "__div__": ("div",), "__rtruediv__": ("div",),
+    "__floordiv__": ("floor_divide",), "__mod__": ("remainder", "fmod"), "__pow__": ("pow",), "__rpow__": ("pow",),
+    "__matmul__": ("matmul",), "__neg__": ("neg",), "__abs__": ("abs",), "__invert__": ("bitwise_not",),
+    "__and__": ("__and__", "bitwise_and"), "__or__": ("__or__", "bitwise_or"), "__xor__": ("__xor__", "bitwise_xor"),
+    "__lshift__": ("__lshift__", "bitwise_left_shift"), "__rshift__": ("__rshift__", "bitwise_right_shift"),
+    "__ilshift__": ("__ilshift__", "bitwise_left_shift"), "__irshift__": ("__irshift__", "bitwise_right_shift"),
+    "__getitem__": ("index", "select", "slice"), "__setitem__": ("index_put", "copy_", "fill_"),
+    "__eq__": ("eq",), "__ne__": ("ne",), "__lt__": ("lt",), "__le__": ("le",), "__gt__": ("gt",), "__ge__": ("ge",),
+}
+
+# nn modules / functionals / distributions whose aten op is not their snake-cased name
+_TORCH_ALIASES: dict[str, tuple[str, ...]] = {
+    "interpolate": ("upsample_nearest2d", "upsample_bilinear2d", "upsample_bicubic2d", "upsample_nearest1d",
+                    "upsample_linear1d", "upsample_trilinear3d", "upsample_nearest3d"),
+    "upsample": ("upsample_nearest2d", "upsample_bilinear2d", "upsample_bicubic2d", "upsample_trilinear3d"),
+    "upsample_bilinear": ("upsample_bilinear2d",), "upsample_nearest": ("upsample_nearest2d",),
+    "cross_entropy": ("cross_entropy_loss", "log_softmax", "nll_loss", "nll_loss2d"),
+    "cross_entropy_loss": ("cross_entropy_loss", "log_softmax", "nll_loss", "nll_loss2d"),
+    "bce_loss": ("binary_cross_entropy",), "binary_cross_entropy": ("binary_cross_entropy",),
+    "bce_with_logits_loss": ("binary_cross_entropy_with_logits",),
+    "kl_div_loss": ("kl_div",), "nll_loss": ("nll_loss", "nll_loss2d"), "ctc_loss": ("ctc_loss", "_ctc_loss"),
+    "linear": ("linear", "addmm", "mm", "matmul"), "bilinear": ("bilinear", "_trilinear"),
+    "conv1d": ("conv1d", "convolution", "_convolution", "cudnn_convolution"),
+    "conv2d": ("conv2d", "convolution", "_convolution", "cudnn_convolution", "slow_conv2d_forward", "thnn_conv2d"),
+    "conv3d": ("conv3d", "convolution", "_convolution", "cudnn_convolution", "slow_conv3d"),
+    "conv_transpose1d": ("conv_transpose1d", "convolution", "cudnn_convolution_transpose"),
+    "conv_transpose2d": ("conv_transpose2d", "convolution", "slow_conv_transpose2d", "cudnn_convolution_transpose"),
+    "conv_transpose3d": ("conv_transpose3d", "convolution", "slow_conv_transpose3d"),
+    "batch_norm": ("batch_norm", "native_batch_norm", "cudnn_batch_norm", "_batch_norm_impl_index"),
+    "instance_norm": ("instance_norm", "batch_norm", "native_batch_norm"),
+    "layer_norm": ("layer_norm", "native_layer_norm"), "group_norm": ("group_norm", "native_group_norm"),
+    "embedding": ("embedding", "embedding_dense_backward"), "embedding_bag": ("embedding_bag", "_embedding_bag"),
+    "lstm": ("lstm", "_cudnn_rnn", "_thnn_fused_lstm_cell"), "gru": ("gru", "_cudnn_rnn", "_thnn_fused_gru_cell"),
+    "rnn": ("rnn_tanh", "rnn_relu", "_cudnn_rnn"),
+    "max_pool1d": ("max_pool1d", "max_pool1d_with_indices"), "max_pool2d": ("max_pool2d", "max_pool2d_with_indices"),
+    "max_pool3d": ("max_pool3d", "max_pool3d_with_indices"),
+    "adaptive_avg_pool2d": ("adaptive_avg_pool2d", "_adaptive_avg_pool2d"),
+    "adaptive_avg_pool3d": ("adaptive_avg_pool3d", "_adaptive_avg_pool3d"),
+    "softmax": ("softmax", "_softmax"), "log_softmax": ("log_softmax", "_log_softmax"),
+    "softmin": ("softmax", "_softmax"), "dropout": ("dropout", "native_dropout", "_fused_dropout"),
+    "prelu": ("prelu", "_prelu_kernel", "prelu_cpu", "prelu_cuda"), "fold": ("col2im",), "unfold": ("im2col", "unfold"),
+    "cosine_similarity": ("cosine_similarity",), "pairwise_distance": ("pairwise_distance", "norm"),
+    "silu": ("silu",), "hardswish": ("hardswish",), "relu6": ("hardtanh",), "normalize": ("norm", "linalg_vector_norm"),
+    "multihead_attention": ("_native_multi_head_attention", "scaled_dot_product_attention", "bmm", "baddbmm"),
+    "scaled_dot_product_attention": ("scaled_dot_product_attention", "_scaled_dot_product_efficient_attention"),
+    "grid_sample": ("grid_sampler", "grid_sampler_2d", "cudnn_grid_sampler"), "affine_grid": ("affine_grid_generator",),
+    "pad": ("constant_pad_nd", "reflection_pad2d", "replication_pad2d", "pad"),
+    "one_hot": ("one_hot",), "gumbel_softmax": ("softmax", "_softmax"),
+    "transformer_encoder_layer": ("_transformer_encoder_layer_fwd",),
+    # torch.distributions: the kernels the common methods end up in
+    "normal.icdf": ("erfinv",), "normal.cdf": ("erf",), "normal.sample": ("normal",), "normal.rsample": ("normal",),
+    "normal.log_prob": ("log", "pow"), "categorical.sample": ("multinomial",), "multinomial.sample": ("multinomial",),
+    "bernoulli.sample": ("bernoulli",), "gamma.sample": ("_standard_gamma",), "gamma.rsample": ("_standard_gamma",),
+    "dirichlet.sample": ("_sample_dirichlet",), "dirichlet.rsample": ("_sample_dirichlet",),
+    "beta.sample": ("_sample_dirichlet", "_standard_gamma"), "poisson.sample": ("poisson",),
+    "binomial.sample": ("binomial",), "uniform.sample": ("uniform",), "exponential.sample": ("exponential",),
+    "studentt.sample": ("_standard_gamma", "normal"),
+}
+
+_NORM_SUFFIX = re.compile(r"(\d)d$")
+
+
+def _snake(name: str) -> str:
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    return s.lower()
+
+
+def torch_op_names(api: str) -> tuple[str, ...]:
+    """'torch.nn.Conv2d' -> ('conv2d', 'convolution', ...); 'torch.Tensor.histc' -> ('histc',)."""
+    api = api.replace("::", ".").strip(". ")
+    parts = [p for p in api.split(".") if p]
+    if not parts:
+        return ()
+    leaf = parts[-1]
+    if leaf in _DUNDER:
+        return _DUNDER[leaf]
+    low = [p.lower() for p in parts]
+    if "distributions" in low and len(parts) >= 2:
+        key = f"{parts[-2].lower()}.{leaf.lower()}"
+        return _TORCH_ALIASES.get(key, (_snake(leaf),))
+    if "linalg" in low[:-1]:
+        return (f"linalg_{leaf}", leaf)
+    if "fft" in low[:-1]:
+        return (f"fft_{leaf}",)
+    if "special" in low[:-1]:
+        return (f"special_{leaf}", leaf)
+    snake = _snake(leaf) if leaf[:1].isupper() else leaf
+    if leaf[:1].isupper() and "nn" in low:  # a module: nn.BatchNorm2d -> batch_norm, nn.MSELoss -> mse_loss
+        base = _NORM_SUFFIX.sub(r"\1d", snake)
+        candidates = [base]
+        if base.endswith("_loss"):
+            candidates.append(base[: -len("_loss")])
+        stripped = re.sub(r"_?\dd$", "", base)
+        if stripped != base and ("norm" in stripped):
+            candidates.append(stripped)
+        if base.startswith("conv_transpose") or base.startswith("conv"):
+            candidates.append(base.replace("_", "", 0))
+        out: list[str] = []
+        for cand in candidates:
+            out.extend(_TORCH_ALIASES.get(cand, (cand,)))
+        return tuple(dict.fromkeys(out))
+    return _TORCH_ALIASES.get(snake, (snake,))
+
+
+_CODE_CALL = re.compile(r"\b(torch(?:\.\w+)+|F\.\w+|nn\.\w+|tf(?:\.\w+)+|tensorflow(?:\.\w+)+)\s*\(")
+_METHOD = re.compile(r"\)?\.(\w+)\s*\(")
+
+
+def apis_from_code(code: str, framework: str) -> list[str]:
+    """A fallback when extraction gave no `apis`: framework calls written in the snippet."""
+    out: list[str] = []
+    for m in _CODE_CALL.finditer(code):
+        name = m.group(1)
+        if name.startswith("F."):
+            name = "torch.nn.functional." + name[2:]
+        elif name.startswith("nn."):
+            name = "torch.nn." + name[3:]
+        elif name.startswith("tf."):
+            name = "tensorflow." + name[3:]
+        out.append(name)
+    if framework == "pytorch":
+        for m in _METHOD.finditer(code):
+            if not code[max(0, m.start() - 6) : m.start()].endswith(("torch", "nn", "F")):
+                out.append("torch.Tensor." + m.group(1))
+    return list(dict.fromkeys(out))
+
+
+_WORDS = re.compile(r"[A-Za-z_][\w.]*")
+_ENGLISH = frozenset(
+    "bug cuda cpu gpu the and with when for not result results wrong different output tensor tensors "
+    "issue error nan inf value values float double device using use large small".split()
+)
+
+
+def _title_tokens(title: str) -> set[str]:
+    out: set[str] = set()
+    for tok in _WORDS.findall(title):
+        tok = tok.strip("._")
+        if not tok:
+            continue
+        out.add(tok.lower())
+        out.update(p.lower() for p in tok.split(".") if p)
+        out.add(_snake(tok.split(".")[-1]))
+    return out
+
+
+def _dunder_free(name: str) -> str:
+    return name.strip("_") if name.startswith("__") else name
+
+
+# --------------------------------------------------------------------------------------------
+# Which device diverged
+
+_WRONG = re.compile(
+    r"wrong|incorrect|bug|\bnan\b|\binf\b|differ|mismatch|not match|inconsisten|garbage|unexpected|ignor|"
+    r"crash|fail|broken|not correct|bad result|off by|instead of|should be|expected",
+    re.I,
+)
+_GPU = re.compile(r"\bcuda\b|\bgpu\b|device=.cuda|\.cuda\(\)|cuda:\d", re.I)
+_CPU = re.compile(r"\bcpu\b", re.I)
+_GPU_OK = re.compile(r"(?:works?|correct|fine|ok|right|as expected)[^.\n]{0,30}\b(?:on|with|for|in)\s+(?:the\s+)?(?:cuda|gpu)|(?:cuda|gpu)[^.\n]{0,25}(?:works?|is (?:correct|fine|ok|right)|as expected)", re.I)
+_CPU_OK = re.compile(r"(?:works?|correct|fine|ok|right|as expected)[^.\n]{0,30}\b(?:on|with|for|in)\s+(?:the\s+)?cpu|\bcpu\b[^.\n]{0,25}(?:works?|is (?:correct|fine|ok|right)|as expected)", re.I)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    side: Side  # the side whose result the report calls wrong
+    confident: bool
+    why: str
+
+
+def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
+    """Read which device's result the report calls wrong; CUDA when the text does not say."""
+    text = "\n".join(x for x in (issue.title, issue.body, extraction.error_line or "") if x)
+    gpu = cpu = 0.0
+    for sentence in re.split(r"(?<=[.!?])\s+|\n", text):
+        if not _WRONG.search(sentence):
+            continue
+        g, c = bool(_GPU.search(sentence)), bool(_CPU.search(sentence))
+        if g and not c:
+            gpu += 1
+        elif c and not g:
+            cpu += 1
+    gpu += 2 * len(_CPU_OK.findall(text))
+    cpu += 2 * len(_GPU_OK.findall(text))
+    if cpu > gpu:
+        return Divergence(Side.CPU, cpu - gpu >= 2, f"the report calls the CPU result wrong ({cpu:g} vs {gpu:g})")
+    return Divergence(Side.CUDA, gpu - cpu >= 1, f"the report calls the CUDA result wrong ({gpu:g} vs {cpu:g})"
+                      if gpu > cpu else "the report does not say which side is wrong: CUDA first")
+
+
+# --------------------------------------------------------------------------------------------
+# Evidence bookkeeping
+
+
+@dataclass
+class _Evidence:
+    score: float = 0.0
+    reasons: list[tuple[float, str]] = field(default_factory=list)
+    hits: int = 0
+
+    def add(self, score: float, reason: str) -> None:
+        self.hits += 1
+        if score > self.score:
+            self.score = score
+        self.reasons.append((score, reason))
+
+    def reason(self) -> str:
+        seen: list[str] = []
+        for _, r in sorted(self.reasons, key=lambda x: -x[0]):
+            if r not in seen:
+                seen.append(r)
+            if len(seen) == 3:
+                break
+        return "; ".join(seen)
+
+
+class _Board:
+    def __init__(self) -> None:
+        self.files: dict[str, _Evidence] = defaultdict(_Evidence)
+
+    def add(self, path: str, score: float, reason: str) -> None:
+        self.files[path].add(score, reason)
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+
+
+def localize_gcrde(
+    issue: Issue,
+    extraction: Extraction,
+    source: SourceProvider | None,
+    method: str = "sftl",
+    top: int = 10,
+    divergent_op: str | None = None,
+) -> Localization:
+    """Rank the framework files most likely to hold a GPU/CPU discrepancy, each with its side and reason."""
+    label = f"gcrde-{method}"
+    if method not in METHODS:
+        return Localization(label, (), Outcome.SKIPPED, f"unknown GCRDE method {method!r}; choose sftl or paper")
+    if source is None:
+        return Localization(label, (), Outcome.SKIPPED, "no framework source available for this release")
+    framework = _framework(issue, extraction, source)
+    try:
+        if framework == "tensorflow":
+            return _localize_tensorflow(issue, extraction, source, method, top, divergent_op)
+        return _localize_pytorch(issue, extraction, source, method, top, divergent_op)
+    except SourceError as exc:
+        return Localization(label, (), Outcome.SKIPPED, f"source unavailable: {exc}")
+
+
+def _framework(issue: Issue, extraction: Extraction, source: SourceProvider) -> str:
+    fw = extraction.environment.framework or getattr(source, "framework", None)
+    if fw in ("pytorch", "tensorflow"):
+        return fw
+    return "tensorflow" if "tensorflow" in issue.repo.lower() else "pytorch"
+
+
+def _api_list(extraction: Extraction, framework: str) -> list[str]:
+    apis = list(extraction.apis)
+    if not apis and extraction.snippet is not None:
+        apis = apis_from_code(extraction.snippet.code, framework)
+    return apis
+
+
+def _rank(board: _Board, side_weight: dict[Side | None, float], top: int, label: str,
+          path_side: object) -> list[Suspect]:
+    ranked: list[tuple[float, str, Side | None, str]] = []
+    for path, ev in board.files.items():
+        side = path_side(path)  # type: ignore[operator]
+        score = ev.score * side_weight.get(side, 0.2) + 0.02 * min(ev.hits - 1, 3)
+        ranked.append((score, path, side, ev.reason()))
+    ranked.sort(key=lambda x: (-x[0], x[1]))
+    return [Suspect(path, round(score, 4), side, reason) for score, path, side, reason in ranked[:top]]
+
+
+def _side_weights(div: Divergence) -> dict[Side | None, float]:
+    other = Side.CPU if div.side == Side.CUDA else Side.CUDA
+    return {div.side: 1.0, Side.SHARED: 0.82, other: 0.66 if div.confident else 0.78, None: 0.2}
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch
+
+
+def torch_ops(
+    issue: Issue, extraction: Extraction, yaml_names: set[str] | None, divergent_op: str | None
+) -> tuple[list[OpRef], list[str]]:
+    """The aten ops a report is about, weighted; and the API names that resolved to nothing."""
+    title = _title_tokens(issue.title)
+    ops: dict[str, OpRef] = {}
+    unknown: list[str] = []
+
+    def known(name: str) -> list[str]:
+        if yaml_names is None:
+            return [name]
+        found = [n for n in (name, name + "_", "_" + name, name + "_out") if n in yaml_names]
+        return found
+
+    def put(name: str, weight: float, origin: str) -> None:
+        if name not in ops or ops[name].weight < weight:
+            ops[name] = OpRef(name, weight, origin)
+
+    if divergent_op:
+        for name in torch_op_names(divergent_op.replace("aten::", "torch.")):
+            for hit in known(name):
+                put(hit, 1.0, f"{divergent_op} diverged in replay")
+    apis = _api_list(extraction, "pytorch")
+    real = 0
+    for api in apis:
+        if api.startswith(_TORCH_NAMESPACE_SKIP):
+            continue
+        leaf = api.replace("::", ".").split(".")[-1]
+        names = torch_op_names(api)
+        in_title = leaf.lower() in title or _dunder_free(leaf).lower() in title or any(n in title for n in names)
+        incidental = leaf in _TORCH_INCIDENTAL and not in_title
+        base = 0.15 if incidental else 0.9 - 0.04 * min(real, 5)
+        if in_title:
+            base = 1.0
+        if divergent_op:
+            base *= 0.75
+        resolved = False
+        for i, name in enumerate(names):
+            for hit in known(name):
+                put(hit, base * (1.0 if i == 0 else 0.85), api + (" (named in the title)" if in_title else ""))
+                resolved = True
+        if resolved and not incidental:
+            real += 1
+        if not resolved and not incidental:
+            unknown.append(api)
+    if yaml_names is not None:  # ops named in the title though missing from the snippet ("arange cuda bug")
+        for tok in title:
+            if tok in yaml_names and tok not in ops and tok not in _ENGLISH and tok not in _TORCH_INCIDENTAL and (
+                len(tok) >= 5 or "_" in tok
+            ):
+                put(tok, 0.8, f"{tok} named in the title")
+    return sorted(ops.values(), key=lambda o: -o.weight), unknown
+
+
+@dataclass
+class _TorchContext:
+    source: SourceProvider
+    natives: dict[str, list[nat.NativeFunction]] | None
+    index: nat.KernelIndex | None
+    files: list[str]
+
+
+_INDEX_CACHE: dict[tuple[int, str], tuple[object, nat.KernelIndex]] = {}
+
+
+def _kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
+    # one index per live provider object: building it reads ~1-2k files
+    key = (id(source), getattr(source, "description", ""))
+    hit = _INDEX_CACHE.get(key)
+    if hit is not None and hit[0] is source:
+        return hit[1]
+    index = nat.KernelIndex.from_source(source, nat.kernel_paths(files))
+    _INDEX_CACHE.clear()
+    _INDEX_CACHE[key] = (source, index)
+    return index
+
+
+def _localize_pytorch(
+    issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
+) -> Localization:
+    label = f"gcrde-{method}"
+    files = source.list_files()
+    yaml_text = source.read_text(nat.NATIVE_YAML)
+    natives: dict[str, list[nat.NativeFunction]] | None = None
+    yaml_problem = ""
+    if yaml_text is None:
+        yaml_problem = f"{nat.NATIVE_YAML} is not in {source.description}"
+    else:
+        try:
+            natives = nat.parse_native_functions(yaml_text)
+        except nat.NativeYamlError as exc:
+            yaml_problem = str(exc)
+    if method == "paper":
+        if natives is None:
+            return Localization(label, (), Outcome.ABSTAINED, yaml_problem)
+        return _paper_pytorch(issue, extraction, natives, files, top, divergent_op)
+
+    kernel_files = nat.kernel_paths(files)
+    if not kernel_files:
+        return Localization(
+            label, (), Outcome.SKIPPED,
+            f"{source.description} holds no ATen C++/CUDA kernel sources (wheels carry none); "
+            "give --source-root of a PyTorch checkout or run `sftl sources fetch pytorch==VERSION --cxx`",
+        )
+    index = _kernel_index(source, files)
+    ops, unknown = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op)
+    div = divergent_side(issue, extraction)
+    board = _Board()
+    followed: set[str] = set()
+    for op in ops:
+        _follow_op(op.name, op.weight, op.origin, natives, index, board, followed, depth=0)
+    _add_th_definitions(ops, index, board)
+    _add_headers(index, board)
+    structural = bool(board.files)
+    # back-off: TF-IDF over contents with the op names, their kernels, and the title's identifiers
+    terms = [o.name for o in ops if o.weight > 0.3] + [_dunder_free(o.name) for o in ops if o.weight > 0.3]
+    terms += [t for t in _title_tokens(issue.title) if t not in _ENGLISH and len(t) > 3]
+    tfidf = index.tfidf(terms)
+    if tfidf:
+        best = max(tfidf.values())
+        for path, s in sorted(tfidf.items(), key=lambda x: -x[1])[: max(top * 3, 30)]:
+            board.add(path, 0.3 * s / best, f"TF-IDF back-off over contents ({s / best:.2f} of best)")
+    suspects = _rank(board, _side_weights(div), top, label, nat.path_side)
+    notes = []
+    if yaml_problem:
+        notes.append(yaml_problem + "; dispatch kernels unknown")
+    if unknown:
+        notes.append("not in native_functions.yaml: " + ", ".join(unknown[:5]))
+    if not suspects:
+        why = "no operator of the report could be followed to a kernel" if not ops else "no kernel file found"
+        return Localization(label, (), Outcome.ABSTAINED, "; ".join([why, *notes]))
+    lead = div.why
+    if not structural:
+        lead = "no operator resolved to a kernel: TF-IDF back-off only; " + lead
+    opnames = ", ".join(o.name for o in ops[:5]) or "none"
+    return Localization(label, tuple(suspects), Outcome.LOCATED, "; ".join([f"ops: {opnames}", lead, *notes]))
+
+
+_FOLLOW_SKIP = _TORCH_INCIDENTAL | {"resize_", "resize_output", "empty_strided", "new_empty", "is_same_size",
+                                    "copy", "select", "narrow", "as_strided", "alias", "result_type", "sizes",
+                                    "scalar_type", "options", "is_contiguous", "sum", "mul", "add", "sub", "div",
+                                    "_unsafe_view", "expect_contiguous", "defined", "numel", "dim"}
+
+
+def _entries(natives: dict[str, list[nat.NativeFunction]] | None, name: str) -> list[nat.NativeFunction]:
+    if natives is None:
+        return []
+    out = list(natives.get(name, ()))
+    for extra in (name + "_out", name + "_"):
+        if extra in natives and not name.endswith("_"):
+            out.extend(natives[extra])
+    return out
+
+
+def _follow_op(
+    name: str, weight: float, origin: str, natives: dict[str, list[nat.NativeFunction]] | None,
+    index: nat.KernelIndex, board: _Board, followed: set[str], depth: int,
+) -> None:
+    """Add evidence for every file that defines or registers a kernel of this op."""
+    key = f"{name}@{depth}"
+    if key in followed or depth > 2 or weight < 0.05:
+        return
+    followed.add(key)
+    kernels: dict[str, set[str]] = defaultdict(set)  # kernel function -> dispatch keys
+    for entry in _entries(natives, name):
+        dispatch = dict(entry.dispatch)
+        if entry.structured_delegate and natives:
+            dname, _, dover = entry.structured_delegate.partition(".")
+            for target in natives.get(dname, ()):
+                if target.overload == dover:
+                    dispatch.update({k: v for k, v in target.dispatch.items() if k not in dispatch})
+        for dkey, kernel in dispatch.items():
+            if nat.dispatch_side(dkey) is not None:
+                kernels[kernel].add(dkey)
+    if natives is None:  # no yaml: look for the op name itself and its usual kernel spellings
+        for guess in (name, f"{name}_cpu", f"{name}_cuda", f"{name}_out", f"{name}_kernel", f"{name}_kernel_cuda"):
+            kernels[guess].add("CPU")
+    for kernel, dkeys in kernels.items():
+        dense = any(nat.is_dense_key(k) for k in dkeys)
+        kw = weight * (1.0 if dense else 0.35)
+        keys = ", ".join(sorted(dkeys))
+        composite = all(nat.dispatch_side(k) == Side.SHARED for k in dkeys)
+        defs = index.definitions(kernel)
+        for d in defs:
+            fside = nat.path_side(d.path)
+            role = (0.55 if composite else 0.8) if fside == Side.SHARED else 1.0
+            board.add(d.path, kw * role, f"defines {kernel} (dispatch {keys}) for {name} [{origin}]")
+            for stub in nat.stub_calls(d.body):
+                for reg_path, fn in index.registrations.get(stub, ()):
+                    board.add(reg_path, kw * 0.97, f"REGISTER_DISPATCH({stub}, {fn}) called from {kernel} for {name}")
+            if composite or fside == Side.SHARED:
+                for called in nat.op_calls(d.body)[:12]:
+                    if called in _FOLLOW_SKIP or called == name or (natives and called not in natives):
+                        continue
+                    _follow_op(called, weight * 0.7, f"{name} calls {called}", natives, index, board, followed,
+                               depth + 1)
+        if not defs:
+            for path in index.mentions(kernel, limit=6):
+                board.add(path, kw * 0.5, f"names {kernel} (dispatch {keys}) for {name}, maybe macro-generated")
+    # stubs named after the op (e.g. histc -> histogramdd_stub is found above; add_stub, rshift_stub directly)
+    for stub in (f"{_dunder_free(name)}_stub", f"{name.rstrip('_')}_stub"):
+        for reg_path, fn in index.registrations.get(stub, ()):
+            board.add(reg_path, weight * 0.85, f"REGISTER_DISPATCH({stub}, {fn}) for {name}")
+
+
+def _add_th_definitions(ops: list[OpRef], index: nat.KernelIndex, board: _Board) -> None:
+    """Old releases (TH/THC): THCTensor_(op) definitions, e.g. THCTensor_(rshift)."""
+    for op in ops:
+        base = _dunder_free(op.name).rstrip("_")
+        for th in dict.fromkeys((base, base + "all", "c" + base, base + "Value", base.replace("_", ""))):
+            for path in index.th_defs.get(th, ()):
+                board.add(path, op.weight * 0.9, f"defines TH*Tensor_({th}) for {op.name}")
+
+
+def _add_headers(index: nat.KernelIndex, board: _Board) -> None:
+    """Shared headers (Loops.cuh, Reduce.cuh, THCNumerics.cuh) included by the suspect kernel files."""
+    parents = sorted(board.files.items(), key=lambda kv: -kv[1].score)[:12]
+    header_hits: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for path, ev in parents:
+        for inc in index.includes.get(path, ()):
+            if inc.endswith((".cuh", ".h", ".hpp")) and inc.startswith(nat.KERNEL_DIRS):
+                header_hits[inc].append((ev.score, path))
+    for header, hits in header_hits.items():
+        best = max(s for s, _ in hits)
+        score = min(0.7, 0.42 * best + 0.06 * (len(hits) - 1))
+        names = ", ".join(p.rsplit("/", 1)[-1] for _, p in hits[:3])
+        board.add(header, score, f"header included by {names}")
+
+
+def _paper_pytorch(
+    issue: Issue, extraction: Extraction, natives: dict[str, list[nat.NativeFunction]], files: list[str],
+    top: int, divergent_op: str | None,
+) -> Localization:
+    """The published method: dispatch kernel names fuzzy-matched against kernel file names."""
+    label = "gcrde-paper"
+    ops, unknown = torch_ops(issue, extraction, set(natives), divergent_op)
+    # the paper takes the snippet's operators as they are: no title, no incidental filtering
+    ops = [o for o in ops if "named in the title" not in o.origin or o.weight >= 0.9]
+    if not ops:
+        why = "no operator of the snippet is in native_functions.yaml"
+        return Localization(label, (), Outcome.ABSTAINED, why + (": " + ", ".join(unknown[:5]) if unknown else ""))
+    dirs = {"aten/src/ATen/native/cpu/": Side.CPU, "aten/src/ATen/native/cuda/": Side.CUDA,
+            "aten/src/ATen/native/": Side.SHARED}
+    names: dict[str, list[str]] = defaultdict(list)  # file stem -> paths
+    for path in files:
+        folder, _, base = path.rpartition("/")
+        if folder + "/" in dirs and "." in base:
+            names[base.split(".")[0]].append(path)
+    board = _Board()
+    for op in ops:
+        for entry in natives.get(op.name, ()):
+            for dkey, kernel in entry.dispatch.items():
+                if dkey not in ("CPU", "CUDA"):
+                    continue
+                for predicted in (kernel, _camel(kernel)):
+                    for match in difflib.get_close_matches(predicted, list(names), n=3, cutoff=0.6):
+                        ratio = difflib.SequenceMatcher(None, predicted, match).ratio()
+                        for path in names[match]:
+                            board.add(path, ratio * op.weight,
+                                      f"name {match!r} ~ predicted {predicted!r} ({dkey}: {kernel}) ratio {ratio:.2f}")
+    if not board.files:
+        return Localization(label, (), Outcome.ABSTAINED,
+                            "no kernel file name is close to the dispatch kernels of " + ", ".join(o.name for o in ops))
+    suspects = _rank(board, {Side.CPU: 1.0, Side.CUDA: 1.0, Side.SHARED: 1.0}, top, label, nat.path_side)
+    return Localization(label, tuple(suspects), Outcome.LOCATED, "ops: " + ", ".join(o.name for o in ops[:5]))
+
+
+def _camel(kernel: str) -> str:
+    """histogram_histc_cuda -> HistogramHistc: the file name a kernel would have by convention."""
+    parts = [p for p in kernel.split("_") if p and p not in ("cuda", "cpu", "out", "kernel", "impl", "template")]
+    return "".join(p[:1].upper() + p[1:] for p in parts)
+
+
+# --------------------------------------------------------------------------------------------
+# TensorFlow
+
+_TF_OPS: dict[str, tuple[str, ...]] = {
+    "reduce_mean": ("Mean",), "reduce_sum": ("Sum",), "reduce_max": ("Max",), "reduce_min": ("Min",),
+    "reduce_prod": ("Prod",), "reduce_any": ("Any",), "reduce_all": ("All",), "reduce_logsumexp": ("Max", "Sum", "Exp"),
+    "reduce_std": ("Mean", "SquaredDifference"), "reduce_variance": ("Mean", "SquaredDifference"),
+    "argmax": ("ArgMax",), "argmin": ("ArgMin",), "matmul": ("MatMul", "BatchMatMulV2", "BatchMatMul"),
+    "conv2d": ("Conv2D",), "conv1d": ("Conv2D",), "conv3d": ("Conv3D",), "conv2d_transpose": ("Conv2DBackpropInput",),
+    "depthwise_conv2d": ("DepthwiseConv2dNative",), "separable_conv2d": ("DepthwiseConv2dNative", "Conv2D"),
+    "max_pool": ("MaxPool", "MaxPoolV2"), "max_pool2d": ("MaxPool",), "avg_pool": ("AvgPool",), "avg_pool2d": ("AvgPool",),
+    "max_pool3d": ("MaxPool3D",), "avg_pool3d": ("AvgPool3D",), "softmax": ("Softmax",), "log_softmax": ("LogSoftmax",),
+    "relu": ("Relu",), "relu6": ("Relu6",), "elu": ("Elu",), "selu": ("Selu",), "sigmoid": ("Sigmoid",),
+    "tanh": ("Tanh",), "softplus": ("Softplus",), "leaky_relu": ("LeakyRelu",), "gelu": ("Erf", "Tanh"),
+    "cumsum": ("Cumsum",), "cumprod": ("Cumprod",), "top_k": ("TopKV2",), "sort": ("TopKV2",), "argsort": ("TopKV2",),
+    "unique": ("Unique",), "gather": ("GatherV2",), "gather_nd": ("GatherNd",), "scatter_nd": ("ScatterNd",),
+    "tensor_scatter_nd_update": ("TensorScatterUpdate",), "tensor_scatter_nd_add": ("TensorScatterAdd",),
+    "segment_sum": ("SegmentSum",), "unsorted_segment_sum": ("UnsortedSegmentSum",),
+    "unsorted_segment_max": ("UnsortedSegmentMax",), "segment_mean": ("SegmentMean",),
+    "resize": ("ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic", "ScaleAndTranslate"),
+    "resize_bilinear": ("ResizeBilinear",), "resize_nearest_neighbor": ("ResizeNearestNeighbor",),
+    "resize_images": ("ResizeBilinear",), "crop_and_resize": ("CropAndResize",),
+    "non_max_suppression": ("NonMaxSuppressionV3",), "uniform": ("RandomUniform",), "normal": ("RandomStandardNormal",),
+    "truncated_normal": ("TruncatedNormal",), "floormod": ("FloorMod",), "mod": ("FloorMod",), "floordiv": ("FloorDiv",),
+    "truncatediv": ("TruncateDiv",), "divide": ("RealDiv", "Div"), "truediv": ("RealDiv",), "div": ("Div",),
+    "multiply": ("Mul",), "add": ("AddV2", "Add"), "subtract": ("Sub",), "pow": ("Pow",), "exp": ("Exp",),
+    "log": ("Log",), "sqrt": ("Sqrt",), "rsqrt": ("Rsqrt",), "square": ("Square",), "abs": ("Abs",), "round": ("Round",),
+    "cast": ("Cast",), "einsum": ("Einsum",), "svd": ("Svd",), "qr": ("Qr",), "inv": ("MatrixInverse",),
+    "matrix_inverse": ("MatrixInverse",), "det": ("MatrixDeterminant",), "cholesky": ("Cholesky",),
+    "bincount": ("Bincount", "DenseBincount"), "histogram_fixed_width": ("HistogramFixedWidth",),
+    "clip_by_value": ("ClipByValue", "Minimum", "Maximum"), "where": ("SelectV2", "Where"),
+    "fused_batch_norm": ("FusedBatchNormV3",), "batch_normalization": ("FusedBatchNormV3",),
+    "batch_norm": ("FusedBatchNormV3",), "bias_add": ("BiasAdd",), "l2_normalize": ("Sum", "Rsqrt"),
+    "moments": ("Mean", "SquaredDifference"), "tensordot": ("MatMul",), "transpose": ("Transpose",),
+    "reverse": ("ReverseV2",), "tile": ("Tile",), "pad": ("Pad", "PadV2", "MirrorPad"), "concat": ("ConcatV2",),
+    "slice": ("Slice",), "strided_slice": ("StridedSlice",), "one_hot": ("OneHot",), "range": ("Range",),
+    "linspace": ("LinSpace",), "ctc_loss": ("CTCLoss",), "is_nan": ("IsNan",), "is_finite": ("IsFinite",),
+    "sparse_softmax_cross_entropy_with_logits": ("SparseSoftmaxCrossEntropyWithLogits",),
+    "softmax_cross_entropy_with_logits": ("SoftmaxCrossEntropyWithLogits",), "dense": ("MatMul", "BiasAdd"),
+    "lstm": ("CudnnRNN", "CudnnRNNV3", "MatMul"), "gru": ("CudnnRNN", "MatMul"), "embedding": ("ResourceGather",),
+    "batch_normalization_layer": ("FusedBatchNormV3",), "maximum": ("Maximum",), "minimum": ("Minimum",),
+    "equal": ("Equal",), "logical_and": ("LogicalAnd",), "sign": ("Sign",), "floor": ("Floor",), "ceil": ("Ceil",),
+    "erf": ("Erf",), "erfinv": ("Erfinv",), "lgamma": ("Lgamma",), "digamma": ("Digamma",), "atan2": ("Atan2",),
+    "fft": ("FFT",), "ifft": ("IFFT",), "rfft": ("RFFT",), "fft2d": ("FFT2D",), "dropout": ("Mul", "RandomUniform"),
+    "extract_image_patches": ("ExtractImagePatches",), "space_to_depth": ("SpaceToDepth",),
+    "depth_to_space": ("DepthToSpace",), "matrix_band_part": ("MatrixBandPart",), "random_gamma": ("RandomGamma",),
+    "multinomial": ("Multinomial",), "categorical": ("Multinomial",), "shuffle": ("RandomShuffle",),
+}
+_TF_INCIDENTAL = frozenset(
+    """constant Variable convert_to_tensor device print numpy set_seed seed Session run placeholder
+    global_variables_initializer ConfigProto reshape shape ones zeros ones_like zeros_like identity
+    experimental_run_functions_eagerly function list_physical_devices set_memory_growth fill eye
+    GradientTape gradient watch assign __init__ __call__ call build compile fit predict""".split()
+)
+_TF_NAMESPACE_SKIP = ("tensorflow.config.", "tensorflow.test.", "tensorflow.debugging.", "tensorflow.compat.v1.Session",
+                      "tensorflow.io.", "tensorflow.data.", "tensorflow.summary.", "tensorflow.saved_model.")
+_GEN_CALL = re.compile(r"\bgen_\w+_ops\.(\w+)\s*\(")
+
+
+def tf_raw_ops(api: str, source: SourceProvider | None = None) -> tuple[str, ...]:
+    """'tensorflow.math.reduce_mean' -> ('Mean',): the raw op(s) the API call runs."""
+    api = api.replace("tf.", "tensorflow.", 1) if api.startswith("tf.") else api
+    parts = [p for p in api.split(".") if p]
+    if not parts:
+        return ()
+    leaf = parts[-1]
+    if leaf[:1].isupper() and len(parts) >= 2 and parts[-2] in ("raw_ops",):
+        return (leaf,)
+    snake = _snake(leaf) if leaf[:1].isupper() else leaf
+    if snake in _TF_OPS:
+        return _TF_OPS[snake]
+    if source is not None:
+        found = _tf_ops_from_python(api, source)
+        if found:
+            return found
+    base = snake[len("reduce_"):] if snake.startswith("reduce_") else snake
+    return ("".join(p[:1].upper() + p[1:] for p in base.split("_")),)
+
+
+def _tf_ops_from_python(api: str, source: SourceProvider) -> tuple[str, ...]:
+    """Read the API's Python definition (found by its tf_export name) for `gen_*_ops.x(` calls."""
+    exported = api.split(".", 1)[1] if "." in api else api
+    for prefix in ("compat.v1.", "compat.v2."):
+        exported = exported.removeprefix(prefix)
+    marker = f'"{exported}"'
+    for path in (p for p in source.list_files() if p.startswith("tensorflow/python/ops/") and p.endswith(".py")
+                 and not p.rsplit("/", 1)[-1].startswith("gen_")):
+        text = source.read_text(path)
+        if not text or marker not in text:
+            continue
+        pos = text.find(marker)
+        m = re.compile(r"\n(?:@[^\n]*\n)*def \w+\(").search(text, pos)
+        if m is None:
+            continue
+        end = re.compile(r"\n(?:@|def |class )").search(text, m.end())
+        body = text[m.end(): end.start() if end else len(text)]
+        calls = [c.group(1) for c in _GEN_CALL.finditer(body)]
+        if calls:
+            return tuple(dict.fromkeys("".join(p[:1].upper() + p[1:] for p in c.split("_")) for c in calls))
+    return ()
+
+
+_TF_KERNEL_DIR = "tensorflow/core/kernels/"
+
+
+def _localize_tensorflow(
+    issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
+) -> Localization:
+    label = f"gcrde-{method}"
+    title = _title_tokens(issue.title)
+    ops: dict[str, OpRef] = {}
+    for api in ([divergent_op] if divergent_op else []) + _api_list(extraction, "tensorflow"):
+        if api.startswith(_TF_NAMESPACE_SKIP):
+            continue
+        leaf = api.split(".")[-1]
+        in_title = leaf.lower() in title
+        weight = 1.0 if api == divergent_op or in_title else (0.15 if leaf in _TF_INCIDENTAL else 0.9)
+        for i, op in enumerate(tf_raw_ops(api, source if method == "sftl" else None)):
+            w = weight * (1.0 if i == 0 else 0.8)
+            if op not in ops or ops[op].weight < w:
+                ops[op] = OpRef(op, w, api)
+    if not ops:
+        return Localization(label, (), Outcome.ABSTAINED, "no TensorFlow operation found in the report")
+    ordered = sorted(ops.values(), key=lambda o: -o.weight)
+    files = [f for f in source.list_files() if f.startswith(_TF_KERNEL_DIR)]
+    board = _Board()
+    div = divergent_side(issue, extraction)
+    texts: dict[str, str] = {}
+    if method == "sftl":
+        for path in files:
+            if path.endswith((".cc", ".h", ".cu.cc", ".cuh")):
+                text = source.read_text(path)
+                if text is not None:
+                    texts[path] = text
+    if texts:
+        _tf_registrations(ordered, texts, board)
+    if not board.files:
+        _tf_names(ordered, files, board, fuzzy_only=method == "paper")
+    if not board.files:
+        return Localization(label, (), Outcome.ABSTAINED,
+                            f"no kernel file for {', '.join(o.name for o in ordered[:5])} in {source.description}")
+    suspects = _rank(board, _side_weights(div) if method == "sftl" else {s: 1.0 for s in Side}, top, label, _tf_side)
+    how = "REGISTER_KERNEL_BUILDER in contents" if texts else "kernel file names (no C++ contents in the source)"
+    return Localization(label, tuple(suspects), Outcome.LOCATED,
+                        f"ops: {', '.join(o.name for o in ordered[:5])}; {how}; {div.why}")
+
+
+def _tf_side(path: str) -> Side | None:
+    base = path.rsplit("/", 1)[-1]
+    if ".cu." in base or base.endswith((".cu", ".cuh")) or "_gpu" in base or "gpu_" in base or "/gpu/" in path:
+        return Side.CUDA
+    if path.startswith(_TF_KERNEL_DIR):
+        return Side.SHARED
+    return Side.PYTHON if path.endswith(".py") else Side.SHARED
+
+
+def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: _Board) -> None:
+    for op in ops:
+        builder = re.compile(r'Name\(\s*"' + re.escape(op.name) + r'"\s*\)')
+        cwise = re.compile(r'REGISTER\d*\(\s*\w+\s*,\s*(CPU|GPU)\s*,\s*"' + re.escape(op.name) + r'"')
+        for path, text in texts.items():
+            if f'"{op.name}"' not in text:
+                continue
+            devices = set()
+            for m in builder.finditer(text):
+                window = text[m.end(): m.end() + 200]
+                dm = re.search(r"DEVICE_(CPU|GPU)", window)
+                devices.add(dm.group(1) if dm else "?")
+            devices.update(m.group(1) for m in cwise.finditer(text))
+            if not devices:
+                continue
+            where = "/".join(sorted(devices))
+            board.add(path, op.weight, f'REGISTER_KERNEL_BUILDER(Name("{op.name}")) for {where} [{op.origin}]')
+            if "GPU" in devices or "?" in devices:
+                stem = path[: -len(".cc")] if path.endswith(".cc") else path
+                companions = [stem + "_gpu.cu.cc", stem + "_gpu.h", stem + ".h", stem + "_impl.h"]
+                base = path.rsplit("/", 1)[-1]
+                cm = re.match(r"cwise_op_(\w+?)(?:_\d+)?\.cc$", base)
+                if cm:
+                    companions.append(f"{_TF_KERNEL_DIR}cwise_op_gpu_{cm.group(1)}.cu.cc")
+                for comp in companions:
+                    if comp in texts and comp != path:
+                        board.add(comp, op.weight * 0.95, f"GPU implementation beside {base} for {op.name}")
+
+
+def _tf_names(ops: list[OpRef], files: list[str], board: _Board, fuzzy_only: bool) -> None:
+    """Without contents: x_op.cc, x_op_gpu.cu.cc, cwise_op_x.cc, fuzzy-matched against the listing."""
+    stems: dict[str, list[str]] = defaultdict(list)
+    for path in files:
+        stems[path.rsplit("/", 1)[-1].split(".")[0]].append(path)
+    for op in ops:
+        snake = _snake(op.name)
+        predicted = [f"{snake}_op", f"{snake}_op_gpu", f"cwise_op_{snake}", f"cwise_op_gpu_{snake}", f"{snake}_ops",
+                     f"reduction_ops_{snake}"] if not fuzzy_only else [f"{snake}_op", f"{snake}_op_gpu"]
+        for pred in predicted:
+            exact = stems.get(pred)
+            if exact:
+                for path in exact:
+                    board.add(path, op.weight, f"file name {pred} predicted from op {op.name}")
+                continue
+            for match in difflib.get_close_matches(pred, list(stems), n=3, cutoff=0.6):
+                ratio = difflib.SequenceMatcher(None, pred, match).ratio()
+                for path in stems[match]:
+                    board.add(path, op.weight * ratio * 0.9, f"name {match} ~ predicted {pred} ({ratio:.2f}) for {op.name}")
