@@ -318,7 +318,7 @@ def _iter_objects(lines: Iterable[bytes]) -> Iterator[tuple[int, Any, str | None
             text = decode_text(line, f"line {n}")
             obj = parse_json_text(text, f"line {n}")
         except InputError as exc:
-            yield n, None, str(exc).removeprefix(f"line {n}: ").removeprefix(f"line {n} ")
+            yield n, None, str(exc).removeprefix(f"line {n}: ").removeprefix(f"line {n} is ")
             continue
         if isinstance(obj, list):  # `gh api --paginate` without --jq writes one array per page
             for item in obj:
