@@ -64,18 +64,24 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        db: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
+            db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+            self._db = db
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open the store {self.path}: {exc}") from exc
-        except OSError as exc:
-            raise StoreError(f"cannot create the store {self.path}: {exc.strerror or exc}") from exc
+        except BaseException as exc:
+            if db is not None:
+                db.close()  # do not leak the handle of a store we refuse to use
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StoreError(f"cannot open the store {self.path}: {exc}") from exc
+            if isinstance(exc, OSError):
+                raise StoreError(f"cannot create the store {self.path}: {exc.strerror or exc}") from exc
+            raise
 
     # -- plumbing -------------------------------------------------------------------------------
 
