@@ -157,7 +157,7 @@ _STUB_CALL = re.compile(r"\b(\w+_stub)\s*\(")
 _AT_CALL = re.compile(r"\b(?:at::|native::|at::native::|at::_ops::)(\w+)\s*[(<]")
 _METHOD_CALL = re.compile(r"\.\s*(\w+)\s*\(")
 _TENSORISH = re.compile(r"Tensor|Scalar|TensorIterator|IntArrayRef|SymInt")
-_IDENT = re.compile(r"[A-Za-z_]\w+")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 @dataclass
@@ -182,16 +182,20 @@ class KernelIndex:
             by_base[path.rsplit("/", 1)[-1]].append(path)
         self._by_base = by_base
         for path, text in files.items():
-            for m in _REGISTER.finditer(text):
-                self.registrations[m.group(1)].append((path, (m.group(2) or "").split("::")[-1]))
-            for m in _IMPL_FUNC.finditer(text):
-                self.impl_funcs[m.group(1)].append(path)
+            if "DISPATCH" in text:
+                for m in _REGISTER.finditer(text):
+                    self.registrations[m.group(1)].append((path, (m.group(2) or "").split("::")[-1]))
+            if "TORCH_IMPL_FUNC" in text:
+                for m in _IMPL_FUNC.finditer(text):
+                    self.impl_funcs[m.group(1)].append(path)
             if "Tensor_(" in text:
                 for m in _TH_DEF.finditer(text):
                     if _is_definition(text, m.end() - 1):
                         self.th_defs[m.group(1)].append(path)
             incs = []
-            for m in _INCLUDE.finditer(text):
+            last = text.rfind("#include")
+            head = text[: text.find("\n", last) + 1] if last >= 0 else ""
+            for m in _INCLUDE.finditer(head):
                 target = self.resolve_include(m.group(1), path)
                 if target and target != path:
                     incs.append(target)
@@ -199,6 +203,8 @@ class KernelIndex:
             self.includes[path] = incs
         self._doc_freq: dict[str, int] = {}
         self._lower: dict[str, str] = {}
+        self._defs: dict[tuple[str, int, bool], list[Definition]] = {}
+        self._tokens: dict[str, list[str]] | None = None
 
     @classmethod
     def from_source(cls, source: object, paths: Iterable[str]) -> KernelIndex:
@@ -231,11 +237,13 @@ class KernelIndex:
         With `tensorish`, only definitions whose signature mentions Tensor/Scalar/TensorIterator
         count: a kernel named `max` is not the `__device__ int max(int, int)` helper.
         """
+        memo_key = (name, limit, tensorish)
+        if memo_key in self._defs:
+            return self._defs[memo_key]
         found: list[Definition] = []
         pattern = re.compile(r"(?<![\w.>])" + re.escape(name) + r"\s*(?:<[^;{}()]*>)?\s*\(")
-        for path, text in self.texts.items():
-            if name not in text:
-                continue
+        for path in self.files_with(name):
+            text = self.texts[path]
             for m in pattern.finditer(text):
                 before = text[max(0, m.start() - 3) : m.start()]
                 if before.endswith("->") or before.endswith("."):
@@ -252,13 +260,22 @@ class KernelIndex:
                 pos = text.find(f"TORCH_IMPL_FUNC({name})")
                 brace = text.find("{", pos) if pos >= 0 else -1
                 found.append(Definition(path, max(pos, 0), _body(text, brace) if brace >= 0 else ""))
+        self._defs[memo_key] = found
         return found
 
     def mentions(self, name: str, limit: int = 40) -> list[str]:
         """Files whose text names the identifier (macro-generated kernels are only found this way)."""
-        pattern = re.compile(r"\b" + re.escape(name) + r"\b")
-        out = [p for p, t in self.texts.items() if name in t and pattern.search(t)]
-        return out[:limit]
+        return self.files_with(name)[:limit]
+
+    def files_with(self, identifier: str) -> list[str]:
+        """Files containing the identifier as a whole token (an inverted index, built on first use)."""
+        if self._tokens is None:
+            tokens: dict[str, list[str]] = defaultdict(list)
+            for path, text in self.texts.items():
+                for tok in set(_IDENT.findall(text)):
+                    tokens[tok].append(path)
+            self._tokens = dict(tokens)
+        return self._tokens.get(identifier, [])
 
     def lower(self, path: str) -> str:
         text = self._lower.get(path)
@@ -268,9 +285,8 @@ class KernelIndex:
 
     def doc_freq(self, term: str) -> int:
         if term not in self._doc_freq:
-            pattern = re.compile(r"\b" + re.escape(term.lower()) + r"\b")
             low = term.lower()
-            self._doc_freq[term] = sum(1 for p in self.texts if low in self.lower(p) and pattern.search(self.lower(p)))
+            self._doc_freq[term] = sum(1 for p in self.texts if low in self.lower(p))
         return self._doc_freq[term]
 
     def tfidf(self, terms: Iterable[str], paths: Iterable[str] | None = None) -> dict[str, float]:
@@ -283,13 +299,11 @@ class KernelIndex:
             if df == 0:
                 continue
             idf = math.log((n + 1) / (df + 1)) + 1.0
-            pattern = re.compile(r"\b" + re.escape(term) + r"\b", re.I)
             low_term = term.lower()
             for path in wanted:
-                text = self.texts.get(path, "")
-                if low_term not in self.lower(path):
+                if path not in self.texts:
                     continue
-                tf = len(pattern.findall(text))
+                tf = self.lower(path).count(low_term)
                 if tf:
                     scores[path] += (1 + math.log(tf)) * idf
         for path in list(scores):

@@ -118,7 +118,7 @@ _TORCH_ALIASES: dict[str, tuple[str, ...]] = {
     "one_hot": ("one_hot",), "gumbel_softmax": ("softmax", "_softmax"),
     "transformer_encoder_layer": ("_transformer_encoder_layer_fwd",),
     # torch.distributions: the kernels the common methods end up in
-    "normal.icdf": ("erfinv",), "normal.cdf": ("erf",), "normal.sample": ("normal",), "normal.rsample": ("normal",),
+    "normal.icdf": ("erfinv", "mul", "add"), "normal.cdf": ("erf",), "normal.sample": ("normal",), "normal.rsample": ("normal",),
     "normal.log_prob": ("log", "pow"), "categorical.sample": ("multinomial",), "multinomial.sample": ("multinomial",),
     "bernoulli.sample": ("bernoulli",), "gamma.sample": ("_standard_gamma",), "gamma.rsample": ("_standard_gamma",),
     "dirichlet.sample": ("_sample_dirichlet",), "dirichlet.rsample": ("_sample_dirichlet",),
@@ -335,12 +335,19 @@ def _api_list(extraction: Extraction, framework: str) -> list[str]:
     return apis
 
 
+_SPECIAL_LAYOUTS = ("quantized", "sparse", "nested", "mkldnn", "cudnn", "miopen", "transformers", "ao_sparse")
+
+
 def _rank(board: _Board, side_weight: dict[Side | None, float], top: int, label: str,
-          path_side: object) -> list[Suspect]:
+          path_side: object, context: str = "") -> list[Suspect]:
     ranked: list[tuple[float, str, Side | None, str]] = []
+    low = context.lower()
     for path, ev in board.files.items():
         side = path_side(path)  # type: ignore[operator]
         score = ev.score * side_weight.get(side, 0.2) + 0.02 * min(ev.hits - 1, 3)
+        special = next((w for w in _SPECIAL_LAYOUTS if f"/{w}/" in path.lower()), None)
+        if special and special.rstrip("s") not in low and not (special in ("cudnn", "miopen") and "conv" in low):
+            score *= 0.5  # a quantized/sparse/nested kernel, for a report about none of these
         ranked.append((score, path, side, ev.reason()))
     ranked.sort(key=lambda x: (-x[0], x[1]))
     return [Suspect(path, round(score, 4), side, reason) for score, path, side, reason in ranked[:top]]
@@ -477,7 +484,9 @@ def _localize_pytorch(
         best = max(tfidf.values())
         for path, s in sorted(tfidf.items(), key=lambda x: -x[1])[: max(top * 3, 30)]:
             board.add(path, 0.3 * s / best, f"TF-IDF back-off over contents ({s / best:.2f} of best)")
-    suspects = _rank(board, _side_weights(div), top, label, nat.path_side)
+    context = " ".join([issue.title, issue.body, *extraction.apis,
+                        extraction.snippet.code if extraction.snippet else ""])
+    suspects = _rank(board, _side_weights(div), top, label, nat.path_side, context)
     notes = []
     if yaml_problem:
         notes.append(yaml_problem + "; dispatch kernels unknown")
@@ -545,6 +554,7 @@ def _follow_op(
             for stub in nat.stub_calls(d.body):
                 for reg_path, fn in index.registrations.get(stub, ()):
                     board.add(reg_path, kw * 0.97, f"REGISTER_DISPATCH({stub}, {fn}) called from {kernel} for {name}")
+                    _follow_helpers(fn, reg_path, kw * 0.9, index, board)
             if composite or fside == Side.SHARED:
                 for called in nat.op_calls(d.body)[:12]:
                     if called in _FOLLOW_SKIP or called == name or (natives and called not in natives):
@@ -555,9 +565,32 @@ def _follow_op(
             for path in index.mentions(kernel, limit=6):
                 board.add(path, kw * 0.5, f"names {kernel} (dispatch {keys}) for {name}, maybe macro-generated")
     # stubs named after the op (e.g. histc -> histogramdd_stub is found above; add_stub, rshift_stub directly)
-    for stub in (f"{_dunder_free(name)}_stub", f"{name.rstrip('_')}_stub"):
+    for stub in dict.fromkeys((f"{_dunder_free(name)}_stub", f"{name.rstrip('_')}_stub")):
         for reg_path, fn in index.registrations.get(stub, ()):
             board.add(reg_path, weight * 0.85, f"REGISTER_DISPATCH({stub}, {fn}) for {name}")
+            _follow_helpers(fn, reg_path, weight * 0.8, index, board)
+
+
+_HELPER = re.compile(r"\b(\w*(?:kernel|launch|template)\w*)\s*(?:<[^;(){}]*>)?\s*\(")
+
+
+def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex, board: _Board) -> None:
+    """A registered stub function often forwards to a launcher in another file (max_all_launch_kernel)."""
+    if not fn:
+        return
+    defs = [d for d in index.definitions(fn, limit=4, tensorish=False) if d.path == reg_path] or index.definitions(
+        fn, limit=2, tensorish=False
+    )
+    for d in defs[:1]:
+        if d.path != reg_path:
+            board.add(d.path, score, f"defines {fn}, registered in {reg_path.rsplit('/', 1)[-1]}")
+        helpers = list(dict.fromkeys(m.group(1) for m in _HELPER.finditer(d.body[:20000])))
+        for helper in helpers[:6]:
+            if helper == fn or helper.startswith(("C10_", "AT_", "TORCH_", "TORCH")):
+                continue
+            for hd in index.definitions(helper, limit=3, tensorish=False):
+                if hd.path != d.path and nat.path_side(hd.path) == nat.path_side(reg_path):
+                    board.add(hd.path, score * 0.95, f"defines {helper}, called by {fn}")
 
 
 def _add_th_definitions(ops: list[OpRef], index: nat.KernelIndex, board: _Board) -> None:
