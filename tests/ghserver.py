@@ -125,6 +125,7 @@ class GitHubServer:
         self.trees: dict[tuple[str, str], list[str]] = {}
         self.files: dict[tuple[str, str, str], bytes] = {}
         self.pages: dict[str, str] = {}  # path -> HTML
+        self.redirects: dict[str, str] = {}  # path -> location (302), e.g. an issue number that is a PR
         self.token = token
         self.rate_limit = rate_limit
         self.remaining = rate_limit
@@ -154,6 +155,10 @@ class GitHubServer:
 
     def add_page(self, path: str, html: str) -> None:
         self.pages[path] = html
+
+    def add_redirect(self, path: str, location: str) -> None:
+        """github.com answers /o/r/issues/N with a redirect to /o/r/pull/N when N is a PR."""
+        self.redirects[path] = location
 
     def inject(self, pattern: str, **kw: Any) -> Fault:
         """Add a fault for requests whose path (without query) matches `pattern` (re.search)."""
@@ -254,6 +259,8 @@ class GitHubServer:
             return 200, {}, _json({"type": "file", "encoding": "base64", "content": base64.b64encode(content).decode()}), True
         if path.startswith("/repos/"):
             return _not_found()
+        if path in self.redirects:
+            return 302, {"Location": self.redirects[path], "Content-Type": "text/html"}, b"", False
         html = self.pages.get(path)
         if html is None:
             return 404, {"Content-Type": "text/html; charset=utf-8"}, _NOT_FOUND_HTML.encode(), False
