@@ -1,0 +1,207 @@
+"""Composes the stages for one issue: extract -> screen -> (replay) -> localize, storing each result."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sftl.errors import SftlError
+from sftl.model import Category, Extraction, Issue, Localization, Outcome, Report, Screening, to_jsonable
+
+if TYPE_CHECKING:
+    from sftl.config import Settings
+    from sftl.sources import SourceProvider
+    from sftl.store import Store
+
+# Below this many stored issues the IDF of the keyword screener is meaningless (a term in every
+# document weighs nothing), so the screening rules decide alone and say so.
+MIN_SCREEN_CORPUS = 30
+
+
+def locate(
+    issue: Issue,
+    settings: Settings,
+    store: Store,
+    method: str = "sftl",
+    source_root: str | Path | None = None,
+    top: int = 10,
+    offline: bool = False,
+    replay: bool = False,
+    screener: Any = None,
+    rescreen: bool = False,
+) -> Report:
+    """Run one issue through the pipeline and store its screening and localization.
+
+    Never raises for a property of the issue (no traceback, unknown version, sources missing
+    offline): those come back as `Outcome.SKIPPED`/`ABSTAINED` with the reason. Raises
+    `InputError` for an unknown method, `StoreError` when the store cannot be written.
+    """
+    from sftl.extract import extract
+    from sftl.localize import get_localizer
+
+    localize = get_localizer(method)  # an unknown method is the caller's mistake: fail before any work
+    extraction = extract(issue)
+    screening, fresh = _screening(issue, extraction, store, screener, rescreen)
+    if fresh:
+        store.save_screening(issue.repo, issue.number, screening)
+
+    replay_result = None
+    if replay:
+        # -- REPLAY HOOK (issue 5, the replay engineer) ---------------------------------------
+        # Call sftl.replay here (snippet + environment -> Replay) and keep its result in
+        # `replay_result`; report_json() then prints it under "replay". Not implemented here.
+        replay_result = None
+
+    if screening.category == Category.OTHER:
+        loc = Localization(method, (), Outcome.SKIPPED, _other_reason(screening))
+    else:
+        source, why = open_framework_source(extraction, settings, source_root, offline or settings.offline)
+        if source is None:
+            loc = Localization(method, (), Outcome.SKIPPED, why)
+        else:
+            try:
+                loc = localize(issue, extraction, screening.category, source, top)
+            except SftlError as exc:  # sources unreadable half-way: a value, not a crash
+                loc = Localization(method, (), Outcome.SKIPPED, str(exc))
+            if why:
+                loc = replace(loc, reason=f"{loc.reason} ({why})")
+    report = Report(issue=issue, extraction=extraction, screening=screening, localization=loc, replay=replay_result)
+    store.save_localization(issue.repo, issue.number, report_json(report))
+    return report
+
+
+def _other_reason(screening: Screening) -> str:
+    why = f": {screening.reason}" if screening.reason else ""
+    return f"screened as 'other' (neither a missing-module error nor a GPU/CPU discrepancy){why}"[:500]
+
+
+def _screening(
+    issue: Issue, extraction: Extraction, store: Store, screener: Any, rescreen: bool
+) -> tuple[Screening, bool]:
+    """The stored screening when there is one (the store is the cache), else a fresh one."""
+    from sftl import screen as scr
+
+    if screener is None and not rescreen:
+        stored = store.get_screening(issue.repo, issue.number)
+        if stored is not None:
+            try:
+                return _screening_from_json(stored), False
+            except (KeyError, ValueError, TypeError):
+                pass  # an older/foreign payload: screen again
+    if screener is None:
+        corpus = [i for i in store.iter_issues() if (i.repo, i.number) != (issue.repo, issue.number)]
+        if len(corpus) + 1 >= MIN_SCREEN_CORPUS:
+            screener = scr.default_screener([*corpus, issue])
+    if screener is not None:
+        return scr.screen(issue, extraction, screener), True
+    rules = scr.prepare(issue, extraction).rules
+    if rules.mme:
+        cat = Category.MME
+    elif rules.gcrde >= scr.GCRDE_RULE_MIN:
+        cat = Category.GCRDE
+    else:
+        cat = Category.OTHER
+    gcrde = round(max(0.0, min(1.0, rules.gcrde / (2 * scr.GCRDE_RULE_MIN))), 4)
+    scores = {"mme": 1.0 if rules.mme else 0.0, "gcrde": gcrde}
+    scores["other"] = round(1.0 - max(scores.values()), 4)
+    evidence = tuple(x for x in ((rules.mme_why,) if rules.mme else rules.gcrde_why) if x)
+    reason = (
+        f"only {store.count_issues()} stored issue(s), too few to fit the keyword IDF; the screening rules "
+        f"decided (mme: {rules.mme_why or 'no'}; gcrde evidence {rules.gcrde:g})"
+    )
+    return Screening(cat, scores, evidence, method="rules", reason=reason), True
+
+
+def _screening_from_json(obj: dict[str, Any]) -> Screening:
+    return Screening(
+        category=Category(obj["category"]),
+        scores={str(k): float(v) for k, v in obj["scores"].items()},
+        evidence=tuple(obj.get("evidence") or ()),
+        method=str(obj.get("method") or "keywords"),
+        abstained=bool(obj.get("abstained")),
+        reason=str(obj.get("reason") or ""),
+    )
+
+
+def _base_version(version: str | None) -> str | None:
+    return version.split("+", 1)[0].strip() if version else None
+
+
+def open_framework_source(
+    extraction: Extraction, settings: Settings, source_root: str | Path | None, offline: bool
+) -> tuple[SourceProvider | None, str]:
+    """The framework's sources at the report's release: (provider, a note) or (None, why not).
+
+    Order: an explicit `--source-root`; the installed framework when it is that very release (no
+    download); the cached/fetched wheel and GitHub tree (`sftl.sources.open_source`).
+    """
+    from sftl import sources
+
+    env = extraction.environment
+    framework = env.framework
+    if framework is None:
+        return None, "the report does not say which framework it is about"
+    version = env.version
+    if source_root is not None:
+        try:
+            return sources.LocalTree(source_root, framework, version), ""
+        except SftlError as exc:
+            return None, str(exc)
+    installed = _installed(framework)
+    if installed is not None:
+        have = _base_version(getattr(installed, "installed_version", None))
+        if version is None and have:
+            note = f"the report names no {framework} version; read the installed {have}"
+            return installed, note
+        if have and _base_version(version) == have:
+            return installed, ""
+    if version is None:
+        return None, f"the report names no {framework} version and none is installed"
+    opener = getattr(sources, "open_source", None)
+    if opener is None:
+        return None, f"no source of {framework} {version}: only the installed release is readable"
+    try:
+        return opener(framework, version, settings, offline=offline), ""
+    except SftlError as exc:
+        return None, str(exc)
+
+
+def _installed(framework: str) -> SourceProvider | None:
+    from sftl import sources
+
+    site = getattr(sources, "SitePackages", None)
+    if site is None:
+        return None
+    try:
+        provider: SourceProvider = site(framework)
+    except SftlError:
+        return None
+    return provider
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The `sftl locate --json` object (documented in the README; keep it stable)."""
+    issue, env, loc = report.issue, report.extraction.environment, report.localization
+    scores = report.screening.scores
+    return {
+        "issue": {"url": issue.url, "repo": issue.repo, "number": issue.number, "title": issue.title},
+        "category": report.screening.category.value,
+        "screening": {"mme": float(scores.get("mme", 0.0)), "gcrde": float(scores.get("gcrde", 0.0))},
+        "environment": {
+            "framework": env.framework,
+            "version": env.version,
+            "python": env.python,
+            "cuda": env.cuda,
+            "os": env.os,
+            "missing": list(env.missing),
+        },
+        "replay": to_jsonable(report.replay) if report.replay is not None else None,
+        "suspects": [
+            {"path": s.path, "score": s.score, "side": s.side.value if s.side else None, "reason": s.reason}
+            for s in (loc.suspects if loc else ())
+        ],
+        "outcome": loc.outcome.value if loc else Outcome.SKIPPED.value,
+        "reason": loc.reason if loc else "not localized",
+        "method": loc.method if loc else "",
+    }
