@@ -60,6 +60,11 @@ class _Tee(io.TextIOBase):
         return "".join(self.kept)
 
 
+class _Discard(io.TextIOBase):
+    def write(self, text):
+        return len(text)
+
+
 def _frames(tb, snippet_path):
     out = []
     started = False
@@ -427,7 +432,8 @@ def run(opts):
     for i in range(max(1, opts.repeat)):
         _seed(torch)
         namespace = {"__name__": "__main__", "__file__": snippet_path, "__builtins__": __builtins__}
-        tee = _Tee(real_stdout)
+        # repeats only need to be read back, not shown again
+        tee = _Tee(real_stdout if i == 0 else _Discard())
         sys.stdout = tee
         report = None
         contexts = []

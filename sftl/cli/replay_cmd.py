@@ -1,9 +1,312 @@
-"""CLI commands of the replay stage (filled in by that stage's work)."""
+"""CLI commands of the replay stage: `sftl replay`, `sftl bisect` and `sftl envs list|create|remove|lock`."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from sftl.cli import EXIT_ERROR, EXIT_NO_RESULT, EXIT_OK, EXIT_USAGE, Context, add_common
+
+_TARGET_HELP = "issue URL, OWNER/REPO#N, or a GitHub issue JSON file (or use --snippet)"
+EXIT_ENV = 6
+
+# verdicts that mean "it ran and answered"; anything else (env-unavailable, no-snippet, ...) exits 8
+_ANSWERED = ("reproduced", "different-error", "no-error", "discrepancy", "no-discrepancy", "timeout", "resource-limit")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add this module's sub-commands to the `sftl` parser."""
+    p = sub.add_parser(
+        "replay",
+        help="run an issue's snippet, sandboxed, in a matching environment on CPU and GPU",
+        description="Replay an issue's snippet (or --snippet FILE) in an environment matching the report's "
+        "version, inside the sandbox (no network, read-only system, limits), on CPU with CUDA hidden and on "
+        "the GPU when there is one. Exit 0 when the replay answered, 8 when it could not (no environment, "
+        "no snippet, no device), 7 when no sandbox can be set up.",
+    )
+    p.add_argument("target", metavar="TARGET", nargs="?", help=_TARGET_HELP)
+    _snippet_args(p)
+    _run_args(p)
+    p.add_argument("--json", action="store_true", help="print the documented JSON object")
+    add_common(p)
+    p.set_defaults(handler=cmd_replay)
+
+    p = sub.add_parser(
+        "bisect",
+        help="replay across framework releases: first bad, last good, fixed in",
+        description="Replay the snippet on every release in --versions (e.g. 2.0..2.13 = the latest patch of "
+        "each minor, or a list 1.12.1,2.0.0). Releases without an environment are reported as such.",
+    )
+    p.add_argument("target", metavar="TARGET", nargs="?", help=_TARGET_HELP)
+    p.add_argument("--versions", required=True, metavar="RANGE", help="LO..HI (minor releases) or V1,V2,...")
+    _snippet_args(p)
+    _run_args(p)
+    p.add_argument("--json", action="store_true", help="print the bisection as JSON")
+    add_common(p)
+    p.set_defaults(handler=cmd_bisect)
+
+    p = sub.add_parser("envs", help="replay environments: list, create, remove, lock",
+                       description="Environments are cached under SFTL_HOME/envs and reused by every replay.")
+    esub = p.add_subparsers(dest="envs_command", metavar="ACTION")
+    e = esub.add_parser("list", help="release specs, built environments and the backends available here")
+    e.add_argument("--json", action="store_true")
+    add_common(e)
+    e.set_defaults(handler=cmd_envs_list)
+    e = esub.add_parser("create", help="build the environment for FRAMEWORK==VERSION (e.g. pytorch==1.13.1)")
+    e.add_argument("spec", metavar="FRAMEWORK==VERSION")
+    e.add_argument("--backend", choices=("auto", "conda", "venv"), default="auto")
+    e.add_argument("--dry-run", action="store_true", help="show the resolution and the commands; build nothing")
+    e.add_argument("--json", action="store_true")
+    add_common(e)
+    e.set_defaults(handler=cmd_envs_create)
+    e = esub.add_parser("remove", help="delete a built environment")
+    e.add_argument("name", metavar="NAME")
+    add_common(e)
+    e.set_defaults(handler=cmd_envs_remove)
+    e = esub.add_parser("lock", help="write conda-lock lockfiles (needs a conda solver and reachable channels)")
+    e.add_argument("--json", action="store_true")
+    add_common(e)
+    e.set_defaults(handler=cmd_envs_lock)
+    add_common(p)
+    p.set_defaults(handler=cmd_envs_help)
+
+
+def _snippet_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--snippet", metavar="FILE.py", help="replay this file instead of an issue's snippet")
+    p.add_argument("--framework", choices=("pytorch", "tensorflow"), help="framework (with --snippet, or to override)")
+    p.add_argument("--version", dest="fw_version", metavar="V", help="framework version (with --snippet, or to override)")
+    p.add_argument("--expect", metavar="'Type: message'", help="the error a reproduction must raise (with --snippet)")
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=("cpu", "gpu", "both"), default="both")
+    p.add_argument("--env", default="auto", metavar="auto|current|NAME", help="environment (default: auto)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="wall-time limit per run (default 120)")
+    p.add_argument("--memory", default="4G", metavar="SIZE", help="memory limit per run (default 4G)")
+    p.add_argument("--max-procs", type=int, default=256, metavar="N", help="process cap per run (default 256)")
+    p.add_argument("--max-output", default="10M", metavar="SIZE", help="stdout+stderr cap per run (default 10M)")
+    p.add_argument("--allow-network", action="store_true", help="run even where the network cannot be cut off")
+    p.add_argument("--build", action="store_true", help="build a missing environment (venv/conda) before replaying")
+    p.add_argument("--no-cache", action="store_true", help="run again even when a stored result exists")
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    from sftl.errors import InputError
+    from sftl.sandbox import Limits, parse_size
+
+    if args.timeout <= 0 or args.max_procs < 1:
+        raise InputError("--timeout and --max-procs must be positive")
+    return Limits(timeout=args.timeout, memory=parse_size(args.memory), max_procs=args.max_procs,
+                  output=parse_size(args.max_output))
+
+
+def _inputs(args: argparse.Namespace, ctx: Context, store: Any) -> tuple[str, str | None, str | None, Any, Any]:
+    """(code, framework, version, expected, issue) from --snippet or TARGET."""
+    from pathlib import Path
+
+    from sftl.errors import InputError
+    from sftl.model import Traceback
+
+    if args.snippet:
+        if args.target:
+            raise InputError("give either TARGET or --snippet, not both")
+        try:
+            code = Path(args.snippet).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read {args.snippet}: {exc}") from None
+        expected = None
+        if args.expect:
+            kind, _, message = args.expect.partition(":")
+            expected = Traceback(frames=(), exception=kind.strip(), message=message.strip())
+        if not args.framework:
+            raise InputError("--snippet needs --framework pytorch|tensorflow")
+        return code, args.framework, args.fw_version, expected, None
+    if not args.target:
+        raise InputError("give a TARGET (issue URL, OWNER/REPO#N, FILE.json) or --snippet FILE.py")
+    from sftl.extract import extract
+    from sftl.intake import load_issue
+    from sftl.replay import expected_error, framework_of
+
+    issue = load_issue(args.target, ctx.settings, store)
+    extraction = extract(issue)
+    code = extraction.snippet.code if extraction.snippet else ""
+    expected = expected_error(extraction)
+    if args.expect:
+        kind, _, message = args.expect.partition(":")
+        expected = Traceback(frames=(), exception=kind.strip(), message=message.strip())
+    framework = args.framework or framework_of(issue, extraction)
+    version = args.fw_version or extraction.environment.version
+    return code, framework, version, expected, issue
+
+
+def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.replay import replay_json, replay_snippet
+    from sftl.store import Store
+
+    with Store(ctx.settings.db_path) as store:
+        code, framework, version, expected, issue = _inputs(args, ctx, store)
+        replay = replay_snippet(
+            code, framework, version, ctx.settings, device=args.device, env=args.env, expected=expected,
+            limits=_limits(args), allow_network=args.allow_network, store=store, use_cache=not args.no_cache,
+            build=args.build, repo=issue.repo if issue else None, number=issue.number if issue else None,
+        )
+    if args.json:
+        ctx.print_json(replay_json(replay))
+    else:
+        _print_replay(ctx, replay)
+    return EXIT_OK if replay.verdict.value in _ANSWERED else EXIT_NO_RESULT
+
+
+def _print_replay(ctx: Context, replay: Any) -> None:
+    out = ctx.out
+    env = replay.environment
+    out.write(f"verdict: {replay.verdict.value}\n  {replay.reason}\n")
+    if env.backend:
+        out.write(f"environment: {env.framework} {env.version}, python {env.python}, {env.backend} ({env.name})\n")
+    if env.reason:
+        out.write(f"  why: {env.reason}\n")
+    for run in replay.runs:
+        line = f"{run.device.value}: {run.outcome.value}"
+        if run.exception:
+            line += f"  {run.exception}: {(run.message or '').splitlines()[0][:160] if run.message else ''}"
+        elif run.message:
+            line += f"  {run.message}"
+        out.write(line + (f"  ({run.seconds:.2f} s{', cached' if run.details.get('cached') else ''})\n"
+                          if run.details.get("containment") else "\n"))
+        contained = run.details.get("containment")
+        if contained and contained.get("degraded"):
+            out.write(f"  containment degraded: {'; '.join(contained['degraded'])}\n")
+        if run.stdout_tail.strip():
+            tail = run.stdout_tail.strip().splitlines()[-5:]
+            out.write("  stdout: " + "\n          ".join(t[:160] for t in tail) + "\n")
+    if replay.first_divergent_op:
+        out.write(f"first divergent operator: {replay.first_divergent_op}\n")
+
+
+def cmd_bisect(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.errors import InputError
+    from sftl.replay import bisect, bisect_json, expand_versions
+    from sftl.store import Store
+
+    with Store(ctx.settings.db_path) as store:
+        code, framework, _version, expected, issue = _inputs(args, ctx, store)
+        if not framework:
+            raise InputError("cannot tell the framework; pass --framework")
+        result = bisect(
+            code, framework, expand_versions(framework, args.versions), ctx.settings, device=args.device,
+            env=args.env, expected=expected, limits=_limits(args), allow_network=args.allow_network, store=store,
+            use_cache=not args.no_cache, build=args.build,
+            repo=issue.repo if issue else None, number=issue.number if issue else None,
+        )
+    if args.json:
+        ctx.print_json(bisect_json(result))
+    else:
+        for version, replay in result.steps:
+            env = replay.environment
+            where = f"{env.backend} {env.name}" if env.backend else ""
+            ctx.out.write(f"{version:>10}  {replay.verdict.value:<16} {where}\n")
+        ctx.out.write(f"first bad: {result.first_bad or '-'}   last good: {result.last_good or '-'}   "
+                      f"fixed in: {result.fixed_in or '-'}\n  {result.reason}\n")
+    ran = len(result.steps) - len(result.unavailable)
+    return EXIT_OK if ran else EXIT_NO_RESULT
+
+
+# -- envs ----------------------------------------------------------------------------------------
+
+
+def cmd_envs_help(args: argparse.Namespace, ctx: Context) -> int:
+    ctx.err.write("sftl: envs needs an action: list, create, remove or lock\n")
+    return EXIT_USAGE
+
+
+def cmd_envs_list(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.envs import EnvManager
+    from sftl.model import to_jsonable
+
+    manager = EnvManager(ctx.settings)
+    specs: list[dict[str, Any]] = [
+        {"framework": r.framework, "release": r.minor, "patches": list(r.patches), "pythons": list(r.pythons),
+         "numpy": r.numpy, "spec": r.spec_path.name, "lockfile": manager.catalog.lockfile(r).exists()}
+        for r in sorted(manager.catalog.releases, key=lambda r: (r.framework, r.key))
+    ]
+    built = [to_jsonable(h) for h in manager.built()]
+    for b in built:
+        b["python"], b["path"] = str(b["python"]), str(b["path"])
+    backends = manager.backends()
+    if args.json:
+        ctx.print_json({"backends": backends, "built": built, "specs": specs})
+        return EXIT_OK
+    out = ctx.out
+    out.write("backends:\n" + "".join(f"  {k:<8} {v}\n" for k, v in backends.items()))
+    out.write(f"built ({manager.root}):\n")
+    out.write("".join(f"  {b['name']:<36} {b['backend']:<8} python {b['python_version']}\n" for b in built) or "  (none)\n")
+    out.write(f"specs ({len(specs)} in {manager.catalog.root}):\n")
+    for s in specs:
+        out.write(f"  {s['framework']:<10} {s['release']:<5} patches {','.join(s['patches']):<32} python "
+                  f"{s['pythons'][0]}-{s['pythons'][-1]}  numpy {s['numpy']}{'  locked' if s['lockfile'] else ''}\n")
+    return EXIT_OK
+
+
+def _parse_spec(text: str) -> tuple[str, str | None]:
+    from sftl.errors import InputError
+
+    for sep in ("==", "=", "@", " "):
+        if sep in text:
+            fw, _, version = text.partition(sep)
+            return fw.strip(), version.strip() or None
+    if not text.strip():
+        raise InputError("give FRAMEWORK==VERSION, e.g. pytorch==1.13.1")
+    return text.strip(), None
+
+
+def cmd_envs_create(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.envs import EnvManager, resolve
+
+    framework, version = _parse_spec(args.spec)
+    manager = EnvManager(ctx.settings)
+    resolution = resolve(manager.catalog, framework, version)
+    kind, name, commands, prefix, py = manager.plan(resolution, args.backend)
+    if args.dry_run:
+        payload = {"framework": resolution.framework, "version": resolution.version, "match": resolution.match,
+                   "why": resolution.why, "backend": kind, "name": name, "python": py, "prefix": str(prefix),
+                   "commands": commands}
+        if args.json:
+            ctx.print_json(payload)
+        else:
+            ctx.out.write(f"{resolution.framework} {resolution.version} ({resolution.match}: {resolution.why})\n")
+            ctx.out.write(f"backend {kind}, python {py}, into {prefix}:\n")
+            ctx.out.write("".join(f"  $ {' '.join(c)}\n" for c in commands))
+        return EXIT_OK
+    ctx.err.write(f"building {name} ({resolution.why}) ...\n")
+    handle = manager.create(resolution, args.backend)
+    if args.json:
+        ctx.print_json({"name": handle.name, "backend": handle.backend, "python": str(handle.python),
+                        "version": handle.version, "path": str(handle.path)})
+    else:
+        ctx.out.write(f"{handle.name}: {handle.framework} {handle.version}, python {handle.python_version} at {handle.path}\n")
+    return EXIT_OK
+
+
+def cmd_envs_remove(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.envs import EnvManager
+
+    path = EnvManager(ctx.settings).remove(args.name)
+    ctx.err.write(f"removed {path}\n")
+    return EXIT_OK
+
+
+def cmd_envs_lock(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.envs import EnvManager
+
+    results = EnvManager(ctx.settings).lock()
+    locked = [r for r, status in results if status.startswith("locked")]
+    if args.json:
+        ctx.print_json([{"spec": r.spec_path.name, "status": status} for r, status in results])
+    else:
+        for release, status in results:
+            ctx.out.write(f"{release.spec_path.name:<22} {status}\n")
+    if not locked:
+        reasons = {status for _, status in results}
+        ctx.err.write(f"sftl: no lockfile written ({'; '.join(sorted(reasons))[:300]})\n")
+        return EXIT_OK if all(s.startswith("skipped") for s in reasons) else EXIT_ERROR
+    return EXIT_OK if len(locked) == len(results) else EXIT_ENV
