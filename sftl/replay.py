@@ -233,12 +233,14 @@ def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, li
         rc = raw.get("returncode")
         signal_text = f"signal {-rc}" if isinstance(rc, int) and rc < 0 else f"exit status {rc}"
         exc = "Crash"
-        msg = f"the process died ({signal_text}) before the harness reported"
+        msg: str | None = f"the process died ({signal_text}) before the harness reported"
         if expected is not None and "segmentation" in (expected.message + expected.exception).lower() and rc == -11:
             return ReplayRun(outcome=Outcome.REPRODUCED, exception=exc, message=msg, **common)
         return ReplayRun(outcome=Outcome.DIFFERENT_ERROR, exception=exc, message=msg, **common)
     if status == "error":
-        exc, msg = result.get("exception"), result.get("message")
+        exc_name: str | None = result.get("exception")
+        msg = result.get("message")
+        exc = exc_name or "Exception"
         if expected is not None and same_error(expected, exc, msg):
             return ReplayRun(outcome=Outcome.REPRODUCED, exception=exc, message=msg, **common)
         if exc == "MemoryError" or (msg and _MEMORY_WORDS.search(msg) and device is Device.CPU):
@@ -263,10 +265,10 @@ def _run_line(run: ReplayRun) -> str:
 
 def _nondeterministic(run: ReplayRun, values: list[dict[str, Any]], printed: list[str]) -> set[str]:
     names: set[str] = set()
-    for other in values[1:]:
-        names |= {d.name for d in compare_values(values[0], other)}
-    for other in printed[1:]:
-        if compare_printed(printed[0], other):
+    for later in values[1:]:
+        names |= {d.name for d in compare_values(values[0], later)}
+    for text in printed[1:]:
+        if compare_printed(printed[0], text):
             names.add("stdout")
     return names
 
