@@ -116,7 +116,7 @@ def _render(node: Any, out: list[str]) -> None:
     name = node.name
     if name in _SKIP:
         return
-    classes = node.get("class") or []
+    classes: list[str] = list(node.get("class") or [])
     if name == "div" and ("highlight" in classes or "snippet-clipboard-content" in classes):
         pre = node.find("pre")
         # GitHub keeps the exact source of a code block in this attribute; prefer it to the spans
@@ -230,7 +230,7 @@ def parse_issue_page(html: str, repo: str, number: int, url: str = "") -> Issue:
     title = title_el.get_text(" ", strip=True)
 
     state_el = _first(soup, "[data-testid='header-state']", ".gh-header-meta .State", "span.State", ".State")
-    state_text = (state_el.get("title") or "") + " " + state_el.get_text(" ", strip=True) if state_el else ""
+    state_text = str(state_el.get("title") or "") + " " + state_el.get_text(" ", strip=True) if state_el else ""
     state_attr = str(state_el.get("data-status") or "") if state_el else ""
     state = "closed" if "closed" in (state_text + state_attr).lower() else "open"
 
