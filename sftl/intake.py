@@ -213,6 +213,8 @@ def crawl(
     error is raised with how much was stored; everything committed stays.
     """
     repo = check_crawl_args(repo, state, limit)
+    if since:
+        since = normalize_since(since)
     query = crawl_query(state, labels)
     stats = CrawlStats(repo=repo, query=query)
     started = time.monotonic()
