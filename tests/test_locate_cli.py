@@ -1,0 +1,77 @@
+"""`sftl locate` end to end: JSON file targets offline, output formats, exit codes, the real console script."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sftl.cli import main
+
+pytest.importorskip("sftl.extract")
+pytest.importorskip("sftl.screen")
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_json_output_is_the_documented_object(sftl_home: Path) -> None:
+    code, out, err = run("locate", str(FIXTURES / "mme_fx_graphmodule_missing_constant.json"), "--offline", "--json")
+    assert code == 0, err
+    payload = json.loads(out)
+    assert set(payload) == {"issue", "category", "screening", "environment", "replay", "suspects", "outcome", "reason", "method"}
+    assert payload["outcome"] == "located" and payload["suspects"][0]["path"] == "torch/fx/graph_module.py"
+    # stored: the same issue by reference works offline now, from the store
+    code, out2, _ = run("locate", "pytorch/pytorch#990101", "--offline", "--json", "--top", "1")
+    assert code == 0 and len(json.loads(out2)["suspects"]) == 1
+
+
+def test_text_and_markdown_for_people(sftl_home: Path) -> None:
+    target = str(FIXTURES / "mme_fx_graphmodule_missing_constant.json")
+    code, out, _ = run("locate", target, "--offline")
+    assert code == 0
+    assert "category     mme" in out and "environment  framework pytorch" in out
+    assert "1. 0.500  torch/fx/graph_module.py" in out and "(_copy_attr)" in out
+    code, out, _ = run("locate", target, "--offline", "--format", "markdown", "--method", "paper")
+    assert code == 0 and "| # | score | file | side | why |" in out and "(`paper`)" in out
+    code, out, _ = run("locate", str(FIXTURES / "mme_removed_module_in_user_code.json"), "--offline")
+    assert code == 0 and "abstained" in out and "torch._six" in out
+
+
+def test_exit_codes(sftl_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = json.loads((FIXTURES / "mme_removed_module_in_user_code.json").read_text())
+    other.update(number=990199, title="Typo in the docs of torch.nn.Linear", body="The docstring says 'ouput' instead of 'output'.")
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(other))
+    code, out, _ = run("locate", str(path), "--offline")
+    assert code == 8 and "skipped" in out
+    code, _, err = run("locate", str(tmp_path / "absent.json"), "--offline")
+    assert code == 2 and err.startswith("sftl: ")
+    code, _, err = run("locate", "pytorch/pytorch#424242", "--offline")
+    assert code == 3 and "offline" in err
+    code, _, _ = run("locate", str(path), "--top", "0")
+    assert code == 2 and "--top: must be at least 1" in capsys.readouterr().err  # argparse writes usage errors itself
+
+
+def test_console_script_in_a_fresh_home(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "sftl"
+    if not exe.exists():
+        pytest.skip("sftl is not installed as a console script in this environment")
+    env = dict(os.environ, SFTL_HOME=str(tmp_path / "home"), SFTL_GITHUB_API_URL="http://127.0.0.1:9")
+    env.pop("GITHUB_TOKEN", None)
+    proc = subprocess.run(
+        [str(exe), "locate", str(FIXTURES / "mme_fx_graphmodule_missing_constant.json"), "--offline", "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["outcome"] == "located"
