@@ -1,0 +1,163 @@
+"""Screening and extraction benchmark: quality on ../shared/data/dev/triage.jsonl (both modes) and speed on 10,000 issues."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = ROOT.parent / "shared" / "data" / "dev" / "triage.jsonl"
+CATS = ("mme", "gcrde", "other")
+
+
+def load_dev() -> list[dict]:
+    return [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def as_issue_body(row: dict) -> str:
+    """The dev row as a report: the body, then the machine output line in a code block."""
+    body = row["body"]
+    if row.get("error"):
+        body += f"\n\n```\n{row['error']}\n```"
+    return body
+
+
+def prf(truth: list[str], pred: list[str]) -> dict[str, tuple[float, float, float, int]]:
+    out = {}
+    for c in CATS:
+        tp = sum(1 for t, p in zip(truth, pred, strict=True) if t == c and p == c)
+        fp = sum(1 for t, p in zip(truth, pred, strict=True) if t != c and p == c)
+        fn = sum(1 for t, p in zip(truth, pred, strict=True) if t == c and p != c)
+        p = tp / (tp + fp) if tp + fp else 0.0
+        r = tp / (tp + fn) if tp + fn else 0.0
+        f = 2 * p * r / (p + r) if p + r else 0.0
+        out[c] = (p, r, f, tp + fn)
+    return out
+
+
+def print_quality(name: str, truth: list[str], pred: list[str]) -> dict[str, tuple[float, float, float, int]]:
+    res = prf(truth, pred)
+    print(f"\n{name}")
+    print(f"  {'category':<8} {'P':>6} {'R':>6} {'F1':>6} {'n':>4}")
+    for c in CATS:
+        p, r, f, n = res[c]
+        print(f"  {c:<8} {p:6.3f} {r:6.3f} {f:6.3f} {n:4d}")
+    acc = sum(t == p for t, p in zip(truth, pred, strict=True)) / len(truth)
+    print(f"  accuracy {acc:.3f}")
+    print("  confusion (rows = truth, cols = predicted)")
+    print("  " + " " * 8 + "".join(f"{c:>7}" for c in CATS))
+    for t in CATS:
+        print(f"  {t:<8}" + "".join(f"{sum(1 for a, b in zip(truth, pred, strict=True) if a == t and b == p):7d}" for p in CATS))
+    return res
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    from sftl.extract import extract_text
+    from sftl.model import Issue
+    from sftl.screen import KeywordScreener, LearnedScreener, prepare
+
+    verbose = "-v" in sys.argv
+    if not DEV.exists():
+        print(f"no dev set at {DEV}; skipping the quality part")
+        rows = []
+    else:
+        rows = load_dev()
+    ok = True
+    if rows:
+        truth = [r["label"] for r in rows]
+        repo = {"pytorch": "pytorch/pytorch", "tensorflow": "tensorflow/tensorflow"}
+        issues = [Issue(repo.get(r["framework"], ""), i + 1, r["title"], as_issue_body(r)) for i, r in enumerate(rows)]
+        docs = [prepare(iss, extract_text(iss.title, iss.body, iss.repo)) for iss in issues]
+
+        # keyword mode: IDF fitted on the whole corpus (unsupervised; labels are not used)
+        kw = KeywordScreener().fit(docs)
+        kw_res = kw.screen_docs(docs)
+        kw_pred = [s.category.value for s in kw_res]
+        res_kw = print_quality("keyword mode (published TF-IDF method + rules)", truth, kw_pred)
+        paper = KeywordScreener(use_rules=False).fit(docs)
+        print_quality("keyword mode without rules (the bare published method, for comparison)", truth,
+                      paper.predict(docs))
+
+        # learned mode: stratified 5-fold cross-validation, never scored on rows it trained on
+        from sklearn.model_selection import StratifiedKFold
+
+        pred = [""] * len(rows)
+        abstained = [False] * len(rows)
+        for train, test in StratifiedKFold(5, shuffle=True, random_state=0).split(docs, truth):
+            model = LearnedScreener().fit([docs[i] for i in train], [truth[i] for i in train])
+            for i, s in zip(test, model.screen_docs([docs[i] for i in test]), strict=True):
+                pred[i] = s.category.value
+                abstained[i] = s.abstained
+        res_l = print_quality("learned mode (5-fold stratified cross-validation)", truth, pred)
+        kept = [i for i in range(len(rows)) if not abstained[i]]
+        if kept:
+            print_quality(
+                f"learned mode, answered only ({len(kept)}/{len(rows)}; {len(rows) - len(kept)} abstained: needs human triage)",
+                [truth[i] for i in kept], [pred[i] for i in kept])
+        for name, res in (("keywords", res_kw), ("learned", res_l)):
+            for c in ("mme", "gcrde"):
+                if res[c][2] < 0.95:
+                    print(f"  GOAL MISSED: {name} F1({c}) = {res[c][2]:.3f} < 0.95")
+                    ok = False
+        if verbose:
+            for r, s, lp in zip(rows, kw_res, pred, strict=True):
+                if s.category.value != r["label"] or lp != r["label"]:
+                    print(f"  [{r['label']} kw={s.category.value} learned={lp}] {r['title'][:90]}\n      {s.reason[:300]}")
+
+        # extraction: version found wherever the text states one
+        stated = found = 0
+        misses = []
+        for r, iss in zip(rows, issues, strict=True):
+            v = r.get("version")
+            if not v:
+                continue
+            text = f"{iss.title}\n{iss.body}"
+            base = re.split(r"[+]", v)[0]
+            if base not in text:
+                continue  # the text does not state it (the label came from elsewhere)
+            stated += 1
+            got = extract_text(iss.title, iss.body, iss.repo).environment.version or ""
+            if got == v or got.split("+")[0] == base or (got and base.startswith(got)):
+                found += 1
+            else:
+                misses.append((v, got, r["title"][:60]))
+        print(f"\nextraction: version found in {found}/{stated} reports whose text states it ({found / max(stated, 1):.1%})")
+        for m in misses[:10]:
+            print(f"  missed: stated {m[0]!r}, read {m[1]!r} ({m[2]})")
+        errs = sum(1 for r, iss in zip(rows, issues, strict=True) if r.get("error") and extract_text(iss.title, iss.body).error_line)
+        print(f"extraction: error line read in {errs}/{sum(1 for r in rows if r.get('error'))} reports that show one")
+
+    # speed: 10,000 synthetic-but-realistic stored issues (templates, code, tracebacks)
+    rng = random.Random(0)
+    base = rows or [{"title": "t", "body": "b", "error": None}]
+    template = (
+        "### 🐛 Describe the bug\n\n{body}\n\n```python\nimport torch\nx = torch.randn(4, 4)\nprint(x.sum())\n```\n\n"
+        "```\nTraceback (most recent call last):\n  File \"/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py\", "
+        "line 1501, in _call_impl\n    return forward_call(*args)\n{error}\n```\n\n### Versions\n\nPyTorch version: 2.1.0+cu121\n"
+        "Is debug build: False\nCUDA used to build PyTorch: 12.1\nOS: Ubuntu 22.04.3 LTS (x86_64)\nPython version: 3.10.12\n"
+        "Is CUDA available: True\nGPU models and configuration: GPU 0: NVIDIA A100-SXM4-80GB\n[pip3] torch==2.1.0\n"
+    )
+    big = []
+    for i in range(10_000):
+        r = rng.choice(base)
+        big.append(Issue("o/r", i + 1, r["title"], template.format(body=r["body"], error=r.get("error") or "RuntimeError: x")))
+    t0 = time.perf_counter()
+    kw_big = KeywordScreener().fit(big)
+    t1 = time.perf_counter()
+    res = kw_big.screen_docs([prepare(x) for x in big])
+    t2 = time.perf_counter()
+    print(f"\nspeed: keyword screening of {len(big)} issues: fit (IDF) {t1 - t0:.2f} s + screen {t2 - t1:.2f} s "
+          f"= {t2 - t0:.2f} s (goal <= 10 s); {sum(s.category.value != 'other' for s in res)} flagged")
+    if t2 - t0 > 10:
+        ok = False
+        print("  GOAL MISSED: speed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

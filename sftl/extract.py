@@ -1,0 +1,817 @@
+"""Pure text parsing of a bug report: code snippet, traceback, error line, environment and API calls."""
+
+from __future__ import annotations
+
+import ast
+import html
+import re
+from dataclasses import dataclass
+
+from sftl.model import CodeBlock, Environment, Extraction, Frame, Issue, Snippet, Traceback
+
+MAX_CHARS = 1_000_000  # longer bodies are cut; the problem is reported, nothing raises
+
+# --------------------------------------------------------------------------------------------
+# input hygiene
+# --------------------------------------------------------------------------------------------
+
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_TAG = re.compile(r"<[^>]{0,500}>")
+
+
+def _clean(text: object, what: str, problems: list[str]) -> str:
+    """Coerce to readable text; say what had to be dropped."""
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        problems.append(f"{what} is not text ({type(text).__name__}); ignored")
+        return ""
+    if len(text) > MAX_CHARS:
+        problems.append(f"{what} is {len(text)} characters; only the first {MAX_CHARS} were read")
+        text = text[:MAX_CHARS]
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text:
+        bad = len(_CTRL.findall(text)) + text.count("\ufffd")
+        if bad > max(20, len(text) // 20):
+            problems.append(f"{what} looks like binary data ({bad} unreadable characters); they were dropped")
+        text = _CTRL.sub("", text).replace("\ufffd", "")
+    stripped = text.lstrip()
+    if stripped.startswith("<") and "```" not in text and len(_TAG.findall(text)) >= 3:
+        # HTML-only bodies (old issues, mail gateways): keep <pre> as fences, drop the rest of the markup
+        problems.append(f"{what} is HTML; markup was stripped")
+        text = re.sub(r"(?is)<pre[^>]*>\s*(?:<code[^>]*>)?", "\n```\n", text)
+        text = re.sub(r"(?is)(?:</code>\s*)?</pre>", "\n```\n", text)
+        text = re.sub(r"(?i)<br\s*/?>|</p>|</div>|</li>", "\n", text)
+        text = html.unescape(_TAG.sub("", text))
+    return text
+
+
+def _non_english(text: str) -> bool:
+    letters = [c for c in text if c.isalpha()]
+    if len(letters) < 20:
+        return False
+    foreign = sum(1 for c in letters if ord(c) > 0x24F)
+    return foreign / len(letters) > 0.3
+
+
+# --------------------------------------------------------------------------------------------
+# markdown segmentation
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of a report body: prose, or a block of code/output with where it came from."""
+
+    text: str
+    source: str  # "prose" | "fenced" | "indented" | "doctest"
+    lang: str = ""
+
+
+_FENCE = re.compile(r"^(\s{0,3}(?:>\s*)?)(`{3,}|~{3,})\s*([\w+.#-]*)[^\n]*$")
+
+
+def segments(body: str) -> list[Segment]:
+    """Split a markdown body into prose and code segments (fenced, indented)."""
+    lines = body.split("\n")
+    out: list[Segment] = []
+    prose: list[str] = []
+    i = 0
+
+    def flush() -> None:
+        if prose:
+            out.extend(_split_indented(prose))
+            prose.clear()
+
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if m:
+            marker, lang = m.group(2), m.group(3).lower()
+            quote = ">" in m.group(1)
+            block: list[str] = []
+            i += 1
+            while i < len(lines):
+                line = lines[i]
+                if quote:
+                    line = re.sub(r"^\s{0,3}>\s?", "", line)
+                if line.strip().startswith(marker[0] * 3) and line.strip().strip(marker[0]) == "":
+                    break
+                block.append(line)
+                i += 1
+            i += 1
+            flush()
+            out.append(Segment("\n".join(block), "fenced", lang))
+            continue
+        prose.append(lines[i])
+        i += 1
+    flush()
+    return out
+
+
+def _split_indented(lines: list[str]) -> list[Segment]:
+    """Indented (4-space / tab) blocks after a blank line are code in markdown."""
+    out: list[Segment] = []
+    buf: list[str] = []
+    code: list[str] = []
+    prev_blank = True
+    for line in lines:
+        indented = line.startswith(("    ", "\t")) and line.strip() != ""
+        if indented and (code or prev_blank):
+            code.append(line)
+        elif code and line.strip() == "":
+            code.append(line)
+        else:
+            if code:
+                if buf:
+                    out.append(Segment("\n".join(buf), "prose"))
+                    buf = []
+                out.append(Segment(_dedent(code), "indented"))
+                code = []
+            buf.append(line)
+        prev_blank = line.strip() == ""
+    if code:
+        if buf:
+            out.append(Segment("\n".join(buf), "prose"))
+            buf = []
+        out.append(Segment(_dedent(code), "indented"))
+    if buf:
+        out.append(Segment("\n".join(buf), "prose"))
+    return out
+
+
+def _dedent(lines: list[str]) -> str:
+    import textwrap
+
+    return textwrap.dedent("\n".join(lines).expandtabs(4)).strip("\n")
+
+
+# --------------------------------------------------------------------------------------------
+# code vs output vs traceback vs shell
+# --------------------------------------------------------------------------------------------
+
+_TB_HEAD = "Traceback (most recent call last)"
+_FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
+_FRAME_NEW_RE = re.compile(r"^\s*File (?P<path>\S+\.py):(?P<line>\d+), in (?P<func>[\w<>.]+)")
+_IPY_FRAME_RE = re.compile(r"^\s*(?P<path>(?:[~/A-Za-z]|<ipython)[^\s]*?(?:\.py|>)) in (?P<func>[\w<>.]+)\s*\(")
+_EXC_LINE = re.compile(
+    r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z][\w]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Exceeded))"
+    r"(?::\s?(?P<msg>.*))?$"
+)
+_ERROR_ANYWHERE = re.compile(
+    r"(?P<type>\b(?:[a-z_][\w]*\.)*[A-Z][A-Za-z]*(?:Error|Exception)):\s+(?P<msg>[^\n]+)"
+)
+_LOG_LINE = re.compile(
+    r"^\s*(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d|[IWEF]\d{4} \d\d:\d\d|\[[IWEF] |[IWEF] (?:tensorflow|external|\S+\.cc:\d+\])"
+    r"|WARNING:|INFO:|ERROR:|THCudaCheck|\[W |\[E |Epoch \d+|\d+/\d+ \[)"
+)
+_SHELL_LINE = re.compile(
+    r"^\s*(?:\$ |# |\(\w+\) \S*\$ |pip3? |conda |python3? -|python3? \S+\.py|git |cmake |make |bazel |sudo |apt(?:-get)? |"
+    r"export |cd |nvidia-smi|nvcc |docker |source |ls |mkdir |wget |curl )"
+)
+_OUTPUT_CALL = re.compile(r"^\s*(?:tensor|array|tf\.Tensor|Tensor|Parameter|<tf\.Tensor|torch\.Size|TensorShape)\b")
+_CPP_LINE = re.compile(r"^\s*(?:#include\b|std::|template\s*<|namespace\b|int main\s*\(|using namespace\b)")
+_ENV_KEYS = ("PyTorch version:", "Is debug build:", "CUDA used to build PyTorch", "Versions of relevant libraries",
+             "Collecting environment information")
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _looks_like_program(tree: ast.Module) -> bool:
+    """A parse tree of real code, not a printed value such as `tensor([1., 2.])` or a bare word."""
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.FunctionDef,
+                             ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.While, ast.With, ast.If, ast.Try,
+                             ast.Delete, ast.Assert, ast.Raise)):
+            return True
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("tensor", "array", "Tensor", "Parameter", "Size", "TensorShape"):
+                continue  # printed values look like calls
+            return True
+    return False
+
+
+def doctest_to_script(text: str) -> str | None:
+    """Turn a `>>>` / `...` session back into a script; None when the text is not a session."""
+    lines = text.split("\n")
+    if not any(line.lstrip().startswith(">>>") for line in lines):
+        return None
+    code: list[str] = []
+    for line in lines:
+        s = line.lstrip()
+        if s.startswith(">>> ") or s == ">>>":
+            code.append(s[4:])
+        elif s.startswith("... ") or s == "...":
+            code.append(s[4:])
+    script = "\n".join(code).strip("\n")
+    return script or None
+
+
+def classify_block(text: str, lang: str = "") -> tuple[str, bool, str]:
+    """(kind, parses, why) for one block: python/output/traceback/shell/log/cpp/env/unknown."""
+    stripped = text.strip()
+    if not stripped:
+        return "unknown", False, "empty block"
+    lines = [ln for ln in stripped.split("\n") if ln.strip()]
+    if _TB_HEAD in stripped or sum(1 for ln in lines if _FRAME_RE.match(ln) or _FRAME_NEW_RE.match(ln)) >= 1:
+        return "traceback", False, "contains a Python traceback"
+    if any(k in stripped for k in _ENV_KEYS):
+        return "env", False, "environment report (collect_env)"
+    if lang in ("cpp", "c++", "c", "cuda", "cu", "h", "hpp") or sum(1 for ln in lines if _CPP_LINE.match(ln)) >= 1 and not _parses(stripped):
+        return "cpp", False, f"C/C++ source ({lang or 'detected'})"
+    if lang in ("bash", "sh", "shell", "console", "zsh", "powershell", "cmd", "bat"):
+        return "shell", False, f"marked as {lang}"
+    if _parses(stripped):
+        tree = ast.parse(stripped)
+        if _looks_like_program(tree):
+            return "python", True, "parses as Python with statements/calls"
+        return "output", True, "parses but holds only printed values"
+    log = sum(1 for ln in lines if _LOG_LINE.match(ln))
+    shell = sum(1 for ln in lines if _SHELL_LINE.match(ln))
+    if log and log >= len(lines) / 3:
+        return "log", False, "log lines (timestamps / level prefixes)"
+    if shell and shell >= len(lines) / 2:
+        return "shell", False, "shell commands"
+    if any(_EXC_LINE.match(ln.strip()) for ln in lines[-3:]):
+        return "output", False, "ends in an exception line"
+    if sum(1 for ln in lines if _OUTPUT_CALL.match(ln)) >= 1:
+        return "output", False, "printed tensors/arrays"
+    if lang in ("python", "py", "python3", "ipython", "pycon"):
+        # marked Python that does not parse (Python 2, pasted prompt, half a script): keep it as python
+        import_like = any(re.match(r"\s*(?:import |from \S+ import |def |class |\w+\s*=)", ln) for ln in lines)
+        if import_like:
+            return "python", False, "marked python; does not parse"
+        return "output", False, "marked python but reads as output"
+    if lang in ("", "text", "txt", "log", "output", "shell-session"):
+        import_like = sum(1 for ln in lines if re.match(r"\s*(?:import \w|from [\w.]+ import )", ln))
+        if import_like:
+            return "python", False, "imports but does not parse"
+        return "output", False, "text that is not Python"
+    return "unknown", False, f"language {lang!r}"
+
+
+def code_blocks(body: str) -> list[CodeBlock]:
+    """Every code-like block of a body, classified, in order of appearance (doctests as scripts)."""
+    blocks: list[CodeBlock] = []
+    for seg in segments(body):
+        if seg.source == "prose":
+            script = doctest_to_script(seg.text)
+            if script:
+                blocks.append(CodeBlock(script, "python", "doctest", _parses(script), "`>>>` session turned into a script"))
+            continue
+        script = doctest_to_script(seg.text)
+        if script is not None and sum(1 for ln in seg.text.split("\n") if ln.lstrip().startswith(">>>")) >= 1:
+            ok = _parses(script)
+            blocks.append(CodeBlock(script, "python", "doctest", ok, "`>>>` session turned into a script"))
+            continue
+        kind, ok, why = classify_block(seg.text, seg.lang)
+        if kind == "traceback":
+            code, rest = _split_code_then_traceback(seg.text)
+            if code:
+                blocks.append(CodeBlock(code, "python", seg.source, True, "code before a pasted traceback"))
+        blocks.append(CodeBlock(seg.text.strip("\n"), kind, seg.source, ok, why))
+    return blocks
+
+
+def _split_code_then_traceback(text: str) -> tuple[str, str]:
+    """Some reports paste the script and its traceback in one block; keep the script part."""
+    idx = text.find(_TB_HEAD)
+    if idx <= 0:
+        return "", text
+    head = text[:idx].rstrip()
+    if head and _parses(head) and _looks_like_program(ast.parse(head)):
+        return head, text[idx:]
+    return "", text
+
+
+_FRAMEWORK_IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|tensorflow|keras|tf_keras|torchvision|torchaudio|jax|numpy)\b", re.M)
+
+
+def choose_snippet(blocks: list[CodeBlock]) -> Snippet | None:
+    """The block (or joined blocks) a maintainer would run; every candidate keeps its reason."""
+    pys = [b for b in blocks if b.kind == "python"]
+    if not pys:
+        return None if not blocks else Snippet("", "no Python code among the blocks", tuple(blocks))
+    # a program split over several blocks: later blocks without imports continue the first one
+    joined: list[CodeBlock] = []
+    for b in pys:
+        if joined and not _FRAMEWORK_IMPORT.search(b.code) and _FRAMEWORK_IMPORT.search(joined[0].code):
+            joined.append(b)
+        elif not joined and _FRAMEWORK_IMPORT.search(b.code):
+            joined.append(b)
+        elif joined:
+            break
+    scored = []
+    for i, b in enumerate(pys):
+        s = 0.0
+        s += 3 if _FRAMEWORK_IMPORT.search(b.code) else 0
+        s += 2 if b.parses else 0
+        s += min(len(b.code.split("\n")), 40) / 20
+        s += 0.5 if b.source == "fenced" else 0
+        s -= i * 0.1
+        scored.append((s, i, b))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    best = scored[0][2]
+    if len(joined) > 1:
+        code = "\n\n".join(b.code for b in joined)
+        if _parses(code) or not best.parses:
+            reason = f"joined {len(joined)} python blocks: the first imports the framework, the rest continue it"
+            return Snippet(code, reason, tuple(blocks))
+    bits = ["imports the framework" if _FRAMEWORK_IMPORT.search(best.code) else "no framework import"]
+    bits.append("parses" if best.parses else "does not parse")
+    reason = f"{best.source} python block ({', '.join(bits)}); best of {len(pys)} python candidate(s)"
+    return Snippet(best.code, reason, tuple(blocks))
+
+
+# --------------------------------------------------------------------------------------------
+# tracebacks
+# --------------------------------------------------------------------------------------------
+
+_FRAMEWORK_PKGS = (
+    "torch", "tensorflow", "tensorflow_core", "keras", "tf_keras", "torchvision", "torchaudio", "torchtext",
+    "caffe2", "functorch", "torchgen", "tensorboard", "tensorflow_estimator", "tensorflow_probability",
+)
+_SITE = re.compile(r"(?:site|dist)-packages/(?:[^/]+\.egg/)?(?P<rest>.+)$")
+_SOURCE_TREE = re.compile(
+    r"(?:^|/)(?P<rest>(?:tensorflow/(?:python|core|compiler|lite|tools|cc|stream_executor|dtensor)/.+)"
+    r"|(?:torch/(?:nn|_dynamo|_inductor|onnx|jit|autograd|utils|distributed|cuda|fx|optim|_refs|_prims|"
+    r"_decomp|_functorch|ao|export|_subclasses|_higher_order_ops|testing|backends|_C|csrc|lib|sparse|"
+    r"linalg|fft|special|masked|amp|quantization|multiprocessing|_library|_export)/.+)"
+    r"|(?:torch/(?:_tensor|functional|__init__|serialization|overrides|_ops|_utils|hub|random|storage|"
+    r"_jit_internal|_torch_docs|_tensor_str|library|types)\.py)"
+    r"|(?:keras/(?:src|engine|layers|backend|models|optimizers|saving|utils|api)/.+))$"
+)
+
+
+def map_frame_path(path: str) -> str | None:
+    """Repository-relative path of a framework file (e.g. `torch/nn/functional.py`); None for user files."""
+    if not path or not isinstance(path, str):
+        return None
+    p = path.strip().strip('"').replace("\\", "/")
+    if p.startswith("<") or p.endswith(">"):
+        return None  # <stdin>, <frozen importlib._bootstrap>, <ipython-input-...>
+    p = re.sub(r"/+", "/", p)
+    m = _SITE.search(p)
+    if m:
+        rest = m.group("rest")
+        top = rest.split("/", 1)[0]
+        if top in _FRAMEWORK_PKGS and "/" in rest:
+            if top == "tensorflow_core":  # the 2.0/2.1 wheel layout of tensorflow/
+                rest = "tensorflow/" + rest.split("/", 1)[1]
+            return rest
+        return None
+    m = _SOURCE_TREE.search(p)
+    if m:
+        return m.group("rest")
+    return None
+
+
+def _frame_lines(lines: list[str], start: int) -> tuple[list[Frame], int]:
+    frames: list[Frame] = []
+    i = start
+    while i < len(lines):
+        line = lines[i]
+        m = _FRAME_RE.match(line) or _FRAME_NEW_RE.match(line)
+        if m:
+            src = ""
+            j = i + 1
+            # the source line (and, in 3.11+, the ^^^^ markers) follow the frame line
+            while j < len(lines) and lines[j].startswith((" ", "\t")) and not (_FRAME_RE.match(lines[j]) or _FRAME_NEW_RE.match(lines[j])):
+                s = lines[j].strip()
+                if s and not src and not set(s) <= set("^~ "):
+                    src = s
+                j += 1
+            path = m.group("path")
+            func = (m.group("func") or "").strip()
+            frames.append(Frame(path, int(m.group("line")), func, src, map_frame_path(path)))
+            i = j
+            continue
+        m = _IPY_FRAME_RE.match(line)
+        if m:
+            lineno = None
+            src = ""
+            j = i + 1
+            while j < len(lines) and lines[j].strip() and not _IPY_FRAME_RE.match(lines[j]):
+                mm = re.match(r"\s*-+>\s*(\d+)\s*(.*)", lines[j])
+                if mm:
+                    lineno, src = int(mm.group(1)), mm.group(2).strip()
+                j += 1
+            path = m.group("path")
+            frames.append(Frame(path, lineno, m.group("func"), src, map_frame_path(path)))
+            i = j
+            continue
+        s = line.strip()
+        if not s or s.startswith(("...", "[Previous line repeated")) or (frames and line.startswith((" ", "\t"))):
+            i += 1
+            continue
+        break
+    return frames, i
+
+
+_CHAIN_CAUSE = "The above exception was the direct cause of the following exception"
+_CHAIN_CONTEXT = "During handling of the above exception, another exception occurred"
+
+
+def parse_tracebacks(text: str) -> list[Traceback]:
+    """Every traceback in the text; chained ones are folded (the last printed is the outer one)."""
+    lines = [re.sub(r"^\s{0,3}>\s?", "", ln) if ln.lstrip().startswith(">") and not ln.lstrip().startswith(">>>") else ln
+             for ln in text.split("\n")]
+    found: list[tuple[Traceback, str]] = []  # (traceback, chain marker seen before it)
+    pending_chain = ""
+    i = 0
+    while i < len(lines):
+        s = lines[i].strip()
+        if _CHAIN_CAUSE in s:
+            pending_chain = "cause"
+            i += 1
+            continue
+        if _CHAIN_CONTEXT in s:
+            pending_chain = "context"
+            i += 1
+            continue
+        is_head = _TB_HEAD in s or (s.startswith("---") and "Traceback" in s)
+        if is_head or _FRAME_RE.match(lines[i]):
+            start = i + 1 if is_head else i
+            frames, j = _frame_lines(lines, start)
+            exc, msg, j = _exception_after(lines, j)
+            if frames or exc:
+                found.append((Traceback(tuple(frames), exc or "", msg), pending_chain))
+            pending_chain = ""
+            i = max(j, i + 1)
+            continue
+        if pending_chain and _EXC_LINE.match(s):
+            pass
+        i += 1
+    # fold chains: each traceback preceded by a chain marker wraps the one before it
+    result: list[Traceback] = []
+    for tb, chain in found:
+        if chain and result:
+            prev = result.pop()
+            tb = Traceback(tb.frames, tb.exception, tb.message, cause=prev, chain_kind=chain)
+        result.append(tb)
+    return result
+
+
+def _exception_after(lines: list[str], j: int) -> tuple[str | None, str, int]:
+    """The `Type: message` line(s) ending a traceback; tolerates a few junk lines before it."""
+    k = j
+    while k < len(lines) and k < j + 8:
+        s = lines[k].strip()
+        if not s:
+            k += 1
+            continue
+        m = _EXC_LINE.match(s)
+        if m:
+            etype = m.group("type").rsplit(".", 1)[-1]
+            msg_lines = [m.group("msg") or ""]
+            k += 1
+            while k < len(lines):
+                t = lines[k].rstrip()
+                if not t.strip() or _CHAIN_CAUSE in t or _CHAIN_CONTEXT in t or _TB_HEAD in t or t.startswith("```"):
+                    break
+                if len(msg_lines) > 30:
+                    break
+                msg_lines.append(t.strip())
+                k += 1
+            return etype, "\n".join(x for x in msg_lines if x is not None).strip(), k
+        if _FRAME_RE.match(lines[k]):
+            return None, "", k
+        k += 1
+    return None, "", j
+
+
+def find_error_line(text: str, tracebacks: list[Traceback]) -> str | None:
+    """The final `Type: message` line: from the outer traceback, else the last bare error line in the text."""
+    if tracebacks:
+        tb = tracebacks[-1]
+        if tb.exception:
+            first = tb.message.split("\n", 1)[0]
+            return f"{tb.exception}: {first}" if first else tb.exception
+    best = None
+    for m in _ERROR_ANYWHERE.finditer(text):
+        msg = m.group("msg").strip()
+        if m.start() > 0 and text[m.start() - 1] not in "\n `'\"(>":
+            continue
+        if msg.startswith(("`", "...")) and len(msg) < 4:
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if text[line_start:m.start()].strip():  # mid-sentence in prose: the message ends with the sentence
+            msg = re.split(r"(?<=[\w'\")\]])\.\s+(?=[A-Z])|(?<=['\"])[,;]\s+(?=[a-z])", msg)[0]
+        best = f"{m.group('type')}: {msg}".rstrip("`").rstrip()
+        if best.endswith(".") and not best.endswith(".."):
+            best = best[:-1]
+    return best[:1000] if best else None
+
+
+# --------------------------------------------------------------------------------------------
+# environment
+# --------------------------------------------------------------------------------------------
+
+VERSION = r"\d+\.\d+(?:\.\d+)*(?:(?:[-.]?(?:dev|rc|a|b|alpha|beta|post|head)\d*)+)?(?:\+[\w.]+)?"
+_NA = re.compile(r"^(?:_?no response_?|n/?a|none|not applicable|-|unknown|no|yes|\?|tbd|na)\.?$", re.I)
+_DESCRIBE = re.compile(r"v?\d+\.\d+[\w.\-]*-g[0-9a-f]{6,}'?\s*,?\s*'?(?P<v>" + VERSION + ")")
+
+_FW_WORDS = {
+    "pytorch": r"(?:py)?torch|libtorch|caffe2",
+    "tensorflow": r"(?:lib)?tensorflow(?:[-_](?:gpu|cpu|macos|intel))?|tf[-_]nightly(?:[-_](?:gpu|cpu))?|tf|keras",
+}
+
+
+def _first(patterns: list[str], text: str, flags: int = re.I | re.M) -> str | None:
+    for pat in patterns:
+        m = re.search(pat, text, flags)
+        if m:
+            val = (m.group("v") if "v" in m.groupdict() else m.group(1)).strip().strip("`*'\"")
+            if val and not _NA.match(val):
+                return val
+    return None
+
+
+def _field(label: str, text: str) -> str | None:
+    """A `Label: value` line, a `- **Label**: value` bullet or a `### Label` form section."""
+    pats = [
+        rf"^[\s>*-]*\**{label}\**[^:\n]{{0,60}}:\**\s*(?P<v>[^\n]+)",
+        rf"^#+\s*{label}[^\n]*\n+\s*(?P<v>[^\n#]+)",
+    ]
+    return _first(pats, text)
+
+
+def _version_in(value: str | None) -> str | None:
+    if not value:
+        return None
+    m = _DESCRIBE.search(value)
+    if m:
+        return m.group("v")
+    m = re.search(r"(?<![\w.])v?(" + VERSION + r")", value)
+    return m.group(1) if m else None
+
+
+def parse_environment(text: str, framework_hint: str | None = None) -> Environment:
+    """Framework and version, Python, CUDA/cuDNN, OS and GPU from collect_env, templates, pip lines and prose."""
+    framework, version = _framework_version(text, framework_hint)
+    python = _version_in(_field(r"Python version", text)) or _first(
+        [r"\bpython\s*(?:version)?\s*[:=]?\s*v?(?P<v>[23]\.\d{1,2}(?:\.\d+)?)\b", r"\bpy(?:thon)?(?P<v>3\.\d{1,2})\b"], text
+    )
+    cuda = None
+    cudnn = None
+    pair = _field(r"CUDA\s*/\s*cuDNN version", text)
+    if pair:
+        nums = re.findall(r"\d+(?:\.\d+)+|\d+", pair)
+        if nums:
+            cuda = nums[0]
+            cudnn = nums[1] if len(nums) > 1 else None
+    cuda = cuda or _version_in(_field(r"CUDA used to build PyTorch", text)) or _version_in(
+        _field(r"CUDA runtime version", text)) or _first(
+        [r"\bCUDA(?: version| toolkit)?\s*[:=]?\s*v?(?P<v>\d{1,2}\.\d(?:\.\d+)?)\b", r"\bcu(?:da)?(?P<v>1[0-2]\d|[89]\d)\b"], text
+    )
+    if cuda and re.fullmatch(r"1[0-2]\d|[89]\d", cuda):  # cu113 -> 11.3
+        cuda = f"{cuda[:-1]}.{cuda[-1]}"
+    cudnn = cudnn or _version_in(_field(r"cuDNN version", text)) or _first(
+        [r"\bcu[dD][nN][nN]\s*(?:version)?\s*[:=]?\s*v?(?P<v>\d\.\d+(?:\.\d+)?)", r"libcudnn\.so\.(?P<v>\d+\.\d+\.\d+)"], text
+    )
+    os_name = _field(r"OS(?: Platform and Distribution)?(?: \(e\.g\.,[^)]*\))?", text) or _first(
+        [r"\b(?P<v>(?:Ubuntu|Debian|CentOS|Fedora|Arch Linux|RHEL|Red Hat|Windows|macOS|Mac OS X?|OS X|Linux)"
+         r"(?:\s+(?:Server\s+)?\d+(?:\.\d+)*(?:\s*LTS)?)?)"], text, re.M
+    )
+    if os_name:
+        os_name = re.sub(r"\s*\(e\.g\.[^)]*\)", "", os_name).strip()[:80] or None
+    gpu = _field(r"GPU models? and (?:configuration|memory)", text) or _first(
+        [r"(?P<v>\b(?:NVIDIA\s+)?(?:GeForce\s+)?(?:GTX|RTX|Tesla|Quadro|TITAN|Titan)\s*[\w-]*(?:\s+(?:Ti|SUPER|\d+GB))?"
+         r"|\b(?:NVIDIA\s+)?(?:A100|H100|H200|V100|P100|T4|K80|A10G?|L4|A6000)\b"
+         r"|\bApple M\d(?: Pro| Max| Ultra)?)"], text, re.M
+    )
+    if gpu:
+        gpu = gpu.strip()[:120]
+        if re.match(r"(?i)^(?:no|none|n/a|cpu|not|0)\b", gpu) or re.match(r"(?i)^could not collect", gpu):
+            gpu = None
+    env = {"framework": framework, "version": version, "python": python, "cuda": cuda, "cudnn": cudnn,
+           "os": os_name, "gpu": gpu}
+    missing = tuple(k for k, v in env.items() if not v)
+    return Environment(missing=missing, **env)
+
+
+def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | None]:
+    cands: list[tuple[int, str, str]] = []  # (priority, framework, version)
+
+    def add(pri: int, fw: str, val: str | None) -> None:
+        v = _version_in(val)
+        if v:
+            cands.append((pri, fw, v))
+
+    add(0, "pytorch", _field(r"PyTorch version", text))
+    tfv = _field(r"TensorFlow version", text)
+    add(0, "tensorflow", tfv)
+    for m in re.finditer(r"(?:torch|tf|tensorflow|keras)\.(?:__version__|version\.VERSION)\s*\)?\s*\n+\s*(?:Out\[\d+\]:\s*)?['\"]?(?P<v>" + VERSION + ")", text):
+        fw = "pytorch" if "torch" in m.group(0) else "tensorflow"
+        add(1, fw, m.group("v"))
+    for m in re.finditer(r"(?:torch|tensorflow|tf)\.__version__\s*(?:=|==|:|is)\s*['\"]?(?P<v>" + VERSION + ")", text):
+        add(1, "pytorch" if "torch" in m.group(0) else "tensorflow", m.group("v"))
+    # pip freeze / pip list / conda list lines
+    for m in re.finditer(
+        r"^[\s\[\]\w]*?\b(?P<n>torch|pytorch|tensorflow(?:-gpu|-cpu|-macos|-intel)?|tf-nightly(?:-gpu|-cpu)?|tf_nightly)"
+        r"(?:==|\s+|\s*=\s*)(?P<v>" + VERSION + r")",
+        text,
+        re.M | re.I,
+    ):
+        name = m.group("n").lower()
+        add(2, "pytorch" if "torch" in name else "tensorflow", m.group("v"))
+    # prose: "on TF 2.4.1", "PyTorch 1.5.1", "tensorflow-gpu 2.0", "TF2.0", "torch==2.0.0"
+    for fw, words in _FW_WORDS.items():
+        for m in re.finditer(
+            rf"(?<![A-Za-z0-9/.])(?:{words})(?:[\s_]*(?:versions?|ver\.?|v|==|=|:|is|was|release|-|,|from source at tag|tag)?[\s_]*){{1,3}}"
+            rf"v?(?P<v>{VERSION})(?![\w])",
+            text,
+            re.I,
+        ):
+            add(3, fw, m.group("v"))
+        for m in re.finditer(rf"(?<![A-Za-z0-9/.])(?:{words})-(?P<v>{VERSION})[-.](?:cp\d|manylinux|win|macos|linux|jar)", text, re.I):
+            add(3, fw, m.group("v"))
+    if cands:
+        cands.sort(key=lambda c: c[0])
+        pri, fw, v = cands[0]
+        # the framework the report is about wins over a stray mention of the other one
+        same = [c for c in cands if c[0] == pri and c[1] == (hint or fw)]
+        if same:
+            pri, fw, v = same[0]
+        if "nightly" in text.lower() and "dev" not in v and re.search(r"tf[-_]nightly|torch nightly|nightly build", text, re.I):
+            pass  # a nightly without a dated version keeps the version it states
+        return hint or fw, v
+    if re.search(r"tf[-_]nightly", text, re.I):
+        return "tensorflow", "nightly"
+    return hint or _guess_framework(text), None
+
+
+def _guess_framework(text: str) -> str | None:
+    torch = len(re.findall(r"\b(?:torch|pytorch|cuda\(\))\b", text, re.I))
+    tf = len(re.findall(r"\b(?:tensorflow|tf\.|keras)", text, re.I))
+    if torch == tf == 0:
+        return None
+    return "pytorch" if torch > tf else "tensorflow"
+
+
+def framework_from(repo: str, code: str, text: str) -> str | None:
+    """pytorch/tensorflow from the repository name, then the snippet's imports, then the text."""
+    r = (repo or "").lower()
+    if "pytorch" in r or r.endswith("/torch") or "torchvision" in r:
+        return "pytorch"
+    if "tensorflow" in r or "keras" in r:
+        return "tensorflow"
+    if re.search(r"^\s*(?:import|from)\s+torch", code, re.M):
+        return "pytorch"
+    if re.search(r"^\s*(?:import|from)\s+(?:tensorflow|keras)", code, re.M):
+        return "tensorflow"
+    return _guess_framework(text)
+
+
+# --------------------------------------------------------------------------------------------
+# API calls
+# --------------------------------------------------------------------------------------------
+
+_ROOTS = {"torch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "keras", "torchvision": "torchvision"}
+_TENSOR_METHODS_SKIP = {"append", "format", "join", "split", "items", "keys", "values", "get", "update", "strip",
+                        "replace", "lower", "upper", "read", "write", "close", "startswith", "endswith", "extend",
+                        "pop", "copy", "add_argument", "parse_args", "seed", "rand", "randn", "randint", "exists"}
+
+
+def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
+    """Framework calls, resolved through imports and aliases, fully qualified, in order, deduplicated."""
+    if not code:
+        return ()
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return _apis_regex(code)
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                top = a.name.split(".")[0]
+                if top in _ROOTS or top in ("numpy",):
+                    if a.asname:
+                        aliases[a.asname] = a.name
+                    else:
+                        aliases[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            top = node.module.split(".")[0]
+            if top in _ROOTS:
+                for a in node.names:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    # without imports, the usual short names still mean the framework
+    for short, full in (("torch", "torch"), ("tf", "tensorflow"), ("F", "torch.nn.functional"), ("nn", "torch.nn")):
+        if short not in aliases and (short in ("torch", "tf") or "torch" in aliases.values()):
+            aliases.setdefault(short, full)
+    tensor_cls = "tensorflow.Tensor" if (framework == "tensorflow" or any(v.startswith("tensorflow") for v in aliases.values())) and not any(v.startswith("torch") for v in aliases.values()) else "torch.Tensor"
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def add(name: str) -> None:
+        name = name.replace("tensorflow.compat.v1.", "tensorflow.").replace("tensorflow._api.v2.", "tensorflow.")
+        if name not in seen:
+            seen.add(name)
+            out.append(name)
+
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    calls.sort(key=lambda n: (n.lineno, n.col_offset))
+    for call in calls:
+        dotted = _dotted(call.func)
+        if dotted is None:
+            if isinstance(call.func, ast.Attribute):
+                meth = call.func.attr
+                if not meth.startswith("_") and meth not in _TENSOR_METHODS_SKIP:
+                    add(f"{tensor_cls}.{meth}")
+            continue
+        head, _, rest = dotted.partition(".")
+        if head in aliases:
+            full = aliases[head] + ("." + rest if rest else "")
+            if full.split(".")[0] in _ROOTS or full.startswith(("torch", "tensorflow", "keras")):
+                add(full)
+        elif "." in dotted and isinstance(call.func, ast.Attribute):
+            meth = call.func.attr
+            if head not in ("np", "numpy", "os", "sys", "math", "random", "json", "time", "re", "plt", "pd",
+                            "self", "logging", "argparse", "collections", "itertools", "functools", "pickle",
+                            "str", "print", "list", "dict", "scipy", "sklearn", "cv2", "PIL", "Image", "pathlib"):
+                if not meth.startswith("_") and meth not in _TENSOR_METHODS_SKIP:
+                    add(f"{tensor_cls}.{meth}")
+    return tuple(out)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+_API_RE = re.compile(r"(?<![\w.])(torch|tf|tensorflow|keras|F)\.((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?=\s*\(|`)")
+
+
+def _apis_regex(text: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for m in _API_RE.finditer(text):
+        root = {"tf": "tensorflow", "F": "torch.nn.functional"}.get(m.group(1), m.group(1))
+        name = f"{root}.{m.group(2)}"
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# the stage
+# --------------------------------------------------------------------------------------------
+
+
+def extract_text(title: str, body: str, repo: str = "") -> Extraction:
+    """Read a report given as title and body; never raises, `problems` says what could not be read."""
+    problems: list[str] = []
+    try:
+        return _extract(title, body, repo, problems)
+    except Exception as exc:  # a parser bug must not take a batch down; say so instead
+        problems.append(f"extraction failed: {type(exc).__name__}: {exc}")
+        return Extraction(None, None, Environment(missing=("framework", "version", "python", "cuda", "cudnn", "os", "gpu")),
+                          problems=tuple(problems))
+
+
+def extract(issue: Issue) -> Extraction:
+    """Read one issue (title, body and the reporter's follow-up comments)."""
+    body = issue.body if isinstance(issue.body, str) else ""
+    author_comments = [c.body for c in issue.comments if issue.author and c.author == issue.author and c.body]
+    if author_comments:
+        body = body + "\n\n" + "\n\n".join(author_comments)
+    return extract_text(issue.title, body, issue.repo)
+
+
+def _extract(title: object, body: object, repo: str, problems: list[str]) -> Extraction:
+    title_s = _clean(title, "title", problems).replace("\n", " ")
+    body_s = _clean(body, "body", problems)
+    if not body_s.strip():
+        problems.append("the body is empty")
+    elif _non_english(title_s + " " + body_s):
+        problems.append("most of the text is not English; only code, errors and versions were read")
+    blocks = code_blocks(body_s) if body_s else []
+    snippet = choose_snippet(blocks)
+    if snippet is None or not snippet.code:
+        problems.append("no runnable Python snippet")
+    tbs = parse_tracebacks(body_s) if body_s else []
+    traceback = tbs[-1] if tbs else None
+    error_line = find_error_line(body_s, tbs) or find_error_line(title_s, [])
+    code = snippet.code if snippet else ""
+    framework = framework_from(repo, code, f"{title_s}\n{body_s}")
+    env = parse_environment(f"{title_s}\n{body_s}", framework)
+    apis = extract_apis(code, env.framework) if code else ()
+    if not apis:
+        inline = " ".join(re.findall(r"`([^`\n]+)`", body_s))
+        apis = _apis_regex(f"{title_s} {inline} {body_s}")
+    return Extraction(snippet, traceback, env, error_line, apis, tuple(problems))

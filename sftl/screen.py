@@ -1,0 +1,945 @@
+"""Screening of reports into mme / gcrde / other: the published TF-IDF keyword method, a learned mode, duplicates.
+
+Keyword mode (`KeywordScreener`), the published method:
+
+    TF(t, d)  = n_td / sum_k n_kd                  (term count over the document's token count)
+    IDF(t)    = log(|D| / (1 + |{d in D: t in d}|)) (fitted on the stored corpus; floored at 0)
+    score_c(d) = sum_{t in K_c} w_t * TF(t, d) * IDF(t)
+
+over unigrams to trigrams (scikit-learn's CountVectorizer with a fixed keyword vocabulary, lowercase,
+token pattern `\\b\\w+\\b`). A report is read in sections and each section's counts are weighted
+(`SECTION_WEIGHTS`): title 2, description 1, output/error 1, code 0.5, template 0 -- so PyTorch's
+collect_env block ("Is CUDA available", "GPU models and configuration", "CUDA used to build") and
+TensorFlow's template ("CUDA/cuDNN version", "GPU model and memory") do not push every report to gcrde.
+
+A category fires when its score reaches its threshold (`THRESHOLDS`: mme 0.02, gcrde 0.02) AND its
+rule agrees (the keyword score alone confuses CPU/GPU-mentioning reports that are not discrepancies):
+
+* mme: a Python `AttributeError ... has no attribute` / `module 'x' has no attribute` / `No module named`
+  / `cannot import name` is stated, naming a framework module or raised in framework frames; vetoed by
+  the hard negatives (DLL load failed, undefined symbol, WinError 126, `__main__` modules, TorchScript's
+  `RuntimeError: Module 'X' has no attribute`, IPython's `_render_traceback_`, user modules).
+* gcrde: device-comparison evidence (CPU and GPU/CUDA/MPS in one comparing sentence, code run on both
+  devices, "works on GPU, fails on CPU"), minus the hard negatives (out of memory, speed comparisons,
+  run-to-run nondeterminism, "on both CPU and GPU", XLA/jit_compile or NumPy or OS comparisons, cuDNN
+  and driver set-up failures). See `gcrde_evidence`.
+
+Learned mode (`LearnedScreener`): logistic regression over TF-IDF of the same sections plus the rule
+features, calibrated (sigmoid), abstaining ("needs human triage") below the confidence that reached the
+precision target in cross-validation. Saved as a versioned joblib artefact.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sftl.errors import InputError
+from sftl.extract import (
+    _clean,
+    classify_block,
+    doctest_to_script,
+    find_error_line,
+    parse_tracebacks,
+    segments,
+)
+from sftl.model import Category, Extraction, Issue, Screening
+
+ARTEFACT_FORMAT = "sftl-screener"
+ARTEFACT_VERSION = 1
+
+SECTION_WEIGHTS: dict[str, float] = {"title": 2.0, "description": 1.0, "output": 1.0, "code": 0.5, "template": 0.0}
+
+# Keyword sets of the published method, with weights (phrases are matched as n-grams).
+KEYWORDS: dict[str, dict[str, float]] = {
+    "mme": {
+        "attributeerror": 3.0, "has no attribute": 3.0, "no attribute": 1.5, "attribute": 1.0,
+        "modulenotfounderror": 3.0, "no module named": 3.0, "no module": 1.5, "module named": 1.5,
+        "importerror": 2.0, "cannot import name": 3.0, "cannot import": 2.0, "import name": 1.5,
+        "not found": 0.5, "import": 0.5, "module": 0.5, "missing": 0.5, "removed": 0.5, "deprecated": 0.5,
+    },
+    "gcrde": {
+        "cpu": 1.5, "gpu": 1.5, "cuda": 1.0, "mps": 1.0, "cpu and gpu": 3.0, "gpu and cpu": 3.0,
+        "cpu and cuda": 3.0, "cuda and cpu": 3.0, "cpu vs gpu": 3.0, "cpu vs cuda": 3.0, "on cpu": 1.0,
+        "on gpu": 1.0, "on cuda": 1.0, "the cpu": 1.0, "the gpu": 1.0, "result": 1.0, "results": 1.0,
+        "output": 0.5, "outputs": 0.5, "different": 1.5, "differ": 1.5, "differs": 1.5, "difference": 1.0,
+        "inconsistent": 2.0, "inconsistency": 2.0, "mismatch": 2.0, "discrepancy": 2.0, "disagree": 1.5,
+        "wrong": 1.0, "incorrect": 1.0, "nan": 0.5, "inf": 0.5, "same": 0.5,
+    },
+}
+THRESHOLDS: dict[str, float] = {"mme": 0.02, "gcrde": 0.02}
+GCRDE_RULE_MIN = 2.5  # device-comparison evidence needed (see gcrde_evidence)
+
+_TOKEN_PATTERN = r"(?u)\b\w+\b"
+
+# --------------------------------------------------------------------------------------------
+# reading a report in sections, apart from its template
+# --------------------------------------------------------------------------------------------
+
+# Lines of the PyTorch/TensorFlow issue templates and collect_env output: never evidence.
+_TEMPLATE_LINE = re.compile(
+    r"(?i)^\s*(?:[-*>]\s*)?(?:\*\*)?(?:"
+    r"pytorch version|is debug build|cuda used to build|rocm used to build|os:|gcc version|clang version|cmake version|"
+    r"libc version|python version|python platform|is cuda available|cuda runtime version|cuda_module_loading|"
+    r"gpu models? and (?:configuration|memory)|nvidia driver version|cudnn version|hip runtime version|"
+    r"miopen runtime version|is xnnpack available|versions of relevant libraries|\[pip\d?\]|\[conda\]|"
+    r"cpu:|architecture:|cpu op-mode|byte order|address sizes|cpu\(s\)|on-line cpu|thread\(s\)|core\(s\)|"
+    r"socket\(s\)|numa|vendor id|model name|cpu family|model:|stepping|cpu max mhz|cpu min mhz|bogomips|"
+    r"flags:|virtualization|l1d cache|l1i cache|l2 cache|l3 cache|vulnerability|hypervisor vendor|frequency boost|"
+    r"collecting environment information|have i written custom code|os platform and distribution|"
+    r"mobile device|tensorflow installed from|tensorflow version|bazel version|gcc/compiler version|"
+    r"cuda/cudnn version|exact command to reproduce|you can collect some of this information|"
+    r"you can also obtain the tensorflow version|\d\. tf \d\.0:|pytorch version \(e\.g\.|os \(e\.g\.|"
+    r"how you installed pytorch|build command you used|any other relevant information|"
+    r"please copy and paste the output|cc @|issue type|have you reproduced the bug with tf nightly|"
+    r"source$|custom code$|yes$|no$|_no response_|bug$"
+    r")"
+)
+_TEMPLATE_HEADING = re.compile(
+    r"(?i)^\s*#{1,6}\s*(?:tensorflow version|custom code|os platform and distribution|mobile device|python version|"
+    r"bazel version|gcc/compiler version|cuda/cudnn version|gpu model and memory|issue type|source|versions?|"
+    r"environment|have you reproduced the bug with tf nightly\??|system information)\s*$"
+)
+_INFO_LOG = re.compile(
+    r"^\s*(?:\d{4}-\d\d-\d\d[ T][\d:.]+:?\s+I\s+\S+\.cc:\d+\]|I\d{4} \d\d:\d\d|I tensorflow/|I external/)"
+    r"|^\s*(?:\d{4}-\d\d-\d\d[ T][\d:.]+:?\s+)?W tensorflow/\S*(?:dso_loader|cpu_feature_guard|gpu_device|"
+    r"cuda_executor)"
+)
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+@dataclass(frozen=True)
+class Sections:
+    """A report read the way a maintainer reads it: the template apart from what the reporter wrote."""
+
+    title: str
+    description: str
+    code: str
+    output: str
+    template: str
+
+    def weighted(self) -> dict[str, str]:
+        return {"title": self.title, "description": self.description, "output": self.output,
+                "code": self.code, "template": self.template}
+
+    @property
+    def narrative(self) -> str:
+        return f"{self.title}\n{self.description}"
+
+
+def read_sections(title: str, body: str, error_line: str | None = None) -> Sections:
+    """Split a report into title, description, code, output and template boilerplate."""
+    problems: list[str] = []
+    title = _clean(title, "title", problems).replace("\n", " ")
+    body = _clean(body, "body", problems)
+    template: list[str] = []
+    body = _COMMENT.sub(lambda m: (template.append(m.group(0)), "")[1], body)
+    desc: list[str] = []
+    code: list[str] = []
+    out: list[str] = []
+    for seg in segments(body):
+        if seg.source == "prose":
+            in_field = False
+            for line in seg.text.split("\n"):
+                if _TEMPLATE_HEADING.match(line):
+                    in_field = True
+                    template.append(line)
+                    continue
+                if line.lstrip().startswith("#"):
+                    in_field = False
+                    continue  # headings ("Describe the bug") are template wording
+                if in_field or _TEMPLATE_LINE.match(line):
+                    template.append(line)
+                    continue
+                script = None
+                if line.lstrip().startswith(">>>"):
+                    script = doctest_to_script(line)
+                if script:
+                    code.append(script)
+                elif _INFO_LOG.match(line):
+                    template.append(line)
+                else:
+                    desc.append(line)
+            continue
+        script = doctest_to_script(seg.text)
+        if script:
+            code.append(script)
+            rest = "\n".join(ln for ln in seg.text.split("\n") if not ln.lstrip().startswith((">>>", "...")))
+            if rest.strip():
+                out.append(rest)
+            continue
+        kind, _, _ = classify_block(seg.text, seg.lang)
+        if kind == "env":
+            template.append(seg.text)
+        elif kind == "python":
+            code.append(seg.text)
+        else:
+            lines = seg.text.split("\n")
+            keep = [ln for ln in lines if not _INFO_LOG.match(ln) and not _TEMPLATE_LINE.match(ln)]
+            template.extend(ln for ln in lines if _INFO_LOG.match(ln) or _TEMPLATE_LINE.match(ln))
+            out.append("\n".join(keep))
+    if error_line:
+        out.append(error_line)
+    return Sections(title, "\n".join(desc), "\n".join(code), "\n".join(out), "\n".join(template))
+
+
+# --------------------------------------------------------------------------------------------
+# rule evidence
+# --------------------------------------------------------------------------------------------
+
+FRAMEWORK_MODULES = re.compile(
+    r"^(?:torch|tensorflow|tensorflow_core|tf|keras|tf_keras|torchvision|torchaudio|torchtext|caffe2|functorch|"
+    r"tensorboard|tensorflow_estimator|tensorflow_probability|_pywrap_tensorflow\w*|pywrap_tensorflow\w*|"
+    r"tensorflow_addons|tensorflow_hub|torch_\w+|triton|onnx|_C)(?:\.|$)"
+)
+_MME_PATTERNS = (
+    ("module-attr", re.compile(r"\bmodule '(?P<owner>[\w.]+)' has no attribute '(?P<name>\w+)'")),
+    ("module-attr", re.compile(r"'module' object has no attribute '(?P<name>\w+)'")),
+    ("object-attr", re.compile(r"(?:^|[\s:(`\"])'(?P<owner>[\w.]+)' object has no attribute '(?P<name>\w+)'")),
+    ("object-attr", re.compile(r"\btype object '(?P<owner>[\w.]+)' has no attribute '(?P<name>\w+)'")),
+    ("object-attr", re.compile(r"AttributeError:?\s+(?P<owner>[\w.]+) (?:object )?has no attribute '?(?P<name>\w+)")),
+    ("no-module", re.compile(r"(?i:no module named)\s+['‘’\"]?(?P<owner>[\w.]+)['‘’\"]?")),
+    ("import-name", re.compile(r"(?i:cannot import name)\s+['‘’\"]?(?P<name>\w+)['‘’\"]?(?:\s+from\s+['‘’\"]?(?P<owner>[\w.]+))?")),
+)
+_MME_VETO = re.compile(
+    r"(?i)dll load failed|undefined symbol|winerror 126|\[winerror|illegal instruction|symbol not found|"
+    r"image not found|cannot open shared object|libcudart|libcudnn\.so|specified module could not be found"
+)
+_BUILTIN_OWNERS = {"NoneType", "str", "int", "float", "list", "dict", "tuple", "bool", "bytes", "set", "function",
+                   "method", "builtin_function_or_method", "numpy.ndarray", "ndarray"}
+
+
+@dataclass(frozen=True)
+class RuleEvidence:
+    """What the rules read in one report: mme match, gcrde evidence points, and why."""
+
+    mme: bool
+    mme_why: str
+    gcrde: float
+    gcrde_why: tuple[str, ...]
+    flags: dict[str, float] = field(default_factory=dict)
+
+
+def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tuple[bool, str, dict[str, float]]:
+    """Is a missing-module/attribute error stated, raised by or naming the framework? (matched, why, features)"""
+    text = "\n".join((sections.title, sections.output, sections.description))
+    flags = {"mme_match": 0.0, "mme_veto": 0.0, "mme_user": 0.0, "mme_torchscript": 0.0}
+    fw_frames = False
+    last_user = False
+    if extraction and extraction.traceback:
+        frames = extraction.traceback.frames
+        fw_frames = any(f.repo_path for f in frames)
+        last_user = bool(frames) and not frames[-1].repo_path
+    veto = _MME_VETO.search(text)
+    hits: list[str] = []
+    for kind, pat in _MME_PATTERNS:
+        for m in pat.finditer(text):
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            prefix = text[line_start:m.start()]
+            if re.search(r"RuntimeError|Module '|\bscript\b|torchscript|jit\.script", prefix, re.I) and kind != "no-module":
+                flags["mme_torchscript"] = 1.0
+                continue  # TorchScript's compiler message, not a Python AttributeError
+            gd = m.groupdict()
+            owner = gd.get("owner") or ""
+            name = gd.get("name") or ""
+            if name == "_render_traceback_":
+                continue  # IPython failing to render another error
+            if kind == "no-module":
+                if owner.startswith("__main__") or (not FRAMEWORK_MODULES.match(owner) and not fw_frames):
+                    flags["mme_user"] = 1.0
+                    continue
+            if kind == "module-attr" and owner and not FRAMEWORK_MODULES.match(owner) and not fw_frames:
+                flags["mme_user"] = 1.0
+                continue
+            if kind == "object-attr" and owner in _BUILTIN_OWNERS and last_user and not fw_frames:
+                flags["mme_user"] = 1.0
+                continue
+            hits.append(m.group(0).strip(" :(`\""))
+    if hits:
+        flags["mme_match"] = 1.0
+    if veto:
+        flags["mme_veto"] = 1.0
+        return False, f"vetoed: {veto.group(0)!r} (a loader/ABI failure, not a missing module)", flags
+    if hits:
+        return True, hits[0], flags
+    return False, "no missing-module/attribute error stated", flags
+
+
+_ENV_MENTION = re.compile(
+    r"(?i)\b(?:cuda|cudnn|cuda\s*/\s*cudnn)\s*(?:version|toolkit|runtime|driver)?\s*[:=]?\s*v?\d+(?:\.\d+)*"
+    r"|\b(?:geforce\s+)?(?:gtx|rtx|tesla|quadro|titan)\s*\w*|\b(?:a100|v100|k80|p100|t4|h100)\b|cu\d{3}\b"
+)
+_CPU = re.compile(r"(?i)\bcpus?\b|cpu:0|tensorflow-cpu|\.cpu\(\)")
+_GPU = re.compile(r"(?i)\bgpus?\b|\bcuda\b|\bmps\b|\brocm\b|tensorflow-gpu|\.cuda\(\)|cuda:\d|gpu:\d")
+_NO_GPU = re.compile(r"(?i)\b(?:no|without(?: a| any)?|not using(?: a| the)?) (?:gpu|cuda)\b|\bcpu[- ]only\b")
+_DIFF = re.compile(
+    r"(?i)\bdiffer\w*|\bdifferent\w*|inconsisten\w*|mismatch\w*|discrepan\w*|disagree\w*|misalign\w*|deviat\w*|"
+    r"\bnot (?:the )?(?:same|equal|identical|match\w*|agree|consistent)|do(?:es)? not (?:match|agree)|"
+    r"(?:don|doesn)'t (?:match|agree)|neither equal|allclose|off by|\bgap\b|\bwrong\b|incorrect|instabilit\w*|"
+    r"\bdrift\w*|\bvs\.?\b|versus|\bwhereas\b|\binstead\b|\bagree\b|\bdiverg\w*|\bopposite\b|goes away|"
+    r"disappears?|specific to|only (?:happens|occurs|fails)|do(?:es)?(?: not|n't) (?:happen|occur)|\bidentical\b"
+)
+_CONTRAST = re.compile(
+    r"(?i)\bbut\b|\bwhile\b|\bwhereas\b|\bhowever\b|\binstead\b|\bcompared\b|\bthan\b|\bvs\.?\b|\bversus\b|"
+    r"\bthe same\b|\bon the other hand\b|\bunlike\b"
+)
+# "on the CPU ..., but on the GPU ...": two devices on either side of a contrast, in one sentence
+_DEV = r"(?:cpus?|gpus?|cuda|mps|tensorflow-gpu|tensorflow-cpu)"
+_CONTRAST_PAIR = re.compile(
+    rf"(?i)\b{_DEV}\b(?:[^.\n]|\.(?!\s)){{0,160}}?(?:\bbut\b|\bwhile\b|\bwhereas\b|\bhowever\b|\binstead\b|\bthan\b|\bvs\.?|"
+    rf"\bversus\b|\bunlike\b)(?:[^.\n]|\.(?!\s)){{0,160}}?\b{_DEV}\b"
+)
+_ASYM = re.compile(
+    r"(?i)(?:works?|working|fine|correct\w*|right|expected|normally|no problems?|without (?:any )?(?:error|problem)s?|"
+    r"runs?|behaves normally|is ok)\s+(?:\w+\s+){0,3}(?:on|in|with|under)\s+(?:the\s+)?(?:cpu|gpu|cuda|tensorflow-gpu|tensorflow-cpu)"
+    r"|(?:only|just) (?:on|with|under) (?:the )?(?:cpu|gpu|cuda)|can(?:'t|not)? run in tensorflow-(?:gpu|cpu)"
+    r"|(?:on|with) (?:the )?(?:cpu|gpu|cuda)[^.\n]{0,60}\b(?:raises?|errors?|fails?|crash\w*)\b"
+    r"|(?:on|with|under) (?:the )?(?:cpu|gpu|cuda)[^.\n]{0,80}\b(?:as expected|correct(?:ly)?|fine|normally|works?)\b"
+    r"|(?:goes away|disappears|(?:is|are) (?:correct|right|fine)|works?) (?:\w+ ){0,2}(?:on|with|under) (?:the )?(?:cpu|gpu|cuda)"
+)
+_BOTH = re.compile(
+    r"(?i)\bon both (?:the )?(?:cpu|gpu|cuda)|\bboth on (?:the )?(?:cpu|gpu|cuda)|same (?:way|error|result|behaviou?r|problem|issue)s? "
+    r"(?:\w+ ){0,3}on (?:both|the cpu and|cpu and|the gpu and|gpu and)|fails the same way|(?:cpu|gpu|cuda) (?:and|or) (?:cpu|gpu|cuda) alike"
+    r"|(?:happens|occurs|reproduc\w*|fails) (?:also |as well )?(?:on|with) both|n[o']t (?:look )?(?:cuda|gpu)[- ]related"
+    r"|not (?:specific|related) to (?:the )?(?:gpu|cuda)|regardless of (?:the )?device|on (?:the )?(?:cpu|gpu|cuda) as well"
+    r"|(?:also|too) (?:happens |occurs |fails )?on (?:the )?(?:cpu|gpu|cuda)\b(?! but)"
+)
+_PERF = re.compile(
+    r"(?i)\bslow\w*|\bfaster\b|\bspeed\w*|performance|\bs/epoch|per epoch|throughput|latency|\bhangs?\b|never (?:returns|finishes)|"
+    r"takes? (?:\w+ )?(?:long|seconds|minutes|forever)|\d+x (?:slower|faster)|utili[sz]ation"
+)
+_NONDET = re.compile(
+    r"(?i)non-?determinis\w*|\bdeterminis\w*|reproducib\w*|run[- ]to[- ]run|every (?:run|time)|each run|across runs|"
+    r"repeated(?:ly)? (?:runs?|executions?)|from run to run|bit-identical|random result"
+)
+_OOM = re.compile(r"(?i)out of memory|\boom\b|memory leak|ran out of memory|\bbfc\b|allocator|memory growth")
+_SETUP = re.compile(
+    r"(?i)cudnn_status|could not create cudnn handle|is_available\(\)|could not load dynamic library|dll load|\bnccl\b|"
+    r"deadlock|illegal memory access|device-side assert|not compiled with cuda|driver version|no kernel|"
+    r"failed to initiali[sz]e|cuda error|cublas_status|segmentation fault|core dumped"
+)
+_AXIS = re.compile(
+    r"(?i)jit_compile|\bxla\b|\beager\b.{0,40}\bgraph\b|\bgraph\b.{0,40}\beager\b|linux\b.{0,60}\bwindows|"
+    r"windows\b.{0,60}\blinux|torch\.compile|inductor|\bnumpy(?:'s)?\.?\w* (?:gives|returns)|than numpy|to numpy\.argmax"
+)
+_BUILD = re.compile(r"(?i)\bcmake\b|\bbazel\b|build(?:ing)? from source|compil(?:e|ing|ation) (?:from|pytorch|tensorflow)")
+_SENT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z`(])|\n+")
+
+
+def _lower_re(pat: re.Pattern[str]) -> re.Pattern[str]:
+    """The same pattern for already-lowercased text (case-insensitive matching is several times slower)."""
+    return re.compile(pat.pattern.replace("(?i)", ""))
+
+
+_L = {name: _lower_re(p) for name, p in (("cpu", _CPU), ("gpu", _GPU), ("diff", _DIFF), ("contrast", _CONTRAST),
+                                          ("pair", _CONTRAST_PAIR), ("asym", _ASYM), ("both", _BOTH), ("perf", _PERF),
+                                          ("nondet", _NONDET), ("oom", _OOM), ("setup", _SETUP), ("axis", _AXIS),
+                                          ("build", _BUILD))}
+_GPU_WORDS = ("gpu", "cuda", "mps", "rocm")
+_CODE_CPU = re.compile(r"""['"]/?(?:device:)?cpu(?::0)?['"]|\.cpu\(\)|device\s*=\s*['"]cpu""")
+_CODE_GPU = re.compile(r"""['"]/?(?:device:)?(?:gpu|cuda|mps)(?::\d)?['"]|\.cuda\(\)|\.to\(['"](?:cuda|mps)""")
+
+
+def _devices(s: str) -> tuple[bool, bool]:
+    """(mentions CPU, mentions GPU) in lowercased text already stripped of version/model mentions."""
+    c = "cpu" in s and _L["cpu"].search(s) is not None
+    g = any(w in s for w in _GPU_WORDS) and _L["gpu"].search(s) is not None
+    return c, g
+
+
+# literal fragments one of which must occur for a pattern to match: a cheap `in` test before the regex
+_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "both": ("both", "same", "alike", "related", "regardless", "as well", "also", "too"),
+    "perf": ("slow", "fast", "speed", "perform", "epoch", "throughput", "latency", "hang", "never", "take", "utili"),
+    "oom": ("memory", "oom", "bfc", "allocat"),
+    "nondet": ("determinis", "reproduc", "run", "every", "repeated", "identical", "random"),
+    "setup": ("cudnn", "is_available", "dynamic library", "dll", "nccl", "deadlock", "illegal", "assert", "compiled",
+              "driver", "kernel", "initiali", "cuda error", "cublas", "segmentation", "core dumped"),
+    "axis": ("jit_compile", "xla", "eager", "windows", "compile", "inductor", "numpy"),
+    "build": ("cmake", "bazel", "build", "compil"),
+}
+
+
+def _has(name: str, s: str) -> bool:
+    trig = _TRIGGERS.get(name)
+    if trig is not None and not any(t in s for t in trig):
+        return False
+    return _L[name].search(s) is not None
+
+
+def _find(name: str, s: str) -> re.Match[str] | None:
+    trig = _TRIGGERS.get(name)
+    if trig is not None and not any(t in s for t in trig):
+        return None
+    return _L[name].search(s)
+
+
+def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str, float]]:
+    """Points for a CPU-vs-GPU result discrepancy, minus hard negatives; (points, reasons, features)."""
+    why: list[str] = []
+    f: dict[str, float] = {}
+    # version and model mentions ("CUDA 11.2", "RTX 3090") and "no GPU" are not device comparisons
+    title = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", sections.title)).lower()
+    desc_raw = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", sections.description))
+    sents = [x.lower() for x in _SENT.split(desc_raw) if x.strip()]
+    narrative = f"{title}\n{desc_raw.lower()}"
+    t_cpu, t_gpu = _devices(title)
+    if _has("perf", title) or _has("oom", title):  # "GPU slower than CPU" compares speed, not results
+        t_cpu = t_gpu = False
+    f["title_both"] = float(t_cpu and t_gpu)
+    f["title_diff"] = float(_has("diff", title))
+    f["title_one_device"] = float(t_cpu != t_gpu)
+    devs = [_devices(x) for x in sents]
+    both_sent = pair_sent = adjacent = 0
+    for x, (c, g) in zip([*sents, title], [*devs, (t_cpu, t_gpu)], strict=True):
+        if c and g and not (_has("perf", x) or _has("both", x) or _has("oom", x)):
+            if _has("pair", x):
+                pair_sent += 1
+            if x is not title and (_has("diff", x) or _has("contrast", x) or _has("asym", x)):
+                both_sent += 1
+    for i in range(len(sents) - 1):
+        (ca, ga), (cb, gb) = devs[i], devs[i + 1]
+        if (ca and gb and not ga) or (ga and cb and not ca):
+            ab = sents[i] + " " + sents[i + 1]
+            strong = _has("contrast", sents[i + 1]) or _has("diff", ab) or _has("asym", ab)
+            adjacent += 2 if strong else 1
+    code = sections.code.lower()
+    code_cpu = "cpu" in code and _CODE_CPU.search(code) is not None
+    code_gpu = any(w in code for w in _GPU_WORDS) and _CODE_GPU.search(code) is not None
+    n_cpu, n_gpu = _devices(narrative)
+    n_diff = _has("diff", narrative)
+    f["sent_both"] = float(min(both_sent, 3))
+    f["pair"] = float(min(pair_sent, 3))
+    f["adjacent"] = float(min(adjacent, 3))
+    f["code_both"] = float(code_cpu and code_gpu)
+    f["code_gpu_text_cpu"] = float(code_gpu and n_cpu and not code_cpu)
+    f["narr_both"] = float(n_cpu and n_gpu)
+    f["narr_diff"] = float(n_diff)
+    f["asym"] = float(n_cpu and n_gpu and _has("asym", narrative))
+    pts = 0.0
+    if t_cpu and t_gpu:
+        pts += 3.0 if f["title_diff"] else 2.0
+        why.append("title compares CPU and GPU")
+    if pair_sent:
+        pts += 3.0
+        why.append("'on one device ... but on the other' in one sentence")
+    elif both_sent:
+        pts += 2.0
+        why.append("a sentence compares CPU and GPU")
+    elif adjacent:
+        pts += 1.5 if adjacent >= 2 else 1.0
+        why.append("adjacent sentences contrast CPU and GPU")
+    if code_cpu and code_gpu:
+        pts += 1.5
+        why.append("the snippet runs on both devices")
+    elif code_gpu and n_cpu:
+        pts += 1.0
+        why.append("the snippet moves to GPU; the text names CPU")
+    if n_cpu and n_gpu and n_diff:
+        pts += 1.0
+        why.append("CPU, GPU and a difference word in the text")
+    if f["asym"]:
+        pts += 1.0
+        why.append("works on one device, not the other")
+    negatives = (
+        ("both", 4.0, "same behaviour on both devices"),
+        ("perf", 3.0, "a speed comparison"),
+        ("oom", 3.0, "out of memory"),
+        ("nondet", 2.0, "run-to-run nondeterminism"),
+        ("setup", 2.0, "a device set-up/loader failure"),
+        ("axis", 1.5, "a comparison that is not CPU vs GPU (XLA/compile/NumPy/OS)"),
+        ("build", 1.0, "a build problem"),
+    )
+    full = f"{narrative}\n{sections.output.lower()}"
+    for name, cost, words in negatives:
+        hit = _find(name, narrative if name in ("both", "perf", "nondet", "axis") else full)
+        f[name] = float(hit is not None)
+        if hit:
+            pts -= cost
+            why.append(f"-{cost:g}: {words} ({hit.group(0).strip()!r})")
+    return pts, tuple(why), f
+
+
+def rule_evidence(sections: Sections, extraction: Extraction | None = None) -> RuleEvidence:
+    mme, mme_why, f1 = mme_evidence(sections, extraction)
+    pts, why, f2 = gcrde_evidence(sections)
+    return RuleEvidence(mme, mme_why, pts, why, {**f1, **f2, "gcrde_points": pts})
+
+
+# --------------------------------------------------------------------------------------------
+# documents
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One report prepared for screening."""
+
+    key: str
+    sections: Sections
+    rules: RuleEvidence
+
+
+def prepare(item: Any, extraction: Extraction | None = None, key: str = "") -> Doc:
+    """An Issue, a (title, body) pair, a dict with title/body[/error] or a plain string -> Doc."""
+    title, body, error = "", "", None
+    if isinstance(item, Issue):
+        title, body, key = item.title, item.body, key or item.key
+    elif isinstance(item, dict):
+        title, body, error = item.get("title") or "", item.get("body") or "", item.get("error")
+        key = key or str(item.get("url") or item.get("key") or "")
+    elif isinstance(item, (tuple, list)) and len(item) >= 2:
+        title, body = item[0] or "", item[1] or ""
+    else:
+        body = item if isinstance(item, str) else ""
+    if not isinstance(title, str):
+        title = ""
+    if not isinstance(body, str):
+        body = ""
+    if error and isinstance(error, str) and error not in body:
+        body = f"{body}\n\n```\n{error}\n```"
+    if extraction is None:
+        tbs = parse_tracebacks(body) if "Traceback" in body or 'File "' in body else []
+        err = find_error_line(body, tbs)
+        extraction = Extraction(None, tbs[-1] if tbs else None, _EMPTY_ENV, err)
+    sections = read_sections(title, body, None)
+    return Doc(key, sections, rule_evidence(sections, extraction))
+
+
+def _empty_env() -> Any:
+    from sftl.model import Environment
+
+    return Environment()
+
+
+_EMPTY_ENV = _empty_env()
+
+
+def _as_docs(items: Iterable[Any]) -> list[Doc]:
+    return [it if isinstance(it, Doc) else prepare(it) for it in items]
+
+
+# --------------------------------------------------------------------------------------------
+# keyword screener (the published method)
+# --------------------------------------------------------------------------------------------
+
+
+class KeywordScreener:
+    """TF-IDF keyword screening with per-category weights and thresholds, gated by rules (scikit-learn style)."""
+
+    method = "keywords"
+
+    def __init__(
+        self,
+        keywords: dict[str, dict[str, float]] | None = None,
+        thresholds: dict[str, float] | None = None,
+        section_weights: dict[str, float] | None = None,
+        gcrde_rule_min: float = GCRDE_RULE_MIN,
+        use_rules: bool = True,
+    ) -> None:
+        self.keywords = keywords
+        self.thresholds = thresholds
+        self.section_weights = section_weights
+        self.gcrde_rule_min = gcrde_rule_min
+        self.use_rules = use_rules
+
+    # -- fitting --------------------------------------------------------------------------------
+
+    def vocabulary(self) -> list[str]:
+        kw = self.keywords or KEYWORDS
+        return sorted({t for terms in kw.values() for t in terms})
+
+    def _vectorizer(self) -> Any:
+        """The scikit-learn vectorizer these counts equal (kept for reference and for the tests)."""
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        return CountVectorizer(vocabulary=self.vocabulary(), lowercase=True, token_pattern=_TOKEN_PATTERN,
+                               ngram_range=(1, 3))
+
+    def _counts(self, docs: Sequence[Doc]) -> tuple[Any, Any]:
+        """Section-weighted keyword counts (docs x vocab) and weighted token totals (sum_k n_kj).
+
+        Equal to CountVectorizer(vocabulary=..., ngram_range=(1, 3), token_pattern=r"\\b\\w+\\b") on each
+        section, but only the keyword n-grams are ever built, which makes 10,000 reports take a second.
+        """
+        import numpy as np
+        from scipy.sparse import csr_matrix
+
+        vocab = self.vocabulary()
+        index = {t: i for i, t in enumerate(vocab)}
+        phrases = [(t, index[t]) for t in vocab if " " in t]
+        words = {t: index[t] for t in vocab if " " not in t}
+        weights = self.section_weights or SECTION_WEIGHTS
+        tok = re.compile(_TOKEN_PATTERN)
+        data: list[float] = []
+        cols: list[int] = []
+        indptr = [0]
+        total = np.zeros(len(docs))
+        for r, d in enumerate(docs):
+            acc: dict[int, float] = {}
+            for name, w in weights.items():
+                if w == 0:
+                    continue
+                text = getattr(d.sections, name)
+                if not text:
+                    continue
+                tokens = tok.findall(text.lower())
+                total[r] += w * len(tokens)
+                for t in words.keys() & set(tokens):
+                    acc[words[t]] = acc.get(words[t], 0.0) + w * tokens.count(t)
+                if phrases:
+                    joined = " " + " ".join(tokens) + " "
+                    for t, j in phrases:
+                        n = joined.count(" " + t + " ")
+                        if n:
+                            acc[j] = acc.get(j, 0.0) + w * n
+            cols.extend(acc)
+            data.extend(acc.values())
+            indptr.append(len(cols))
+        counts = csr_matrix((np.asarray(data, dtype=float), np.asarray(cols, dtype=np.int64), np.asarray(indptr)),
+                            shape=(len(docs), len(vocab)))
+        return counts, total
+
+    def fit(self, texts: Iterable[Any], y: Any = None) -> KeywordScreener:
+        """Learn IDF (log(|D| / (1 + df))) of the keyword terms on a corpus."""
+        import numpy as np
+
+        docs = _as_docs(texts)
+        if not docs:
+            raise InputError("cannot fit the screener on an empty corpus")
+        counts, _ = self._counts(docs)
+        df = np.asarray((counts > 0).sum(axis=0)).ravel()
+        idf = np.log(len(docs) / (1.0 + df))
+        self.idf_ = np.maximum(idf, 0.0)  # a term in every document carries no evidence, not negative evidence
+        self.vocabulary_ = {t: i for i, t in enumerate(self.vocabulary())}
+        self.n_docs_ = len(docs)
+        return self
+
+    # -- scoring --------------------------------------------------------------------------------
+
+    def keyword_scores(self, docs: Sequence[Doc]) -> dict[str, Any]:
+        """score_c(d) = sum_t w_t * TF(t, d) * IDF(t), per category."""
+        import numpy as np
+
+        if not hasattr(self, "idf_"):
+            raise InputError("the keyword screener is not fitted; call fit(corpus) first")
+        counts, total = self._counts(docs)
+        tf = counts.multiply(1.0 / np.maximum(total, 1.0)[:, None]).tocsr()
+        kw = self.keywords or KEYWORDS
+        out = {}
+        vocab = self.vocabulary()
+        index = {t: i for i, t in enumerate(vocab)}
+        for cat, terms in kw.items():
+            wv = np.zeros(len(vocab))
+            for t, w in terms.items():
+                wv[index[t]] = w
+            out[cat] = np.asarray(tf @ (wv * self.idf_)).ravel()
+        self._last_tf = (tf, vocab)
+        return out
+
+    def _evidence_words(self, row: int, cat: str) -> tuple[str, ...]:
+        tf, vocab = self._last_tf
+        kw = (self.keywords or KEYWORDS)[cat]
+        r = tf.getrow(row)
+        contrib = [(r[0, i] * kw.get(vocab[i], 0) * self.idf_[i], vocab[i]) for i in r.indices if vocab[i] in kw]
+        contrib.sort(reverse=True)
+        return tuple(t for v, t in contrib[:6] if v > 0)
+
+    def screen_docs(self, docs: Sequence[Doc]) -> list[Screening]:
+        scores = self.keyword_scores(docs)
+        th = {**THRESHOLDS, **(self.thresholds or {})}
+        out = []
+        for i, d in enumerate(docs):
+            raw = {c: float(scores[c][i]) for c in ("mme", "gcrde")}
+            conf = {c: raw[c] / (raw[c] + th[c]) if raw[c] > 0 else 0.0 for c in raw}
+            fires = {c: raw[c] >= th[c] for c in raw}
+            reasons = []
+            if self.use_rules:
+                if not d.rules.mme:
+                    fires["mme"] = False
+                    conf["mme"] *= 0.25
+                if d.rules.gcrde < self.gcrde_rule_min:
+                    fires["gcrde"] = False
+                    conf["gcrde"] *= 0.25
+                reasons.append(f"mme rule: {d.rules.mme_why}")
+                reasons.append(f"gcrde evidence {d.rules.gcrde:g}: {'; '.join(d.rules.gcrde_why) or 'none'}")
+            winners = [c for c in ("mme", "gcrde") if fires[c]]
+            if winners:
+                cat = max(winners, key=lambda c: raw[c] / th[c])
+                evidence = self._evidence_words(i, cat)
+                if self.use_rules and cat == "mme":
+                    evidence = (d.rules.mme_why, *evidence)
+            else:
+                cat = "other"
+                evidence = ()
+            conf["other"] = 1.0 - max(conf["mme"], conf["gcrde"]) if cat == "other" else min(
+                1.0 - max(conf["mme"], conf["gcrde"]), 0.49)
+            out.append(Screening(Category(cat), {k: round(v, 4) for k, v in conf.items()}, evidence,
+                                 self.method, False, " | ".join(reasons)))
+        return out
+
+    def predict(self, texts: Iterable[Any]) -> list[str]:
+        return [s.category.value for s in self.screen_docs(_as_docs(texts))]
+
+    def raw_scores(self, texts: Iterable[Any]) -> dict[str, list[float]]:
+        scores = self.keyword_scores(_as_docs(texts))
+        return {k: [float(x) for x in v] for k, v in scores.items()}
+
+
+def default_screener(corpus_texts: Iterable[Any]) -> KeywordScreener:
+    """The standard keyword screener, IDF fitted on the given corpus."""
+    return KeywordScreener().fit(corpus_texts)
+
+
+# --------------------------------------------------------------------------------------------
+# learned screener
+# --------------------------------------------------------------------------------------------
+
+FEATURE_NAMES = (
+    "mme_match", "mme_veto", "mme_user", "mme_torchscript", "title_both", "title_diff", "title_one_device",
+    "sent_both", "pair", "adjacent", "code_both", "code_gpu_text_cpu", "narr_both", "narr_diff", "asym", "both", "perf",
+    "oom", "nondet", "setup", "axis", "build", "gcrde_points", "mme_rule", "gcrde_rule",
+)
+CLASSES = ("gcrde", "mme", "other")
+
+
+class LearnedScreener:
+    """Calibrated logistic regression over section TF-IDF + rule features; abstains below a precision target."""
+
+    method = "learned"
+
+    def __init__(self, precision_target: float = 0.9, C: float = 4.0, calibration_cv: int = 3,
+                 random_state: int = 0) -> None:
+        self.precision_target = precision_target
+        self.C = C
+        self.calibration_cv = calibration_cv
+        self.random_state = random_state
+
+    @staticmethod
+    def _text(d: Doc) -> str:
+        s = d.sections
+        return f"{s.title}\n{s.title}\n{s.description}\n{s.output}\n{s.code}"
+
+    def _features(self, docs: Sequence[Doc]) -> Any:
+        import numpy as np
+        from scipy.sparse import csr_matrix, hstack
+
+        rows = []
+        for d in docs:
+            f = dict(d.rules.flags)
+            f["mme_rule"] = float(d.rules.mme)
+            f["gcrde_rule"] = float(d.rules.gcrde >= GCRDE_RULE_MIN)
+            f["gcrde_points"] = max(-4.0, min(f.get("gcrde_points", 0.0), 8.0)) / 4.0
+            rows.append([f.get(n, 0.0) for n in FEATURE_NAMES])
+        kw = self.keywords_.keyword_scores(docs)
+        kwm = np.column_stack([np.minimum(kw["mme"] / THRESHOLDS["mme"], 5.0), np.minimum(kw["gcrde"] / THRESHOLDS["gcrde"], 5.0)]) / 5.0
+        dense = np.hstack([np.asarray(rows) * self.rule_scale_, kwm])
+        tfidf = self.tfidf_.transform([self._text(d) for d in docs])
+        return hstack([tfidf, csr_matrix(dense)]).tocsr()
+
+    def fit(self, items: Iterable[Any], labels: Sequence[str]) -> LearnedScreener:
+        import numpy as np
+        from sklearn.calibration import CalibratedClassifierCV
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+        docs = _as_docs(items)
+        y = np.asarray([str(lbl) for lbl in labels])
+        bad = sorted(set(y) - set(CLASSES))
+        if bad:
+            raise InputError(f"unknown labels {bad}; expected mme, gcrde or other")
+        counts = {c: int((y == c).sum()) for c in CLASSES}
+        if min(counts.values()) < max(2, self.calibration_cv):
+            raise InputError(f"too few labelled issues per category to train ({counts}); need >= {max(2, self.calibration_cv)} each")
+        self.keywords_ = KeywordScreener().fit(docs)
+        self.rule_scale_ = 3.0  # rule features count as much as a handful of words
+        self.tfidf_ = TfidfVectorizer(lowercase=True, ngram_range=(1, 2), min_df=2, sublinear_tf=True,
+                                      token_pattern=r"(?u)\b[a-zA-Z_][\w]+\b", max_features=20000)
+        self.tfidf_.fit([self._text(d) for d in docs])
+        X = self._features(docs)
+
+        def make() -> Any:
+            base = LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000)
+            cv = min(self.calibration_cv, min(counts.values()))
+            return CalibratedClassifierCV(base, method="sigmoid", cv=cv)
+
+        self.model_ = make().fit(X, y)
+        # abstention: the lowest confidence whose predictions reached the precision target out-of-fold
+        folds = min(5, min(counts.values()))
+        proba = cross_val_predict(make(), X, y, cv=StratifiedKFold(folds, shuffle=True, random_state=self.random_state),
+                                  method="predict_proba")
+        classes = np.asarray(self.model_.classes_)
+        pred = classes[proba.argmax(1)]
+        conf = proba.max(1)
+        self.min_confidence_ = 0.0
+        order = np.argsort(-conf)
+        correct = (pred == y)[order]
+        prec = np.cumsum(correct) / np.arange(1, len(correct) + 1)
+        ok = np.where(prec >= self.precision_target)[0]
+        if len(ok) and prec[-1] < self.precision_target:
+            self.min_confidence_ = float(conf[order][ok[-1]])
+        self.classes_ = tuple(classes)
+        return self
+
+    def screen_docs(self, docs: Sequence[Doc]) -> list[Screening]:
+        import numpy as np
+
+        if not hasattr(self, "model_"):
+            raise InputError("the learned screener is not trained; run `sftl screen --train LABELS.jsonl`")
+        if not docs:
+            return []
+        X = self._features(docs)
+        proba = self.model_.predict_proba(X)
+        out = []
+        for i, d in enumerate(docs):
+            scores = {c: round(float(p), 4) for c, p in zip(self.classes_, proba[i], strict=True)}
+            cat = max(scores, key=lambda c: scores[c])
+            evidence = self._evidence(X, i, cat, d)
+            abstain = scores[cat] < self.min_confidence_
+            reason = (f"needs human triage: confidence {scores[cat]:.2f} < {self.min_confidence_:.2f} "
+                      f"(precision target {self.precision_target:g})") if abstain else f"confidence {scores[cat]:.2f}"
+            out.append(Screening(Category(cat), {k: scores.get(k, 0.0) for k in ("mme", "gcrde", "other")},
+                                 evidence, self.method, bool(abstain), reason))
+        del np
+        return out
+
+    def _evidence(self, X: Any, i: int, cat: str, d: Doc) -> tuple[str, ...]:
+        """The words and rule features that pushed this report towards its category most."""
+        import numpy as np
+
+        coefs = [est.estimator.coef_ for est in self.model_.calibrated_classifiers_]
+        coef = np.mean(coefs, axis=0)
+        k = list(self.model_.classes_).index(cat)
+        row = X.getrow(i)
+        names = list(self.tfidf_.get_feature_names_out()) + list(FEATURE_NAMES) + ["kw_mme", "kw_gcrde"]
+        contrib = sorted(((row[0, j] * coef[k, j], names[j]) for j in row.indices), reverse=True)
+        words = [n for v, n in contrib if v > 0][:6]
+        if cat == "mme" and d.rules.mme:
+            words.insert(0, d.rules.mme_why)
+        return tuple(words)
+
+    def predict(self, items: Iterable[Any]) -> list[str]:
+        return [s.category.value for s in self.screen_docs(_as_docs(items))]
+
+    def predict_proba(self, items: Iterable[Any]) -> Any:
+        return self.model_.predict_proba(self._features(_as_docs(items)))
+
+    # -- artefact -------------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        import os
+        import tempfile
+
+        import joblib
+        import sklearn
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"format": ARTEFACT_FORMAT, "version": ARTEFACT_VERSION, "sklearn": sklearn.__version__, "model": self}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        os.close(fd)
+        joblib.dump(payload, tmp)
+        os.replace(tmp, path)  # atomic: a crash never leaves half a model
+        return path
+
+    @staticmethod
+    def load(path: str | Path) -> LearnedScreener:
+        import joblib
+        import sklearn
+
+        path = Path(path)
+        if not path.exists():
+            raise InputError(f"no trained screener at {path}; run `sftl screen --train LABELS.jsonl` first")
+        try:
+            payload = joblib.load(path)
+        except Exception as exc:
+            raise InputError(f"the screener artefact {path} is unreadable ({type(exc).__name__}); retrain it") from exc
+        if not isinstance(payload, dict) or payload.get("format") != ARTEFACT_FORMAT:
+            raise InputError(f"{path} is not an sftl screener artefact")
+        if payload.get("version") != ARTEFACT_VERSION or payload.get("sklearn") != sklearn.__version__:
+            raise InputError(
+                f"the screener at {path} was saved by artefact v{payload.get('version')} / scikit-learn "
+                f"{payload.get('sklearn')}; this sftl needs v{ARTEFACT_VERSION} / {sklearn.__version__}: retrain it"
+            )
+        model = payload["model"]
+        if not isinstance(model, LearnedScreener):
+            raise InputError(f"{path} does not hold a learned screener")
+        return model
+
+
+def model_path(home: str | Path) -> Path:
+    """Where the learned screener lives under settings.home."""
+    return Path(home) / "models" / f"screener-v{ARTEFACT_VERSION}.joblib"
+
+
+def load_labels(path: str | Path) -> tuple[list[Doc], list[str]]:
+    """A labelled JSONL: lines with title/body[/error]/label, or a GitHub issue object plus "category"."""
+    import json
+
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    docs: list[Doc] = []
+    labels: list[str] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{n}: expected a JSON object")
+        label = obj.get("label") or obj.get("category")
+        if isinstance(label, dict):
+            label = label.get("name")
+        if label not in CLASSES:
+            raise InputError(f"{path}:{n}: label {label!r} is not mme, gcrde or other")
+        docs.append(prepare({"title": obj.get("title") or "", "body": obj.get("body") or "",
+                             "error": obj.get("error"), "url": obj.get("html_url") or obj.get("url") or f"line {n}"}))
+        labels.append(str(label))
+    if not docs:
+        raise InputError(f"{path} holds no labelled issues")
+    return docs, labels
+
+
+# --------------------------------------------------------------------------------------------
+# the stage
+# --------------------------------------------------------------------------------------------
+
+
+def screen(issue: Issue, extraction: Extraction | None, screener: Any) -> Screening:
+    """Screen one issue with a fitted screener (keyword or learned)."""
+    return screener.screen_docs([prepare(issue, extraction)])[0]
+
+
+def screen_many(items: Sequence[Any], screener: Any, extractions: Sequence[Extraction | None] | None = None) -> list[Screening]:
+    """Screen many issues in one vectorised pass."""
+    exs = list(extractions) if extractions is not None else [None] * len(items)
+    docs = [prepare(it, ex) for it, ex in zip(items, exs, strict=True)]
+    return screener.screen_docs(docs)
+
+
+def similar(target_text: str, corpus: Sequence[tuple[str, str]], top: int = 5) -> list[tuple[str, float]]:
+    """The most similar corpus entries by TF-IDF cosine: duplicate candidates, best first."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    if not corpus or top <= 0:
+        return []
+    texts = [t or "" for _, t in corpus]
+    vec = TfidfVectorizer(lowercase=True, sublinear_tf=True, token_pattern=r"(?u)\b[a-zA-Z_][\w.]+\b",
+                          ngram_range=(1, 2), min_df=1, stop_words="english")
+    try:
+        X = vec.fit_transform(texts + [target_text or ""])
+    except ValueError:  # empty vocabulary: nothing to compare
+        return []
+    sims = (X[:-1] @ X[-1].T).toarray().ravel()
+    order = sorted(range(len(sims)), key=lambda i: -sims[i])[:top]
+    return [(corpus[i][0], round(float(sims[i]), 4)) for i in order if sims[i] > 0 and not math.isnan(sims[i])]
