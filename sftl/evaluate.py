@@ -301,3 +301,231 @@ def screening_table(
         if pairs
     }
 
+
+
+# -- label files -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    """One valid line of a label file (`sftl eval`)."""
+
+    line: int
+    key: str  # content hash of the line: checkpoints survive reordering and edits elsewhere
+    url: str
+    category: str
+    truth_files: tuple[str, ...]
+    issue: dict[str, Any] | None = None  # a GitHub REST issue object, inline
+    source_root: str | None = None
+    framework: str | None = None
+    version: str | None = None
+
+    @property
+    def scored_for_localization(self) -> bool:
+        return self.category in ("mme", "gcrde") and bool(self.truth_files)
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    line: int
+    url: str
+    reason: str
+
+
+_FRAMEWORKS = {"pytorch": "pytorch", "torch": "pytorch", "tensorflow": "tensorflow", "tf": "tensorflow"}
+
+
+def framework_of_repo(repo_or_url: str) -> str | None:
+    """pytorch/pytorch (or its URL) -> pytorch; tensorflow/tensorflow -> tensorflow."""
+    low = repo_or_url.lower()
+    for owner, fw in (("pytorch/", "pytorch"), ("tensorflow/", "tensorflow")):
+        if owner in low:
+            return fw
+    return None
+
+
+def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
+    """Validate one label line; a bad line becomes a `SkippedRow` with the reason, never an exception."""
+    import hashlib
+    import json
+
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return SkippedRow(line, "", f"malformed JSON ({exc.msg} at column {exc.colno})")
+    if not isinstance(obj, dict):
+        return SkippedRow(line, "", f"expected a JSON object, got {type(obj).__name__}")
+    issue = obj.get("issue")
+    url = obj.get("url")
+    if not isinstance(url, str) or not url.strip():
+        url = issue.get("html_url") if isinstance(issue, dict) else None
+    if not isinstance(url, str) or not url.strip():
+        return SkippedRow(line, "", "no 'url' (and no inline issue with an html_url)")
+    url = url.strip()
+    category = obj.get("category", obj.get("label"))
+    if not isinstance(category, str) or category.lower() not in CATEGORIES:
+        return SkippedRow(line, url, f"unknown category {category!r} (expected mme, gcrde or other)")
+    truth = obj.get("truth_files", [])
+    if not isinstance(truth, list) or not all(isinstance(t, str) and t.strip() for t in truth):
+        return SkippedRow(line, url, "'truth_files' must be a list of repository-relative paths")
+    if issue is not None and not isinstance(issue, dict):
+        return SkippedRow(line, url, "'issue' must be a GitHub REST issue object")
+    root = obj.get("source_root")
+    if root is not None and not isinstance(root, str):
+        return SkippedRow(line, url, "'source_root' must be a path")
+    fw = obj.get("framework")
+    framework = _FRAMEWORKS.get(fw.lower()) if isinstance(fw, str) else None
+    if isinstance(fw, str) and framework is None:
+        return SkippedRow(line, url, f"unknown framework {fw!r} (expected pytorch or tensorflow)")
+    version = obj.get("version")
+    key = hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    return LabelRow(
+        line=line,
+        key=key,
+        url=url,
+        category=category.lower(),
+        truth_files=tuple(normalize_path(t) for t in truth),
+        issue=issue,
+        source_root=root,
+        framework=framework or framework_of_repo(url),
+        version=str(version) if isinstance(version, (str, int, float)) and version != "" else None,
+    )
+
+
+def parse_labels(lines: Iterable[str]) -> tuple[list[LabelRow], list[SkippedRow]]:
+    """All lines of a label file -> valid rows and skipped ones (blank lines ignored, duplicates skipped)."""
+    rows: list[LabelRow] = []
+    skipped: list[SkippedRow] = []
+    seen: dict[str, int] = {}
+    for n, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        parsed = parse_label_line(text, n)
+        if isinstance(parsed, SkippedRow):
+            skipped.append(parsed)
+        elif parsed.url in seen:
+            skipped.append(SkippedRow(n, parsed.url, f"duplicate of line {seen[parsed.url]}"))
+        else:
+            seen[parsed.url] = n
+            rows.append(parsed)
+    return rows, skipped
+
+
+# -- the summary and the report ----------------------------------------------------------------
+
+
+def summarize(
+    screened: Sequence[Mapping[str, Any]],
+    results: Sequence[RankedResult],
+    skipped: Sequence[SkippedRow],
+    methods: Sequence[str],
+    paper_k: int = 1,
+    max_k: int = 10,
+) -> dict[str, Any]:
+    """The JSON summary of one evaluation run.
+
+    `screened`: one mapping per evaluated issue with framework, category (truth), predicted, scores.
+    `results`: one `RankedResult` per (issue scored for localization, method).
+    """
+    screening = screening_table([(s["framework"], s["category"], s["predicted"]) for s in screened])
+    curves: dict[str, dict[str, list[float]]] = {}
+    for method in methods:
+        mine = [r for r in results if r.method == method]
+        curves[method] = {
+            cat: topk_curve([r for r in mine if r.category == cat], max_k) for cat in ("mme", "gcrde")
+        }
+    thresholds = {
+        cat: threshold_curve(
+            [s["category"] for s in screened], [s["scores"] for s in screened], cat,
+            [i / 20 for i in range(21)],
+        )
+        for cat in ("mme", "gcrde")
+    }
+    return {
+        "issues": len(screened),
+        "skipped": [{"line": s.line, "url": s.url, "reason": s.reason} for s in skipped],
+        "methods": list(methods),
+        "screening": screening,
+        "screening_thresholds": thresholds,
+        "localization": localization_table(results, paper_k=paper_k),
+        "topk_curves": curves,
+        "paper_k": paper_k,
+    }
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") -> str:
+    """The report, laid out like the study's tables 2-4 with every method side by side."""
+    out = [f"# {title}", ""]
+    n_skipped = len(summary["skipped"])
+    out.append(
+        f"{summary['issues']} issues evaluated, {n_skipped} skipped. Screening uses the keyword screener "
+        "(its IDF fitted on this label file's texts; labels unused). Localization is scored on the issues "
+        "labelled mme/gcrde that name truth files, each localized *as its labelled category* "
+        "(so screening errors do not leak into Tables 3-4). Figures in %."
+    )
+    out += ["", "## Table 2 — screening", ""]
+    out.append("| framework | category | support | accuracy | precision | recall | F1 |")
+    out.append("|---|---|---:|---:|---:|---:|---:|")
+    for fw, m in summary["screening"].items():
+        for cat in CATEGORIES:
+            c = m["per_class"][cat]
+            if not c["support"] and not c["predicted"]:
+                continue  # a category absent from truth and predictions says nothing
+            out.append(
+                f"| {fw} | {cat} | {c['support']} | {_pct(c['accuracy'])} | {_pct(c['precision'])} | "
+                f"{_pct(c['recall'])} | {_pct(c['f1'])} |"
+            )
+        out.append(f"| {fw} | **overall** | {m['n']} | {_pct(m['accuracy'])} | {_pct(m['macro']['precision'])} | "
+                   f"{_pct(m['macro']['recall'])} | {_pct(m['macro']['f1'])} |")
+    if ALL in summary["screening"]:
+        m = summary["screening"][ALL]
+        out += ["", "Confusion (all frameworks; rows = truth, columns = screened):", ""]
+        out.append("| truth \\ screened | " + " | ".join(m["labels"]) + " |")
+        out.append("|---|" + "---:|" * len(m["labels"]))
+        for label, row in zip(m["labels"], m["confusion"], strict=True):
+            out.append(f"| {label} | " + " | ".join(str(v) for v in row) + " |")
+    k = summary["paper_k"]
+    for number, cat, name in ((3, "mme", "missing-module errors (MME)"), (4, "gcrde", "GPU/CPU discrepancies (GCRDE)")):
+        out += ["", f"## Table {number} — localization of {name}", ""]
+        out.append(
+            f"| framework | method | n | top-1 | top-3 | top-5 | top-10 | MRR | MAP | abstain | "
+            f"acc@{k} | P@{k} | R@{k} | F1@{k} |"
+        )
+        out.append("|---|---|---:|" + "---:|" * 11)
+        frameworks = sorted(
+            {cell.split("/")[0] for cells in summary["localization"].values() for cell in cells
+             if cell.endswith("/" + cat) and not cell.startswith(ALL)}
+        ) + [ALL]
+        any_row = False
+        for fw in frameworks:
+            for method in summary["methods"]:
+                m = summary["localization"].get(method, {}).get(f"{fw}/{cat}")
+                if not m:
+                    continue
+                any_row = True
+                p = m["paper"]
+                out.append(
+                    f"| {fw} | {method} | {m['n']} | {_pct(m['top']['1'])} | {_pct(m['top']['3'])} | "
+                    f"{_pct(m['top']['5'])} | {_pct(m['top']['10'])} | {m['mrr']:.3f} | {m['map']:.3f} | "
+                    f"{_pct(m['abstention_rate'])} | {_pct(p['accuracy'])} | {_pct(p['precision'])} | "
+                    f"{_pct(p['recall'])} | {_pct(p['f1'])} |"
+                )
+        if not any_row:
+            out.append("| — | — | 0 | | | | | | | | | | | |")
+    out += [
+        "",
+        "Reading of the study's localization metrics (sftl/evaluate.py): a method *reports* its first "
+        f"{k} suspect(s) when it locates, nothing when it abstains or is skipped; accuracy = share of issues "
+        "whose report holds a truth file; precision = mean |report ∩ truth| / |report| over issues with a "
+        "report; recall = mean |report ∩ truth| / |truth| over all issues; F1 = harmonic mean. Top-k, MRR "
+        "and MAP count abstentions as misses.",
+    ]
+    if summary["skipped"]:
+        out += ["", "## Skipped", "", "| line | url | reason |", "|---:|---|---|"]
+        for s in summary["skipped"]:
+            out.append(f"| {s['line']} | {s['url'] or '—'} | {s['reason']} |")
+    return "\n".join(out) + "\n"

@@ -1,9 +1,436 @@
-"""CLI commands of the evaluation stage (filled in by that stage's work)."""
+"""`sftl eval`: screen and localize every issue of a label file with each method, and report the metrics.
+
+Per-row work (intake, extraction, screening, localization with each method) is composed here;
+the metrics and the report's tables are computed by `sftl.evaluate`. Every (issue, method)
+result is appended to `<out>/checkpoint.jsonl` as soon as it exists, so an interrupted run picks
+up where it stopped.
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sftl.cli import EXIT_INTERRUPTED, EXIT_OK, Context, add_common
+from sftl.errors import InputError
+
+if TYPE_CHECKING:
+    from sftl.config import Settings
+    from sftl.evaluate import LabelRow, RankedResult, SkippedRow
+    from sftl.model import Extraction, Issue
+
+METHODS = ("sftl", "paper", "vsm", "bert")
+CHECKPOINT = "checkpoint.jsonl"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add this module's sub-commands to the `sftl` parser."""
+    p = sub.add_parser(
+        "eval",
+        help="evaluate screening and localization on a labelled issue set",
+        description=(
+            "Each line of LABELS.jsonl: {\"url\": ..., \"category\": \"mme|gcrde|other\", \"truth_files\": [...]} "
+            "plus optionally \"issue\" (a GitHub REST issue object, so no network is needed), \"source_root\" "
+            "(a source tree for that issue), \"framework\" and \"version\". Writes rows.csv, summary.json, "
+            "report.md and PNG plots under --out; a rerun with the same --out resumes."
+        ),
+    )
+    p.add_argument("labels", metavar="LABELS.jsonl", help="the label file")
+    p.add_argument("--source-root", metavar="DIR", help="source tree for rows that name none")
+    p.add_argument(
+        "--methods", default="sftl,paper,vsm,bert", type=_methods, metavar="M[,M...]",
+        help=f"localizers to compare, comma-separated (default: all of {','.join(METHODS)})",
+    )
+    p.add_argument("--jobs", type=_positive, default=1, metavar="N", help="parallel worker processes (default 1)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: <home>/eval/<label file name>)")
+    p.add_argument("--top", type=_positive, default=10, metavar="K", help="suspects kept per method (default 10)")
+    p.add_argument("--paper-k", type=_positive, default=1, metavar="K",
+                   help="cut-off of the study's accuracy/precision/recall/F1 (default 1)")
+    p.add_argument("--restart", action="store_true", help="discard the checkpoint in --out and start over")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--json", action="store_true", help="print summary.json instead of the markdown report")
+    add_common(p)
+    p.set_defaults(handler=run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _methods(text: str) -> list[str]:
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in METHODS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {','.join(METHODS)}")
+    return list(dict.fromkeys(names))
+
+
+# -- per-row work ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    """One (issue, method) localization, everything a worker process needs."""
+
+    key: str
+    method: str
+    issue: Issue
+    extraction: Extraction
+    category: str
+    framework: str | None
+    version: str | None
+    source_root: str | None
+    top: int
+
+
+def _worker_init(settings: Settings, use_torch: bool, threads: int) -> None:
+    global _SETTINGS  # one per worker process: the pool hands it over once, not per task
+    _SETTINGS = settings
+    if use_torch:
+        import torch
+
+        torch.set_num_threads(max(1, threads))
+
+
+_SETTINGS: Settings | None = None
+
+
+def localize_task(task: Task, settings: Settings | None = None) -> dict[str, Any]:
+    """Open the sources and run one localizer; any failure is a value (outcome + reason)."""
+    from sftl.errors import SftlError
+    from sftl.localize import get_localizer
+    from sftl.model import Category, Environment
+    from sftl.pipeline import open_framework_source
+
+    settings = settings or _SETTINGS
+    assert settings is not None
+    started = time.perf_counter()
+    env: Environment = task.extraction.environment
+    if task.framework:
+        env = replace(env, framework=task.framework)
+    if task.version:
+        env = replace(env, version=task.version)
+    extraction = replace(task.extraction, environment=env)
+    note = ""
+    result: dict[str, Any]
+    try:
+        source, note = open_framework_source(extraction, settings, task.source_root, settings.offline)
+        if source is None:
+            result = {"outcome": "skipped", "reason": note, "suspects": []}
+        else:
+            loc = get_localizer(task.method)(task.issue, extraction, Category(task.category), source, task.top)
+            result = {
+                "outcome": loc.outcome.value,
+                "reason": loc.reason + (f" ({note})" if note else ""),
+                "suspects": [[s.path, s.score, s.side.value if s.side else None] for s in loc.suspects[: task.top]],
+                "source": source.description,
+            }
+    except SftlError as exc:
+        result = {"outcome": "skipped", "reason": str(exc), "suspects": []}
+    except Exception as exc:  # a bug in one localizer must not end the run: recorded and reported as an error
+        result = {"outcome": "skipped", "reason": f"error: {type(exc).__name__}: {exc}"[:500], "suspects": [],
+                  "error": True}
+    result.update(key=task.key, method=task.method, seconds=round(time.perf_counter() - started, 3))
+    return result
+
+
+def _run_pool_task(task: Task) -> dict[str, Any]:
+    return localize_task(task)
+
+
+# -- checkpoint --------------------------------------------------------------------------------
+
+
+def read_checkpoint(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Finished (row key, method) results; a torn last line (an interrupted write) is ignored."""
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if not path.exists():
+        return done
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            obj = json.loads(line)
+            done[(obj["key"], obj["method"])] = obj
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return done
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.evaluate import RankedResult, parse_labels, render_markdown, summarize
+
+    labels_path = Path(args.labels)
+    try:
+        text = labels_path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read {labels_path}: {exc.strerror or exc}") from None
+    if args.source_root and not Path(args.source_root).is_dir():
+        raise InputError(f"--source-root {args.source_root} is not a directory")
+    out = Path(args.out) if args.out else ctx.settings.home / "eval" / labels_path.stem
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint = out / CHECKPOINT
+    if args.restart and checkpoint.exists():
+        checkpoint.unlink()
+    rows, skipped = parse_labels(text.splitlines())
+    console = ctx.console(stderr=True)
+
+    issues = _resolve_issues(rows, skipped, ctx, labels_path.parent)
+    rows = [r for r in rows if r.key in issues]
+    screened = _screen(rows, issues)
+
+    base_root = str(Path(args.source_root).resolve()) if args.source_root else None
+    tasks = [
+        Task(r.key, m, issues[r.key][0], issues[r.key][1], r.category, r.framework, r.version,
+             _root(r, labels_path.parent) or base_root, args.top)
+        for r in rows if r.scored_for_localization for m in args.methods
+    ]
+    done = read_checkpoint(checkpoint)
+    todo = [t for t in tasks if (t.key, t.method) not in done]
+    # rows sharing a source tree run together, so each worker builds an index once
+    todo.sort(key=lambda t: (t.source_root or "", t.framework or "", t.version or "", t.method, t.key))
+    if len(tasks) - len(todo):
+        ctx.err.write(f"resuming: {len(tasks) - len(todo)} of {len(tasks)} localizations already in {checkpoint}\n")
+    try:
+        for result in _progress(_execute(todo, args, ctx.settings), len(todo), console):
+            with checkpoint.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(result) + "\n")
+            done[(result["key"], result["method"])] = result
+    except KeyboardInterrupt:
+        ctx.err.write(f"sftl: interrupted; {len(done)} results kept in {checkpoint}; run the same command to resume\n")
+        return EXIT_INTERRUPTED
+
+    by_key = {r.key: r for r in rows}
+    results: list[RankedResult] = []
+    for t in tasks:
+        res = done[(t.key, t.method)]
+        row = by_key[t.key]
+        results.append(RankedResult(
+            key=t.key, method=t.method, framework=screened[t.key]["framework"], category=row.category,
+            truth=row.truth_files, ranked=tuple(s[0] for s in res["suspects"]), outcome=res["outcome"],
+        ))
+    summary = summarize(list(screened.values()), results, skipped, args.methods, args.paper_k, max_k=args.top)
+    summary["labels"] = str(labels_path)
+    summary["errors"] = [
+        {"key": k, "method": m, "reason": r["reason"]} for (k, m), r in done.items() if r.get("error")
+    ]
+    summary["seconds_per_method"] = {
+        m: round(sum(done[(t.key, m)]["seconds"] for t in tasks if t.method == m), 2) for m in args.methods
+    }
+    _write_outputs(out, rows, skipped, screened, results, done, summary, args)
+    report = render_markdown(summary, title=f"sftl evaluation of {labels_path.name}")
+    (out / "report.md").write_text(report, encoding="utf-8")
+    if args.json:
+        ctx.print_json(summary)
+    else:
+        ctx.out.write(report)
+    ctx.err.write(f"wrote {out}/report.md, summary.json, rows.csv{'' if args.no_plots else ', topk.png, screening.png'}\n")
+    return EXIT_OK
+
+
+def _root(row: LabelRow, base: Path) -> str | None:
+    if not row.source_root:
+        return None
+    root = Path(row.source_root).expanduser()
+    return str(root if root.is_absolute() else (base / root).resolve())
+
+
+def _resolve_issues(
+    rows: list[LabelRow], skipped: list[SkippedRow], ctx: Context, base: Path
+) -> dict[str, tuple[Issue, Extraction]]:
+    """Issue and extraction per row key; an unfetchable issue or a bad source root becomes a skipped row."""
+    from sftl.errors import SftlError
+    from sftl.evaluate import SkippedRow
+    from sftl.extract import extract
+    from sftl.github import issue_from_json
+
+    found: dict[str, tuple[Issue, Extraction]] = {}
+    store = None
+    try:
+        for row in rows:
+            root = _root(row, base)
+            if root is not None and not Path(root).is_dir():
+                skipped.append(SkippedRow(row.line, row.url, f"source_root {root} is not a directory"))
+                continue
+            try:
+                if row.issue is not None:
+                    issue = issue_from_json(row.issue)
+                else:
+                    from sftl.intake import load_issue
+                    from sftl.store import Store
+
+                    store = store or Store(ctx.settings.db_path)
+                    issue = load_issue(row.url, ctx.settings, store)
+            except SftlError as exc:
+                skipped.append(SkippedRow(row.line, row.url, f"issue not available: {exc}"))
+                continue
+            found[row.key] = (issue, extract(issue))
+    finally:
+        if store is not None:
+            store.close()
+    skipped.sort(key=lambda s: s.line)
+    return found
+
+
+def _screen(rows: list[LabelRow], issues: dict[str, tuple[Issue, Extraction]]) -> dict[str, dict[str, Any]]:
+    """Screen every row with the keyword screener, its IDF fitted on this label file's texts (labels unused)."""
+    from sftl.evaluate import framework_of_repo
+    from sftl.screen import default_screener, screen_many
+
+    if not rows:
+        return {}
+    items = [issues[r.key][0] for r in rows]
+    extractions = [issues[r.key][1] for r in rows]
+    screener = default_screener(items)
+    screenings = screen_many(items, screener, extractions)
+    out: dict[str, dict[str, Any]] = {}
+    for row, issue, ex, s in zip(rows, items, extractions, screenings, strict=True):
+        fw = row.framework or framework_of_repo(issue.repo) or ex.environment.framework or "unknown"
+        out[row.key] = {
+            "key": row.key, "line": row.line, "url": row.url, "framework": fw, "category": row.category,
+            "predicted": "abstain" if s.abstained else s.category.value,
+            "scores": {k: float(v) for k, v in s.scores.items()},
+        }
+    return out
+
+
+def _execute(todo: Sequence[Task], args: argparse.Namespace, settings: Settings) -> Iterator[dict[str, Any]]:
+    """Results in completion order; one process when --jobs 1, else a spawn-based pool."""
+    # workers never see the token: they read sources (cached or from the registry), not GitHub issues
+    worker_settings = replace(settings, token=None)
+    use_torch = "bert" in args.methods
+    if args.jobs == 1 or len(todo) <= 1:
+        for task in todo:
+            yield localize_task(task, worker_settings)
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
+    with ProcessPoolExecutor(
+        max_workers=args.jobs, mp_context=ctx, initializer=_worker_init,
+        initargs=(worker_settings, use_torch, 1),
+    ) as pool:
+        pending: set[Any] = set()
+        queue = list(reversed(todo))
+        try:
+            while queue or pending:
+                while queue and len(pending) < args.jobs * 4:
+                    pending.add(pool.submit(_run_pool_task, queue.pop()))
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    yield fut.result()
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
+
+
+def _progress(results: Iterator[dict[str, Any]], total: int, console: Any) -> Iterator[dict[str, Any]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    if total == 0:
+        yield from results
+        return
+    with Progress(
+        TextColumn("localizing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=console, transient=True,
+    ) as bar:
+        task = bar.add_task("eval", total=total)
+        for result in results:
+            bar.advance(task)
+            yield result
+
+
+# -- outputs -----------------------------------------------------------------------------------
+
+
+def _write_outputs(
+    out: Path,
+    rows: list[LabelRow],
+    skipped: list[SkippedRow],
+    screened: dict[str, dict[str, Any]],
+    results: list[RankedResult],
+    done: dict[tuple[str, str], dict[str, Any]],
+    summary: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:
+    from sftl.evaluate import first_hit_rank
+
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    rank = {(r.key, r.method): first_hit_rank(r.reported, r.truth) for r in results}
+    header = ["line", "url", "status", "framework", "category", "screened", "score_mme", "score_gcrde", "truth_files"]
+    for m in args.methods:
+        header += [f"{m}_outcome", f"{m}_rank", f"{m}_top1", f"{m}_seconds", f"{m}_reason"]
+    with (out / "rows.csv").open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for row in rows:
+            s = screened[row.key]
+            line = [row.line, row.url, "ok", s["framework"], row.category, s["predicted"],
+                    round(s["scores"].get("mme", 0.0), 4), round(s["scores"].get("gcrde", 0.0), 4),
+                    ";".join(row.truth_files)]
+            for m in args.methods:
+                res = done.get((row.key, m))
+                if res is None or not row.scored_for_localization:
+                    line += ["", "", "", "", ""]
+                    continue
+                top1 = res["suspects"][0][0] if res["suspects"] else ""
+                line += [res["outcome"], rank.get((row.key, m)) or "", top1, res["seconds"], res["reason"]]
+            w.writerow(line)
+        for sk in skipped:
+            w.writerow([sk.line, sk.url, f"skipped: {sk.reason}"] + [""] * (len(header) - 3))
+    if not args.no_plots:
+        _plots(out, summary)
+
+
+def _plots(out: Path, summary: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, cat in zip(axes, ("mme", "gcrde"), strict=True):
+        for method, curves in summary["topk_curves"].items():
+            ys = curves.get(cat) or []
+            if ys:
+                ax.plot(range(1, len(ys) + 1), [100 * y for y in ys], marker="o", label=method)
+        ax.set_title(f"{cat.upper()} localization")
+        ax.set_xlabel("k")
+        ax.set_ylim(0, 100)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_ylabel("top-k accuracy (%)")
+    fig.tight_layout()
+    fig.savefig(out / "topk.png", dpi=100)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, cat in zip(axes, ("mme", "gcrde"), strict=True):
+        curve = summary["screening_thresholds"][cat]
+        xs = [p["threshold"] for p in curve]
+        ax.plot(xs, [p["precision"] for p in curve], label="precision")
+        ax.plot(xs, [p["recall"] for p in curve], label="recall")
+        ax.plot(xs, [p["f1"] for p in curve], label="F1", linestyle="--")
+        ax.set_title(f"screening {cat.upper()} vs score threshold")
+        ax.set_xlabel("threshold on the screener's score")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "screening.png", dpi=100)
+    plt.close(fig)
