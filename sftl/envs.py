@@ -290,36 +290,51 @@ def _pyenv_root(settings: Settings) -> Path:
     return Path(env.get("HOME") or "~").expanduser() / ".pyenv"
 
 
-def find_interpreter(settings: Settings, pythons: tuple[str, ...] | list[str]) -> tuple[Path, str, str] | None:
-    """The newest interpreter among `pythons` found on PATH, under pyenv, or via uv: (path, X.Y, where)."""
+def find_interpreters(settings: Settings, pythons: tuple[str, ...] | list[str]) -> list[tuple[Path, str, str]]:
+    """Interpreters for `pythons`, newest minor first, from PATH, pyenv or uv: [(path, X.Y, where)]."""
     path_dirs = [d for d in settings.base_env.get("PATH", os.defpath).split(os.pathsep) if d]
     pyenv_versions = _pyenv_root(settings) / "versions"
     uv = shutil.which("uv", path=os.pathsep.join(path_dirs))
+    found: list[tuple[Path, str, str]] = []
     for py in sorted(pythons, key=lambda v: tuple(int(x) for x in v.split(".")), reverse=True):
-        for d in path_dirs:
-            if "/shims" in d:  # pyenv shims dispatch on the pyenv version setting; use real installs
-                continue
-            cand = Path(d) / f"python{py}"
-            if cand.is_file() and os.access(cand, os.X_OK):
-                return cand, py, f"PATH ({cand})"
-        if pyenv_versions.is_dir():
-            found = sorted(
-                (p for p in pyenv_versions.glob(f"{py}.*") if re.fullmatch(rf"{re.escape(py)}\.\d+", p.name)),
-                key=lambda p: int(p.name.rsplit(".", 1)[1]),
-            )
-            for p in reversed(found):
-                exe = p / "bin" / "python"
-                if exe.exists():
-                    return exe, py, f"pyenv ({p.name})"
-        if uv:
-            try:
-                out = subprocess.run([uv, "python", "find", py], capture_output=True, text=True, timeout=20,
-                                     env=settings.child_env(), check=False)
-            except (OSError, subprocess.TimeoutExpired):
-                out = None
-            if out is not None and out.returncode == 0 and out.stdout.strip():
-                return Path(out.stdout.strip()), py, "uv"
+        hit = _interpreter(py, path_dirs, pyenv_versions, uv, settings)
+        if hit is not None:
+            found.append(hit)
+    return found
+
+
+def _interpreter(py: str, path_dirs: list[str], pyenv_versions: Path, uv: str | None,
+                 settings: Settings) -> tuple[Path, str, str] | None:
+    for d in path_dirs:
+        if "/shims" in d:  # pyenv shims dispatch on the pyenv version setting; use real installs
+            continue
+        cand = Path(d) / f"python{py}"
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand, py, f"PATH ({cand})"
+    if pyenv_versions.is_dir():
+        installs = sorted(
+            (p for p in pyenv_versions.glob(f"{py}.*") if re.fullmatch(rf"{re.escape(py)}\.\d+", p.name)),
+            key=lambda p: int(p.name.rsplit(".", 1)[1]),
+        )
+        for p in reversed(installs):
+            exe = p / "bin" / "python"
+            if exe.exists():
+                return exe, py, f"pyenv ({p.name})"
+    if uv:
+        try:
+            out = subprocess.run([uv, "python", "find", py], capture_output=True, text=True, timeout=20,
+                                 env=settings.child_env(), check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode == 0 and out.stdout.strip():
+            return Path(out.stdout.strip()), py, "uv"
     return None
+
+
+def find_interpreter(settings: Settings, pythons: tuple[str, ...] | list[str]) -> tuple[Path, str, str] | None:
+    """The newest interpreter among `pythons`: (path, X.Y, where)."""
+    found = find_interpreters(settings, pythons)
+    return found[0] if found else None
 
 
 def find_conda(settings: Settings) -> tuple[str, Path] | None:
@@ -487,7 +502,8 @@ class EnvManager:
 
     # -- building ---------------------------------------------------------------------------------
 
-    def plan(self, resolution: Resolution, backend: str = "auto") -> tuple[str, str, list[list[str]], Path, str]:
+    def plan(self, resolution: Resolution, backend: str = "auto",
+             python: str | None = None) -> tuple[str, str, list[list[str]], Path, str]:
         """(backend, name, commands, prefix, python X.Y) for building an environment, or EnvError."""
         release, version = resolution.release, resolution.version
         conda = find_conda(self.settings) if backend in ("auto", "conda") else None
@@ -502,20 +518,35 @@ class EnvManager:
             return conda[0], name, conda_commands(conda[0], conda[1], release.spec_path, prefix, use_lock, pins), prefix, py
         if backend == "conda":
             raise EnvError("no micromamba/mamba/conda on PATH")
-        interp = find_interpreter(self.settings, release.pythons)
+        interp = find_interpreter(self.settings, [python] if python else release.pythons)
         if interp is None:
             raise EnvError(
                 f"no Python {'/'.join(release.pythons)} interpreter (PATH, pyenv, uv) for "
                 f"{resolution.framework} {version}, and no conda/mamba/micromamba on PATH"
             )
-        python, py, _ = interp
+        exe, py, _ = interp
         name = f"{resolution.framework}-{version}-py{py}-venv"
         prefix = self.root / name
-        return "venv", name, venv_commands(python, prefix, release.pip_requirements(version)), prefix, py
+        return "venv", name, venv_commands(exe, prefix, release.pip_requirements(version)), prefix, py
 
     def create(self, resolution: Resolution, backend: str = "auto", timeout: float = 3600.0) -> EnvHandle:
         """Build (or reuse) the environment for a resolution; atomic: a failed build leaves nothing."""
         kind, name, commands, prefix, py = self.plan(resolution, backend)
+        if kind != "venv":
+            return self._build(resolution, kind, name, commands, prefix, py, timeout)
+        # a release's wheels may exist for some of its Pythons only (offline mirrors especially):
+        # try each interpreter, newest first, and say what each attempt hit
+        failures = []
+        for _, version, _ in find_interpreters(self.settings, resolution.release.pythons):
+            kind, name, commands, prefix, py = self.plan(resolution, "venv", python=version)
+            try:
+                return self._build(resolution, kind, name, commands, prefix, py, timeout)
+            except EnvError as exc:
+                failures.append(str(exc))
+        raise EnvError("; ".join(failures) or f"no interpreter for {resolution.framework} {resolution.version}")
+
+    def _build(self, resolution: Resolution, kind: str, name: str, commands: list[list[str]], prefix: Path,
+               py: str, timeout: float) -> EnvHandle:
         existing = self._load(prefix)
         if existing is not None:
             return existing
