@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +24,10 @@ PRS_EVERY = 25  # 4% of listed items are pull requests (GitHub lists them with i
 
 def ts(n: int) -> str:
     return f"2024-{1 + n // 2000:02d}-{1 + n // 80 % 25:02d}T{n // 60 % 24:02d}:{n % 60:02d}:00Z"
+
+
+def now_iso(offset: float = 0.0) -> str:
+    return datetime.fromtimestamp(time.time() + offset, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def dir_size(path: Path) -> int:
@@ -54,7 +59,7 @@ def main() -> None:
             # an incremental re-crawl after 50 issues changed (5 of them got a new comment)
             for n in range(1, 51):
                 gh.add_issues("bench/repo", [make_issue("bench/repo", n * 7, body=body, comments=4 if n <= 5 else 0,
-                                                        updated_at=f"2025-01-01T00:00:{n:02d}Z")])
+                                                        updated_at=now_iso(n))])
                 if n <= 5:
                     gh.add_comments("bench/repo", n * 7, [make_comment("bench/repo", n * 7, k) for k in range(4)])
             started = time.perf_counter()

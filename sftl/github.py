@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -320,6 +321,7 @@ class GitHubClient:
         self._cache = settings.cache_dir / "http"
         self._remaining: int | None = None
         self._reset_at: float | None = None
+        self.server_time: float | None = None  # GitHub's clock (the Date header of the latest answer)
 
     # -- session / lifecycle
 
@@ -381,9 +383,10 @@ class GitHubClient:
         labels: str | list[str] | tuple[str, ...] | None = None,
         per_page: int = 100,
     ) -> str:
-        """The first listing URL. Sorted by update time, oldest first, so a cursor and a
-        high-water mark both move forward monotonically."""
-        params: dict[str, Any] = {"state": state, "sort": "updated", "direction": "asc", "per_page": per_page}
+        """The first listing URL, sorted by creation time, oldest first: new issues append at the
+        end and updates move nothing, so page-number cursors stay valid while the repository
+        changes (sorting by `updated` would shift items across page boundaries mid-crawl and skip them)."""
+        params: dict[str, Any] = {"state": state, "sort": "created", "direction": "asc", "per_page": per_page}
         if since:
             params["since"] = since
         if labels:
@@ -603,6 +606,12 @@ class GitHubClient:
             attempt += 1
 
     def _note_limits(self, resp: requests.Response) -> None:
+        date = resp.headers.get("Date")
+        if date:
+            try:
+                self.server_time = parsedate_to_datetime(date).timestamp()
+            except (TypeError, ValueError):
+                pass
         remaining = resp.headers.get("X-RateLimit-Remaining")
         reset = resp.headers.get("X-RateLimit-Reset")
         if remaining is not None and remaining.isdigit():

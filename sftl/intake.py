@@ -205,8 +205,9 @@ def crawl(
 ) -> CrawlStats:
     """Crawl a repository's issues into the store, 100 per request.
 
-    Incremental: without `since`, a finished earlier crawl's high-water mark (latest
-    `updated_at` seen) is used. Resumable: after each page, its issues and the cursor to the
+    Incremental: without `since`, the mark of the last finished crawl is used: the time it
+    began by GitHub's clock (the Date header), less a minute, so anything updated while it ran
+    is listed again next time. Resumable: after each page, its issues and the cursor to the
     next page are committed together; an interrupted crawl continues from that cursor.
     Comments are fetched only for issues whose comment count is non-zero and changed since
     they were last stored. Pull requests are skipped. On a rate limit or network failure the
@@ -221,13 +222,16 @@ def crawl(
     saved = store.crawl_state(repo, query)
     start_url: str | None = None
     high_water: str | None = None
+    mark: str | None = None  # the high-water mark this crawl will leave behind
     if saved is not None:
         high_water = saved.get("high_water")
         if not saved.get("done") and saved.get("next_url") and since is None:
             start_url = saved["next_url"]
             stats.resumed = True
+            mark = high_water  # set when this crawl first began
     if start_url is None:
         since = since or high_water
+    latest_seen: str | None = None
     stats.since = since
     client = GitHubClient(settings)
     try:
@@ -261,11 +265,15 @@ def crawl(
                     stats.comment_threads += 1
                 elif issue.comments_count == 0 and old is not None and old[0] > 0:
                     comments = []  # the thread was deleted
-                if high_water is None or issue.updated_at > high_water:
-                    high_water = issue.updated_at
+                if latest_seen is None or issue.updated_at > latest_seen:
+                    latest_seen = issue.updated_at
                 rows.append((issue, obj, comments))
+            if mark is None and client.server_time is not None:
+                mark = _iso(client.server_time - _MARK_OVERLAP_S)
             next_url = page.url if cut else page.next_url
             done = next_url is None
+            # without GitHub's clock (offline, from the cache) the latest update seen is the best mark
+            high_water = mark or latest_seen or high_water
             stats.issues_written += store.save_crawl_page(repo, query, rows, next_url, high_water, done)
             stats.high_water = high_water
             stats.done = done
@@ -285,6 +293,15 @@ def crawl(
         client.close()
     _fill(stats, client, started)
     return stats
+
+
+_MARK_OVERLAP_S = 60.0  # re-list the last minute next time: GitHub's listing may lag its clock
+
+
+def _iso(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _fill(stats: CrawlStats, client: GitHubClient, started: float) -> None:

@@ -23,9 +23,12 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+
+_EPOCH = datetime(2023, 1, 1, tzinfo=UTC)
 
 
 def make_issue(
@@ -44,7 +47,8 @@ def make_issue(
     api_root: str = "https://api.github.com",
 ) -> dict[str, Any]:
     """A GitHub REST issue object with the fields GitHub really sends (trimmed of avatars etc.)."""
-    created = created_at or f"2023-01-{1 + number % 28:02d}T{number % 24:02d}:00:00Z"
+    # creation order follows the number, as on GitHub
+    created = created_at or (_EPOCH + timedelta(minutes=number)).strftime("%Y-%m-%dT%H:%M:%SZ")
     obj: dict[str, Any] = {
         "url": f"{api_root}/repos/{repo}/issues/{number}",
         "repository_url": f"{api_root}/repos/{repo}",

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -61,10 +62,13 @@ def test_full_crawl_stores_every_issue_once_skips_prs_and_fetches_only_commented
     assert stats.pulls_skipped == 2 and stats.issues_seen == 418 and stats.done
     assert stats.pages == 5 and stats.comment_threads == 7  # 50..400, but 300 is a PR
     assert gh.count(r"/comments$") == 7 and gh.count(r"/repos/o/r/issues$") == 5
-    assert stats.requests == 12 and stats.high_water == ts(420)
+    assert stats.requests == 12
+    # the mark is when the crawl began by the server's clock, less a minute of overlap
+    mark = datetime.strptime(stats.high_water or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    assert 55 <= time.time() - mark <= 70
     assert [p.page for p in seen] == [1, 2, 3, 4, 5] and seen[0].total_pages == 5
     first = [r for r in gh.requests if r.path == "/repos/o/r/issues"][0]
-    assert first.query["per_page"] == "100" and first.query["sort"] == "updated" and first.query["direction"] == "asc"
+    assert first.query["per_page"] == "100" and first.query["sort"] == "created" and first.query["direction"] == "asc"
 
 
 def test_crawl_survives_502_stall_and_secondary_limit_mid_crawl(gh: GitHubServer, tmp_path: Path) -> None:
@@ -80,24 +84,46 @@ def test_crawl_survives_502_stall_and_secondary_limit_mid_crawl(gh: GitHubServer
     assert stats.retries == 2 and stats.waited_s >= 0.2 and stats.done
 
 
+def now_iso(offset: float = 0.0) -> str:
+    return datetime.fromtimestamp(time.time() + offset, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def test_incremental_crawl_asks_only_for_what_changed_and_refetches_changed_threads(gh: GitHubServer, tmp_path: Path) -> None:
     populate(gh, "o/r", 250, commented_every=100)
     s = settings_for(tmp_path, gh)
     with Store(s.db_path) as store:
-        crawl("o/r", s, store, state="all")
-        # two issues change: one gets a new comment, one a new title
-        gh.add_issues("o/r", [make_issue("o/r", 100, comments=3, updated_at="2024-06-01T00:00:00Z"),
-                              make_issue("o/r", 5, title="renamed", updated_at="2024-06-02T00:00:00Z")])
+        first = crawl("o/r", s, store, state="all")
+        # two issues change after the crawl: one gets a new comment, one a new title
+        gh.add_issues("o/r", [make_issue("o/r", 100, comments=3, updated_at=now_iso(1)),
+                              make_issue("o/r", 5, title="renamed", updated_at=now_iso(2))])
         gh.add_comments("o/r", 100, [make_comment("o/r", 100, k) for k in (1000, 1001, 1002)])
         before = len(gh.requests)
         stats = crawl("o/r", s, store, state="all")
         new = gh.requests[before:]
-        assert new[0].query["since"] == ts(250)
-        assert stats.issues_seen == 3  # the boundary issue (since is inclusive) and the two changed ones
+        assert new[0].query["since"] == first.high_water
+        assert stats.issues_seen == 2
         assert stats.comment_threads == 1 and [r.path for r in new if r.path.endswith("/comments")] == ["/repos/o/r/issues/100/comments"]
         assert store.get_issue("o/r", 5).title == "renamed"  # type: ignore[union-attr]
         assert len(store.get_issue("o/r", 100).comments) == 3  # type: ignore[union-attr]
         assert store.count_issues("o/r") == 250
+
+
+def test_issues_updated_while_the_crawl_runs_are_neither_skipped_nor_lost(gh: GitHubServer, tmp_path: Path) -> None:
+    """A live repository: issues on pages already read change mid-crawl. Nothing shifts across
+    page boundaries (creation order), and the next incremental crawl picks the changes up."""
+    populate(gh, "o/r", 400)
+    s = settings_for(tmp_path, gh)
+
+    def meddle(p: CrawlProgress) -> None:
+        if p.page == 1:
+            gh.add_issues("o/r", [make_issue("o/r", n, title=f"edited {n}", updated_at=now_iso(1)) for n in (3, 50, 99)])
+
+    with Store(s.db_path) as store:
+        crawl("o/r", s, store, state="all", progress=meddle)
+        assert [i.number for i in store.iter_issues("o/r")] == list(range(1, 401))
+        again = crawl("o/r", s, store, state="all")
+        assert again.issues_seen == 3
+        assert [store.get_issue("o/r", n).title for n in (3, 50, 99)] == ["edited 3", "edited 50", "edited 99"]  # type: ignore[union-attr]
 
 
 def test_limit_then_resume_continues_from_the_saved_cursor(gh: GitHubServer, tmp_path: Path) -> None:
