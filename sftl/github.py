@@ -562,7 +562,7 @@ class GitHubClient:
                     resp.headers.get("Retry-After") or "secondary rate limit" in message.lower()
                 ):
                     limited += 1
-                    retry_after = _float_or_none(resp.headers.get("Retry-After"))
+                    retry_after = _retry_after(resp.headers.get("Retry-After"), self._clock())
                     wait = retry_after if retry_after is not None else _SECONDARY_DEFAULT_WAIT
                     if wait > self.settings.rate_limit_wait or limited > max(1, self.settings.max_retries):
                         raise RateLimitError(
@@ -624,6 +624,17 @@ def _float_or_none(value: str | None) -> float | None:
     try:
         return float(value) if value is not None else None
     except ValueError:
+        return None
+
+
+def _retry_after(value: str | None, now: float) -> float | None:
+    """Retry-After as seconds: a number, or an HTTP date (RFC 9110 allows both)."""
+    seconds = _float_or_none(value)
+    if seconds is not None or not value:
+        return seconds
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+    except (TypeError, ValueError):
         return None
 
 

@@ -296,3 +296,14 @@ def test_a_torn_cache_file_is_only_a_miss(gh: GitHubServer, tmp_path: Path) -> N
         assert client.get_issue("o/r", 1)["number"] == 1
         assert client.stats.not_modified == 0
     assert time.monotonic() - started < 5
+
+
+def test_retry_after_may_be_an_http_date(gh: GitHubServer, tmp_path: Path) -> None:
+    from email.utils import formatdate
+
+    gh.add_issues("o/r", [make_issue("o/r", 1)])
+    gh.inject(r"/issues/1$", status=429, headers={"Retry-After": formatdate(time.time() + 3, usegmt=True)}, times=1)
+    slept: list[float] = []
+    with GitHubClient(settings_for(tmp_path, gh), sleep=slept.append) as client:
+        assert client.get_issue("o/r", 1)["number"] == 1
+    assert len(slept) == 1 and 1.0 <= slept[0] <= 3.5
