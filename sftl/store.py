@@ -13,7 +13,7 @@ from typing import Any
 from sftl.errors import StoreError
 from sftl.model import Comment, Issue, to_jsonable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: issue_labels table
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -28,6 +28,11 @@ CREATE TABLE IF NOT EXISTS issues (
     PRIMARY KEY (repo, number)
 );
 CREATE INDEX IF NOT EXISTS issues_updated ON issues (repo, updated_at);
+CREATE TABLE IF NOT EXISTS issue_labels (
+    repo TEXT NOT NULL, number INTEGER NOT NULL, name TEXT NOT NULL,
+    PRIMARY KEY (repo, number, name)
+);
+CREATE INDEX IF NOT EXISTS issue_labels_name ON issue_labels (repo, name);
 CREATE TABLE IF NOT EXISTS comments (
     repo TEXT NOT NULL, number INTEGER NOT NULL, id INTEGER NOT NULL,
     author TEXT NOT NULL, body TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
@@ -95,6 +100,14 @@ class Store:
             raise StoreError(
                 f"the store {self.path} has schema {row['value']}, newer than this sftl ({SCHEMA_VERSION}); upgrade sftl"
             )
+        elif int(row["value"]) < 2:
+            with self.transaction() as db:  # 1 -> 2: fill issue_labels from the issues' label lists
+                for r in db.execute("SELECT repo, number, labels FROM issues").fetchall():
+                    db.executemany(
+                        "INSERT OR IGNORE INTO issue_labels VALUES (?,?,?)",
+                        [(r["repo"], r["number"], name) for name in json.loads(r["labels"])],
+                    )
+                db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -167,6 +180,10 @@ class Store:
                 time.time(),
             ),
         )
+        db.execute("DELETE FROM issue_labels WHERE repo=? AND number=?", (issue.repo, issue.number))
+        db.executemany(
+            "INSERT OR IGNORE INTO issue_labels VALUES (?,?,?)", [(issue.repo, issue.number, n) for n in issue.labels]
+        )
         if issue.comments:
             self._replace_comments(db, issue.repo, issue.number, issue.comments, issue.updated_at)
         return True
@@ -209,7 +226,7 @@ class Store:
         return json.loads(row["raw"]) if row and row["raw"] else None
 
     def iter_issues(
-        self, repo: str | None = None, state: str | None = None, include_pulls: bool = False
+        self, repo: str | None = None, state: str | None = None, include_pulls: bool = False, label: str | None = None
     ) -> Iterator[Issue]:
         sql = "SELECT * FROM issues WHERE 1=1"
         params: list[Any] = []
@@ -219,6 +236,9 @@ class Store:
         if state and state != "all":
             sql += " AND state=?"
             params.append(state)
+        if label:
+            sql += " AND EXISTS (SELECT 1 FROM issue_labels l WHERE l.repo=issues.repo AND l.number=issues.number AND l.name=?)"
+            params.append(label)
         if not include_pulls:
             sql += " AND is_pull_request=0"
         sql += " ORDER BY repo, number"

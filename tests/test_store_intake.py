@@ -68,3 +68,19 @@ def test_a_newer_schema_or_a_corrupt_file_is_a_store_error(tmp_path: Path) -> No
     (tmp_path / "junk.db").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="cannot open the store"):
         Store(tmp_path / "junk.db")
+
+
+def test_labels_are_a_table_and_a_version_1_store_is_migrated(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as store:
+        store.upsert_issue(issue(1, labels=("module: cuda", "triaged")))
+        store.upsert_issue(issue(2, labels=("triaged",)))
+        assert [i.number for i in store.iter_issues(label="triaged")] == [1, 2]
+        assert [i.number for i in store.iter_issues(label="module: cuda")] == [1]
+        store.upsert_issue(issue(1, "2024-05-01T00:00:00Z", labels=()))
+        assert [i.number for i in store.iter_issues(label="module: cuda")] == []
+        with store.transaction() as db:  # make it look like a version-1 store
+            db.execute("DELETE FROM issue_labels")
+            db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    with Store(tmp_path / "s.db") as store:
+        assert [i.number for i in store.iter_issues(label="triaged")] == [2]
+        assert store._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
