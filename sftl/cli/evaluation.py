@@ -158,7 +158,12 @@ def read_checkpoint(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     done: dict[tuple[str, str], dict[str, Any]] = {}
     if not path.exists():
         return done
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if text and not text.endswith("\n"):
+        # cut the torn tail so the next append starts on a line of its own
+        text = text[: text.rfind("\n") + 1]
+        path.write_text(text, encoding="utf-8")
+    for line in text.splitlines():
         try:
             obj = json.loads(line)
             done[(obj["key"], obj["method"])] = obj

@@ -1,0 +1,143 @@
+"""`sftl eval` end to end on small label files written for these tests (fixtures/eval/)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sftl.cli import main
+from sftl.evaluate import parse_labels
+
+
+@pytest.fixture
+def labels(fixtures_dir: Path, tmp_path: Path) -> Path:
+    # a private copy of the labels and their tree: the baselines' in-process index is keyed by location
+    shutil.copytree(fixtures_dir / "eval", tmp_path / "eval")
+    return tmp_path / "eval" / "labels_small.jsonl"
+
+
+def _eval(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["eval", *argv], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_eval_writes_every_output_and_scores_vsm(labels: Path, tmp_path: Path, sftl_home: Path) -> None:
+    out = tmp_path / "run"
+    code, stdout, err = _eval(str(labels), "--methods", "vsm", "--out", str(out), "--offline")
+    assert code == 0, err
+    for name in ("report.md", "summary.json", "rows.csv", "topk.png", "screening.png", "checkpoint.jsonl"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "topk.png").read_bytes()[:4] == b"\x89PNG"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["issues"] == 3 and summary["skipped"] == []
+    vsm = summary["localization"]["vsm"]
+    assert vsm["pytorch/mme"]["n"] == 1 and vsm["pytorch/gcrde"]["n"] == 1
+    assert vsm["all/all"]["top"]["1"] == 1.0  # both fixture issues name their file's distinctive terms
+    assert summary["screening"]["all"]["n"] == 3
+    assert "## Table 3" in stdout and "| pytorch | vsm | 1 | 100.0 |" in stdout
+    with (out / "rows.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["category"] for r in rows] == ["mme", "gcrde", "other"]
+    assert rows[0]["vsm_rank"] == "1" and rows[0]["vsm_top1"] == "torch/distributions/bernoulli.py"
+    assert rows[2]["vsm_outcome"] == ""  # 'other' rows are screened, not localized
+
+
+def test_bad_lines_are_counted_and_listed_and_the_run_finishes(
+    fixtures_dir: Path, tmp_path: Path, sftl_home: Path
+) -> None:
+    labels = tmp_path / "eval" / "labels_bad_lines.jsonl"
+    shutil.copytree(fixtures_dir / "eval", tmp_path / "eval")
+    code, stdout, err = _eval(str(labels), "--methods", "vsm", "--out", str(tmp_path / "run"), "--offline", "--json")
+    assert code == 0, err
+    summary = json.loads(stdout)
+    reasons = {s["line"]: s["reason"] for s in summary["skipped"]}
+    assert set(reasons) == {2, 3, 4, 5, 6, 7}
+    assert "malformed JSON" in reasons[2]
+    assert "unknown category 'crash'" in reasons[3]
+    assert "issue not available" in reasons[4] and "offline" in reasons[4]
+    assert reasons[5] == "duplicate of line 1"
+    assert "truth_files" in reasons[6]
+    assert "JSON object" in reasons[7]
+    assert summary["issues"] == 1
+    with (tmp_path / "run" / "rows.csv").open() as fh:
+        statuses = [r["status"] for r in csv.DictReader(fh)]
+    assert statuses[0] == "ok" and sum(s.startswith("skipped:") for s in statuses) == 6
+
+
+def test_rerun_resumes_from_the_checkpoint(labels: Path, tmp_path: Path, sftl_home: Path) -> None:
+    out = tmp_path / "run"
+    assert _eval(str(labels), "--methods", "vsm", "--out", str(out), "--offline", "--no-plots")[0] == 0
+    checkpoint = out / "checkpoint.jsonl"
+    lines = checkpoint.read_text().splitlines()
+    assert len(lines) == 2  # two localizable rows x one method
+    first = json.loads((out / "summary.json").read_text())["localization"]
+    # an interrupted run: one result kept, the next torn mid-write
+    checkpoint.write_text(lines[0] + "\n" + lines[1][:20])
+    code, _, err = _eval(str(labels), "--methods", "vsm", "--out", str(out), "--offline", "--no-plots")
+    assert code == 0
+    assert "resuming: 1 of 2" in err
+    assert json.loads((out / "summary.json").read_text())["localization"] == first
+    # adding a method reuses the finished ones
+    code, _, err = _eval(str(labels), "--methods", "vsm,paper", "--out", str(out), "--offline", "--no-plots")
+    assert code == 0 and "resuming: 2 of 4" in err
+    code, _, err = _eval(str(labels), "--methods", "vsm", "--out", str(out), "--offline", "--no-plots", "--restart")
+    assert code == 0 and "resuming" not in err
+
+
+def test_parallel_jobs_give_the_same_results(labels: Path, tmp_path: Path, sftl_home: Path) -> None:
+    one = tmp_path / "one"
+    two = tmp_path / "two"
+    assert _eval(str(labels), "--methods", "vsm,sftl", "--out", str(one), "--offline", "--no-plots")[0] == 0
+    code, _, err = _eval(str(labels), "--methods", "vsm,sftl", "--out", str(two), "--offline", "--no-plots", "--jobs", "2")
+    assert code == 0, err
+    a = json.loads((one / "summary.json").read_text())["localization"]
+    b = json.loads((two / "summary.json").read_text())["localization"]
+    assert a == b
+
+
+def test_other_localizers_run_through_the_registry(labels: Path, tmp_path: Path, sftl_home: Path) -> None:
+    out = tmp_path / "run"
+    code, _, err = _eval(str(labels), "--methods", "sftl,paper", "--out", str(out), "--offline", "--no-plots")
+    assert code == 0, err
+    done = [json.loads(line) for line in (out / "checkpoint.jsonl").read_text().splitlines()]
+    assert {(d["method"], d["outcome"] in ("located", "abstained", "skipped")) for d in done} == {
+        ("sftl", True), ("paper", True)
+    }
+    assert all(d["reason"] for d in done) and not any(d.get("error") for d in done)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--methods", "vsm,nope"], "unknown method(s) nope"),
+        (["--jobs", "0"], "must be at least 1"),
+    ],
+)
+def test_bad_flags_are_usage_errors(
+    labels: Path, argv: list[str], message: str, sftl_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = _eval(str(labels), *argv)
+    assert code == 2 and message in capsys.readouterr().err  # argparse writes to the process's stderr
+
+
+def test_missing_label_file_is_one_line_error(tmp_path: Path, sftl_home: Path) -> None:
+    code, _, err = _eval(str(tmp_path / "nope.jsonl"))
+    assert code == 2 and err.startswith("sftl: cannot read") and err.count("\n") == 1
+
+
+def test_label_parsing_takes_framework_from_the_url_and_paths_normalised() -> None:
+    rows, skipped = parse_labels([
+        json.dumps({"url": "https://github.com/tensorflow/tensorflow/issues/1", "category": "GCRDE",
+                    "truth_files": ["./tensorflow/core/kernels/x.cc"]}),
+        "",
+        json.dumps({"url": "https://github.com/pytorch/pytorch/issues/2", "category": "mme", "framework": "jax"}),
+    ])
+    assert rows[0].framework == "tensorflow" and rows[0].category == "gcrde"
+    assert rows[0].truth_files == ("tensorflow/core/kernels/x.cc",) and rows[0].scored_for_localization
+    assert skipped[0].line == 3 and "unknown framework 'jax'" in skipped[0].reason
