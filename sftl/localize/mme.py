@@ -502,6 +502,7 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
     name = missing.name
     owner = missing.owner
     caller = _caller(code, ev, name)
+    raising = ev.raising
     hook = ev.frames[-1] if ev.frames and ev.frames[-1][1].function in ("__getattr__", "__getattribute__") else None
     candidates: list[_Candidate] = []
     if missing.kind == "overload" or (owner is None and hook and hook[2]):
@@ -527,6 +528,8 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
             return Localization("sftl", (), Outcome.ABSTAINED, f"'{owner}' has no '{name}' in user code: a user error, not a framework fault")
         if caller is not None:
             out.append(_suspect(caller[2], 0.5, f"frame {caller[0]} reads .{name} on a {owner}: the value is not what this code expects"))
+        elif raising is not None and raising[2]:
+            out.append(_suspect(raising[2], 0.4, f"frame {raising[0]} ({raising[1].function}) raised it: it got a {owner} where it expected an object with {name}"))
         return _located(out, top)
     lacking: list[tuple[_Candidate, list[ClassRef], list[str]]] = []
     having: list[tuple[_Candidate, ClassRef]] = []
@@ -569,6 +572,8 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
     for cand, mro, unresolved in lacking:
         share = cand.weight / total if total else 1.0
         scored = []
+        # stubs of compiled modules (.pyi) tell what exists; they are never the file to fix
+        mro = [k for k in mro if not k.path.endswith(".pyi")] or mro
         for depth, k in enumerate(mro):
             s, why = _class_evidence(code, k, name, missing.suggestion)
             for r in others:

@@ -38,7 +38,7 @@ class ClassRef:
 
 def module_of(path: str) -> str:
     """`torch/nn/modules/module.py` -> `torch.nn.modules.module`; a package's `__init__.py` -> the package."""
-    mod = path[:-3] if path.endswith(".py") else path
+    mod = path.rsplit(".", 1)[0] if path.endswith((".py", ".pyi")) else path
     if mod.endswith("/__init__"):
         mod = mod[: -len("/__init__")]
     return mod.replace("/", ".")
@@ -73,12 +73,17 @@ class Code:
                 self._tree[path] = None
         return self._tree[path]
 
-    def module_path(self, dotted: str) -> str | None:
-        """The file defining module `dotted`, or None when the provider holds neither form."""
+    def module_path(self, dotted: str, stubs: bool = True) -> str | None:
+        """The file defining module `dotted`, or None when the provider holds none.
+
+        Compiled modules (`torch._C`) are read from their `.pyi` stubs when `stubs` is set, so that
+        classes with C++ bases still resolve to the methods they really have.
+        """
         base = dotted.replace(".", "/")
-        for cand in (base + ".py", base + "/__init__.py"):
-            if self.text(cand) is not None:
-                return cand
+        forms = (".py", "/__init__.py", ".pyi", "/__init__.pyi") if stubs else (".py", "/__init__.py")
+        for ext in forms:
+            if self.text(base + ext) is not None:
+                return base + ext
         return None
 
     def py_files(self) -> list[str]:
@@ -111,7 +116,7 @@ class Code:
             return self._imports[path]
         out: dict[str, str] = {}
         tree = self.tree(path)
-        package = module_of(path) if path.endswith("/__init__.py") else module_of(path).rpartition(".")[0]
+        package = module_of(path) if "/__init__.py" in path else module_of(path).rpartition(".")[0]
         if tree is not None:
             nodes = list(tree.body) + [n for n in ast.walk(tree) if n not in tree.body]
             for node in nodes:
@@ -138,7 +143,7 @@ class Code:
     def star_imports(self, path: str) -> list[str]:
         tree = self.tree(path)
         out = []
-        package = module_of(path) if path.endswith("/__init__.py") else module_of(path).rpartition(".")[0]
+        package = module_of(path) if "/__init__.py" in path else module_of(path).rpartition(".")[0]
         for node in tree.body if tree else []:
             if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
                 base = node.module or ""
@@ -167,10 +172,15 @@ class Code:
             self._classes[path] = out
         return self._classes[path]
 
-    def module_names(self, path: str) -> set[str]:
-        """Names a module binds at top level: defs, classes, assignments, imports, `__all__`."""
+    def module_names(self, path: str, depth: int = 0) -> set[str]:
+        """Names a module binds at top level: defs, classes, assignments, imports, star imports."""
         tree = self.tree(path)
         names: set[str] = set(self.imports(path)) if tree else set()
+        if depth < 3:
+            for star in self.star_imports(path):
+                star_path = self.module_path(star)
+                if star_path and star_path != path:
+                    names.update(n for n in self.module_names(star_path, depth + 1) if not n.startswith("_"))
         stack: list[ast.stmt] = list(tree.body) if tree else []
         while stack:
             node = stack.pop(0)
