@@ -1,9 +1,102 @@
-"""CLI commands of the triage stage (filled in by that stage's work)."""
+"""CLI of backlog triage: `sftl triage OWNER/REPO`."""
 
 from __future__ import annotations
 
 import argparse
+import re
+from typing import TYPE_CHECKING
+
+from sftl.errors import InputError
+
+if TYPE_CHECKING:
+    from sftl.cli import Context
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add this module's sub-commands to the `sftl` parser."""
+    from sftl.cli import add_common
+
+    p = sub.add_parser(
+        "triage",
+        help="take a repository's backlog through crawl -> screen -> locate (-> replay) and write a report",
+        description=(
+            "Crawl (incrementally, unless --offline), then screen and locate every stored issue of OWNER/REPO; "
+            "results go to the store and a markdown + HTML report. Interrupted runs resume where they stopped."
+        ),
+    )
+    add_common(p)
+    p.add_argument("repo", metavar="OWNER/REPO")
+    p.add_argument("--since", help="only issues updated since this date (YYYY-MM-DD or ISO 8601)")
+    p.add_argument("--state", default="open", choices=["open", "closed", "all"])
+    p.add_argument("--limit", type=int, help="at most this many issues")
+    p.add_argument("--replay", action="store_true", help="also replay each snippet in the sandbox")
+    p.add_argument("--method", default="sftl", help="localization method (default sftl)")
+    p.add_argument("--source-root", help="framework source tree to localize against")
+    p.add_argument("--executor", default="local", choices=["local", "ray"])
+    p.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel workers (default 2)")
+    p.add_argument("--out", default="triage-report", help="report directory (default ./triage-report)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=run_triage)
+
+
+def run_triage(args: argparse.Namespace, ctx: Context) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from sftl import triage
+    from sftl.store import Store
+
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
+        raise InputError(f"{args.repo!r} is not OWNER/REPO")
+    if args.jobs < 1:
+        raise InputError("--jobs must be at least 1")
+    settings = ctx.settings
+    with Store(settings.db_path) as store:
+        if not settings.offline:
+            from sftl.intake import crawl
+
+            crawl(args.repo, settings, store, since=args.since, state=args.state, limit=args.limit)
+        issues = list(store.iter_issues(repo=args.repo, state=args.state))
+        if args.since:
+            issues = [i for i in issues if i.updated_at >= args.since]
+        if args.limit:
+            issues = issues[: args.limit]
+        if not issues:
+            raise InputError(
+                f"no stored issues for {args.repo}"
+                + (" (offline: run 'sftl crawl' or 'sftl import' first)" if settings.offline else "")
+            )
+        screener = triage.fit_screener(store.iter_issues())
+        with Progress(
+            TextColumn("triage"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=ctx.console(stderr=True), transient=True,
+        ) as bar:
+            task = bar.add_task("triage", total=len(issues))
+            stats = triage.triage_issues(
+                issues, settings, store, repo=args.repo, method=args.method, replay=args.replay,
+                source_root=args.source_root, executor=args.executor, jobs=args.jobs,
+                ray_address=args.ray_address, screener=screener,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        report = triage.build_report(args.repo, stats.rows, triage.find_duplicates(issues))
+        paths = triage.write_report(report, args.out)
+    summary = {
+        "repo": args.repo,
+        "issues": stats.total,
+        "processed": stats.done,
+        "reused": stats.reused,
+        "failed": stats.failed,
+        "seconds": round(stats.seconds, 2),
+        "executor": stats.executor,
+        "counts": report.counts,
+        "reports": {k: str(v) for k, v in paths.items()},
+    }
+    if args.json:
+        ctx.print_json(summary)
+    else:
+        counts = ", ".join(f"{k} {v}" for k, v in report.counts.items())
+        ctx.out.write(
+            f"{args.repo}: {stats.total} issues ({stats.done} processed, {stats.reused} already done, "
+            f"{stats.failed} failed) in {stats.seconds:.1f}s on {stats.executor}; {counts}\n"
+            f"report: {paths['html']} and {paths['markdown']}\n"
+        )
+    return 0

@@ -1,0 +1,454 @@
+"""Backlog triage: every stored issue of a repository through screen -> locate (-> replay), on a
+local process pool or a Ray cluster, with the store as the single writer; and the maintainer's report."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sftl.config import Settings
+from sftl.errors import InputError
+from sftl.model import Issue, to_jsonable
+from sftl.store import Store
+
+RESULT_KIND = "triage"
+WORK_VERSION = "1"  # bump when the per-issue work changes, so stored results are redone
+
+
+@dataclass(frozen=True)
+class TriageJob:
+    """One issue's work order; plain data so it pickles to a process pool or a Ray worker."""
+
+    issue: Issue
+    settings: Settings
+    method: str = "sftl"
+    replay: bool = False
+    source_root: str | None = None
+    screener: Any = None  # a fitted screener shared by all jobs (fitted once by the driver)
+
+    @property
+    def fingerprint(self) -> str:
+        """Same issue text, same options -> same result: work already done is skipped on resume."""
+        h = hashlib.sha256()
+        for part in (WORK_VERSION, self.issue.updated_at, self.issue.title, self.issue.body, self.method,
+                     str(self.replay), self.source_root or ""):
+            h.update(part.encode("utf-8", "replace"))
+            h.update(b"\0")
+        return h.hexdigest()[:16]
+
+
+@dataclass
+class TriageStats:
+    total: int = 0
+    done: int = 0
+    reused: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    executor: str = "local"
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_job(job: TriageJob) -> dict[str, Any]:
+    """Screen, locate (and replay) one issue; never raises: a failure is a row with outcome 'error'.
+
+    Runs in a worker that may sit on another machine, so it never writes the real store: the
+    pipeline gets a scratch store of its own and the row flows back to the driver, the one writer.
+    """
+    import tempfile
+
+    from sftl.errors import SftlError
+
+    started = time.perf_counter()
+    try:
+        from sftl import pipeline
+
+        with tempfile.TemporaryDirectory(prefix="sftl-triage-") as scratch, Store(Path(scratch) / "w.db") as local:
+            report = pipeline.locate(
+                job.issue, job.settings, local, method=job.method, source_root=job.source_root,
+                replay=job.replay, screener=job.screener,
+            )
+            row = pipeline.report_json(report)
+    except SftlError as exc:
+        row = _error_row(job.issue, str(exc))
+    except Exception as exc:  # a bug on one issue must not end a backlog run; it is reported per issue
+        row = _error_row(job.issue, f"internal error: {type(exc).__name__}: {exc}")
+    row["seconds"] = round(time.perf_counter() - started, 3)
+    return row
+
+
+def fit_screener(corpus: Iterable[Issue]) -> Any:
+    """One keyword screener fitted on the whole stored corpus, shared by every job (None when too few)."""
+    from sftl import pipeline, screen
+
+    issues = list(corpus)
+    if len(issues) < pipeline.MIN_SCREEN_CORPUS:
+        return None  # the pipeline's screening rules decide alone and say so
+    return screen.default_screener(issues)
+
+
+def find_duplicates(
+    issues: list[Issue], threshold: float = 0.5, per_issue: int = 3
+) -> list[tuple[int, int, float]]:
+    """Pairs of issues whose TF-IDF cosine passes `threshold` (one sparse product, not n searches)."""
+    if len(issues) < 2:
+        return []
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(sublinear_tf=True, stop_words="english", token_pattern=r"(?u)\b[a-zA-Z_][\w.]+\b",
+                          ngram_range=(1, 2), min_df=1)
+    try:
+        X = vec.fit_transform([f"{i.title}\n{i.body}" for i in issues])
+    except ValueError:  # empty vocabulary
+        return []
+    sims = (X @ X.T).tocoo()
+    best: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for a, b, s in zip(sims.row, sims.col, sims.data, strict=True):
+        if a < b and s >= threshold:
+            best[a].append((float(s), b))
+    pairs = []
+    for a, cands in best.items():
+        for s, b in sorted(cands, reverse=True)[:per_issue]:
+            pairs.append((issues[a].number, issues[b].number, round(s, 3)))
+    return sorted(pairs, key=lambda p: -p[2])
+
+
+def _error_row(issue: Issue, reason: str) -> dict[str, Any]:
+    return {
+        "issue": {"url": issue.url, "repo": issue.repo, "number": issue.number, "title": issue.title},
+        "category": None,
+        "screening": {},
+        "environment": {},
+        "replay": None,
+        "suspects": [],
+        "outcome": "error",
+        "reason": reason,
+    }
+
+
+# -- executors ------------------------------------------------------------------------------------
+
+
+def _local_map(jobs: list[TriageJob], workers: int) -> Iterator[tuple[TriageJob, dict[str, Any]]]:
+    if workers <= 1:
+        for job in jobs:
+            yield job, run_job(job)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        pending: dict[Future[dict[str, Any]], TriageJob] = {}
+        queue = iter(jobs)
+        for job in queue:
+            pending[pool.submit(run_job, job)] = job
+            if len(pending) >= workers * 2:
+                break
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                job = pending.pop(fut)
+                yield job, fut.result()
+                nxt = next(queue, None)
+                if nxt is not None:
+                    pending[pool.submit(run_job, nxt)] = nxt
+
+
+def _ray_map(
+    jobs: list[TriageJob], workers: int, address: str | None
+) -> Iterator[tuple[TriageJob, dict[str, Any]]]:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'sftl[ray]'") from None
+    started_here = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = max(1, workers)
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:  # Ray raises ConnectionError/RuntimeError variants
+            raise InputError(f"cannot start or reach the Ray cluster{' at ' + address if address else ''}: {exc}") from exc
+        started_here = True
+    try:
+        # replays ask for a GPU when they will run on one; everything else is one CPU
+        cpu_task = ray.remote(num_cpus=1)(run_job)
+        gpu_task = ray.remote(num_cpus=1, num_gpus=1)(run_job)
+        has_gpu = ray.cluster_resources().get("GPU", 0) > 0
+        refs = {}
+        for job in jobs:
+            task = gpu_task if (job.replay and has_gpu) else cpu_task
+            refs[task.remote(job)] = job
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            for ref in ready:
+                job = refs.pop(ref)
+                yield job, ray.get(ref)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+EXECUTORS: dict[str, Callable[..., Iterator[tuple[TriageJob, dict[str, Any]]]]] = {
+    "local": lambda jobs, workers, address: _local_map(jobs, workers),
+    "ray": _ray_map,
+}
+
+
+def triage_issues(
+    issues: Iterable[Issue],
+    settings: Settings,
+    store: Store,
+    *,
+    repo: str,
+    method: str = "sftl",
+    replay: bool = False,
+    source_root: str | None = None,
+    executor: str = "local",
+    jobs: int = 2,
+    ray_address: str | None = None,
+    screener: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> TriageStats:
+    """Run the per-issue work for every issue not already done; the driver alone writes the store."""
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r}; choose local or ray")
+    started = time.perf_counter()
+    stats = TriageStats(executor=executor)
+    todo: list[TriageJob] = []
+    for issue in issues:
+        stats.total += 1
+        job = TriageJob(issue, settings, method, replay, source_root, screener)
+        stored = store.get_result(RESULT_KIND, _key(issue))
+        if stored and stored.get("fingerprint") == job.fingerprint:
+            stats.reused += 1
+            stats.rows.append(stored["row"])
+        else:
+            todo.append(job)
+    if progress:
+        progress(stats.reused, stats.total)
+    for job, row in EXECUTORS[executor](todo, jobs, ray_address):
+        _persist(store, job, row)
+        stats.rows.append(row)
+        stats.done += 1
+        stats.failed += row.get("outcome") == "error"
+        if progress:
+            progress(stats.reused + stats.done, stats.total)
+    stats.rows.sort(key=lambda r: r["issue"]["number"])
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _key(issue: Issue) -> str:
+    return f"{issue.repo}#{issue.number}"
+
+
+def _persist(store: Store, job: TriageJob, row: dict[str, Any]) -> None:
+    """One transaction per issue, so an interrupted run keeps everything finished before it."""
+    store.save_result(RESULT_KIND, _key(job.issue), {"fingerprint": job.fingerprint, "row": row})
+    repo, number = job.issue.repo, job.issue.number
+    if row.get("outcome") != "error":
+        store.save_localization(repo, number, row)
+
+
+# -- the report -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TriageReport:
+    repo: str
+    rows: tuple[dict[str, Any], ...]
+    counts: dict[str, int]
+    by_suspect: dict[str, list[int]]  # module/file -> issue numbers
+    duplicates: tuple[tuple[int, int, float], ...]  # (a, b, cosine)
+    needs_human: tuple[tuple[int, str], ...]  # (number, why)
+
+
+def build_report(
+    repo: str, rows: list[dict[str, Any]], duplicates: Iterable[tuple[int, int, float]] = ()
+) -> TriageReport:
+    counts: Counter[str] = Counter()
+    by_suspect: dict[str, list[int]] = defaultdict(list)
+    needs: list[tuple[int, str]] = []
+    for row in rows:
+        number = row["issue"]["number"]
+        counts[row.get("category") or "error"] += 1
+        suspects = row.get("suspects") or []
+        if suspects:
+            by_suspect[suspects[0]["path"]].append(number)
+        outcome = row.get("outcome")
+        replay = row.get("replay") or {}
+        if outcome in ("abstained", "error"):
+            needs.append((number, f"{outcome}: {row.get('reason', '')}"))
+        elif replay.get("verdict") == "env-unavailable":
+            needs.append((number, f"replay environment unavailable: {replay.get('reason', '')}"))
+    return TriageReport(
+        repo=repo,
+        rows=tuple(rows),
+        counts=dict(sorted(counts.items())),
+        by_suspect={k: sorted(v) for k, v in sorted(by_suspect.items(), key=lambda kv: (-len(kv[1]), kv[0]))},
+        duplicates=tuple(duplicates),
+        needs_human=tuple(sorted(needs)),
+    )
+
+
+def _confidence(row: dict[str, Any]) -> float:
+    cat = row.get("category")
+    scores = row.get("screening") or {}
+    return float(scores.get(cat, 0.0)) if cat else 0.0
+
+
+def _top(row: dict[str, Any], k: int = 3) -> list[dict[str, Any]]:
+    return list(row.get("suspects") or [])[:k]
+
+
+def _env(row: dict[str, Any]) -> str:
+    env = row.get("environment") or {}
+    parts = [f"{env.get('framework') or '?'} {env.get('version') or '?'}"]
+    if env.get("cuda"):
+        parts.append(f"CUDA {env['cuda']}")
+    return ", ".join(parts)
+
+
+def render_markdown(report: TriageReport) -> str:
+    out = [f"# sftl triage: {report.repo}", ""]
+    out.append("| category | issues |")
+    out.append("|---|---|")
+    out.extend(f"| {cat} | {n} |" for cat, n in report.counts.items())
+    out += ["", "## Issues", "", "| # | title | category | confidence | environment | replay | top suspects |",
+            "|---|---|---|---|---|---|---|"]
+    for row in report.rows:
+        issue = row["issue"]
+        suspects = "<br>".join(f"`{s['path']}` ({s['score']:.2f}): {s['reason']}" for s in _top(row)) or (
+            row.get("reason") or ""
+        )
+        replay = (row.get("replay") or {}).get("verdict") or "-"
+        title = issue["title"].replace("|", "\\|")
+        out.append(
+            f"| [{issue['number']}]({issue['url']}) | {title} | {row.get('category') or 'error'} | "
+            f"{_confidence(row):.2f} | {_env(row)} | {replay} | {suspects.replace('|', '/')} |"
+        )
+    out += ["", "## By suspected file (who to ping)", ""]
+    for path, numbers in report.by_suspect.items():
+        out.append(f"- `{path}`: " + ", ".join(f"#{n}" for n in numbers))
+    out += ["", "## Likely duplicates", ""]
+    out.extend(f"- #{a} and #{b} (cosine {s:.2f})" for a, b, s in report.duplicates)
+    if not report.duplicates:
+        out.append("- none found")
+    out += ["", "## Needs a human", ""]
+    out.extend(f"- #{n}: {why}" for n, why in report.needs_human)
+    if not report.needs_human:
+        out.append("- nothing")
+    return "\n".join(out) + "\n"
+
+
+_HTML_SCRIPT = """
+const table = document.getElementById('issues');
+const body = table.tBodies[0];
+let sortState = {col: -1, dir: 1};
+function cellValue(row, col) {
+  const cell = row.cells[col];
+  const v = cell.dataset.sort !== undefined ? cell.dataset.sort : cell.textContent.trim();
+  const n = parseFloat(v);
+  return isNaN(n) ? v.toLowerCase() : n;
+}
+function sortBy(col) {
+  sortState.dir = sortState.col === col ? -sortState.dir : 1;
+  sortState.col = col;
+  const rows = Array.from(body.rows);
+  rows.sort((a, b) => {
+    const x = cellValue(a, col), y = cellValue(b, col);
+    return (x < y ? -1 : x > y ? 1 : 0) * sortState.dir;
+  });
+  rows.forEach(r => body.appendChild(r));
+  table.querySelectorAll('th').forEach((th, i) =>
+    th.setAttribute('aria-sort', i === col ? (sortState.dir > 0 ? 'ascending' : 'descending') : 'none'));
+}
+table.querySelectorAll('th').forEach((th, i) => th.addEventListener('click', () => sortBy(i)));
+function applyFilter() {
+  const q = document.getElementById('filter').value.toLowerCase();
+  const cat = document.getElementById('category').value;
+  let shown = 0;
+  Array.from(body.rows).forEach(r => {
+    const ok = (!q || r.textContent.toLowerCase().includes(q)) && (!cat || r.dataset.category === cat);
+    r.hidden = !ok; shown += ok;
+  });
+  document.getElementById('shown').textContent = shown;
+}
+document.getElementById('filter').addEventListener('input', applyFilter);
+document.getElementById('category').addEventListener('change', applyFilter);
+applyFilter();
+"""
+
+_HTML_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
+th{background:#f3f3f3;cursor:pointer;user-select:none}th[aria-sort=ascending]::after{content:' \\25B2'}
+th[aria-sort=descending]::after{content:' \\25BC'}code{font-size:12px}.controls{margin:1em 0}
+.mme{background:#fff4e5}.gcrde{background:#e8f4ff}.error{background:#fde8e8}
+"""
+
+
+def render_html(report: TriageReport) -> str:
+    """A self-contained page (no external assets): a sortable, filterable table plus the groupings."""
+    e = html.escape
+    rows_html = []
+    for row in report.rows:
+        issue = row["issue"]
+        cat = row.get("category") or "error"
+        suspects = "".join(
+            f"<div><code>{e(s['path'])}</code> {s['score']:.2f} &mdash; {e(s['reason'])}</div>" for s in _top(row)
+        ) or e(row.get("reason") or "")
+        replay = (row.get("replay") or {}).get("verdict") or "-"
+        rows_html.append(
+            f'<tr class="{e(cat)}" data-category="{e(cat)}">'
+            f'<td data-sort="{issue["number"]}"><a href="{e(issue["url"])}">#{issue["number"]}</a></td>'
+            f"<td>{e(issue['title'])}</td><td>{e(cat)}</td>"
+            f'<td data-sort="{_confidence(row):.4f}">{_confidence(row):.2f}</td>'
+            f"<td>{e(_env(row))}</td><td>{e(replay)}</td><td>{suspects}</td></tr>"
+        )
+    counts = " &middot; ".join(f"{e(c)}: {n}" for c, n in report.counts.items())
+    groups = "".join(
+        f"<li><code>{e(p)}</code>: {', '.join(f'#{n}' for n in ns)}</li>" for p, ns in report.by_suspect.items()
+    ) or "<li>none</li>"
+    dups = "".join(f"<li>#{a} and #{b} (cosine {s:.2f})</li>" for a, b, s in report.duplicates) or "<li>none found</li>"
+    needs = "".join(f"<li>#{n}: {e(w)}</li>" for n, w in report.needs_human) or "<li>nothing</li>"
+    options = "".join(f'<option value="{e(c)}">{e(c)}</option>' for c in report.counts)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>sftl triage: {e(report.repo)}</title>
+<style>{_HTML_STYLE}</style></head><body>
+<h1>sftl triage: {e(report.repo)}</h1>
+<p id="counts">{counts}</p>
+<div class="controls"><input id="filter" placeholder="filter (title, file, reason...)" size="40">
+<select id="category"><option value="">all categories</option>{options}</select>
+showing <span id="shown"></span> of {len(report.rows)}</div>
+<table id="issues"><thead><tr><th>#</th><th>title</th><th>category</th><th>confidence</th>
+<th>environment</th><th>replay</th><th>top suspects</th></tr></thead>
+<tbody>{''.join(rows_html)}</tbody></table>
+<h2>By suspected file (who to ping)</h2><ul id="by-suspect">{groups}</ul>
+<h2>Likely duplicates</h2><ul id="duplicates">{dups}</ul>
+<h2>Needs a human</h2><ul id="needs-human">{needs}</ul>
+<script>{_HTML_SCRIPT}</script></body></html>
+"""
+
+
+def write_report(report: TriageReport, out_dir: str | Path) -> dict[str, Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out / "triage.md", "html": out / "triage.html", "json": out / "triage.json"}
+    for kind, text in (
+        ("markdown", render_markdown(report)),
+        ("html", render_html(report)),
+        ("json", json.dumps(to_jsonable(report), indent=2, ensure_ascii=False)),
+    ):
+        tmp = paths[kind].with_suffix(paths[kind].suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(paths[kind])  # atomic: a reader never sees half a report
+    return paths

@@ -1,0 +1,178 @@
+"""Backlog triage: local executor end to end, resume, Ray executor parity, and the HTML report in Chromium."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sftl import triage
+from sftl.cli import main
+from sftl.config import load_settings
+from sftl.intake import import_jsonl
+from sftl.store import Store
+
+BACKLOG = Path(__file__).resolve().parent.parent / "fixtures" / "triage" / "backlog.jsonl"
+REPO = "pytorch/pytorch"
+
+
+@pytest.fixture
+def loaded(sftl_home: Path) -> tuple[object, Store]:
+    settings = load_settings(offline=True)
+    store = Store(settings.db_path)
+    import_jsonl(str(BACKLOG), store)
+    yield settings, store
+    store.close()
+
+
+def _summary(rows: list[dict]) -> dict[int, tuple]:
+    return {
+        r["issue"]["number"]: (r["category"], r["outcome"], tuple(s["path"] for s in r["suspects"][:3]))
+        for r in rows
+    }
+
+
+def test_local_triage_end_to_end_then_nothing_is_done_twice(loaded) -> None:
+    settings, store = loaded
+    issues = list(store.iter_issues(repo=REPO))
+    assert len(issues) == 6
+    stats = triage.triage_issues(issues, settings, store, repo=REPO, executor="local", jobs=2)
+    assert (stats.total, stats.done, stats.reused, stats.failed) == (6, 6, 0, 0)
+    by_number = {r["issue"]["number"]: r for r in stats.rows}
+    assert by_number[995001]["category"] == "mme"
+    assert by_number[995001]["suspects"][0]["path"] == "torch/optim/swa_utils.py"
+    assert by_number[995002]["category"] == "gcrde"
+    assert by_number[995004]["category"] == "other" and by_number[995004]["outcome"] == "skipped"
+    # the driver wrote every result to the real store
+    assert store.get_localization(REPO, 995001)["suspects"][0]["path"] == "torch/optim/swa_utils.py"
+
+    again = triage.triage_issues(issues, settings, store, repo=REPO, executor="local", jobs=2)
+    assert (again.done, again.reused) == (0, 6)
+    assert _summary(again.rows) == _summary(stats.rows)
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(loaded) -> None:
+    settings, store = loaded
+    issues = list(store.iter_issues(repo=REPO))
+    seen = []
+
+    def stop_after_two(done: int, total: int) -> None:
+        seen.append(done)
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        triage.triage_issues(issues, settings, store, repo=REPO, jobs=1, progress=stop_after_two)
+    resumed = triage.triage_issues(issues, settings, store, repo=REPO, jobs=1)
+    assert (resumed.reused, resumed.done) == (2, 4)
+
+
+def test_a_changed_issue_is_redone(loaded) -> None:
+    settings, store = loaded
+    issues = list(store.iter_issues(repo=REPO))
+    triage.triage_issues(issues, settings, store, repo=REPO, jobs=1)
+    from dataclasses import replace
+
+    edited = [replace(i, body=i.body + "\n\nedit", updated_at="2026-11-29T00:00:00Z") if i.number == 995004 else i
+              for i in issues]
+    again = triage.triage_issues(edited, settings, store, repo=REPO, jobs=1)
+    assert (again.reused, again.done) == (5, 1)
+
+
+@pytest.mark.slow
+def test_ray_executor_gives_the_same_results_as_local(loaded) -> None:
+    pytest.importorskip("ray")
+    settings, store = loaded
+    issues = list(store.iter_issues(repo=REPO))
+    local = triage.triage_issues(issues, settings, store, repo=REPO, executor="local", jobs=1)
+    # a second store so nothing is reused: Ray must do all the work itself
+    with Store(Path(str(settings.db_path) + ".ray")) as ray_store:
+        via_ray = triage.triage_issues(issues, settings, ray_store, repo=REPO, executor="ray", jobs=2)
+        assert (via_ray.done, via_ray.failed) == (6, 0)
+        assert _summary(via_ray.rows) == _summary(local.rows)
+        assert ray_store.get_localization(REPO, 995001) is not None  # the driver stored what Ray returned
+
+
+def test_duplicates_are_found_among_near_identical_reports(loaded) -> None:
+    _, store = loaded
+    pairs = triage.find_duplicates(list(store.iter_issues(repo=REPO)))
+    assert pairs and pairs[0][:2] == (995002, 995003)
+    assert all(a != 995004 and b != 995004 for a, b, _ in pairs)
+
+
+def test_report_groups_and_needs_human() -> None:
+    rows = [
+        {"issue": {"number": 1, "url": "u1", "repo": REPO, "title": "a"}, "category": "mme",
+         "screening": {"mme": 0.9}, "environment": {}, "replay": None, "outcome": "located", "reason": "",
+         "suspects": [{"path": "torch/a.py", "score": 0.9, "side": "python", "reason": "r"}]},
+        {"issue": {"number": 2, "url": "u2", "repo": REPO, "title": "b"}, "category": "mme",
+         "screening": {"mme": 0.8}, "environment": {}, "replay": None, "outcome": "located", "reason": "",
+         "suspects": [{"path": "torch/a.py", "score": 0.5, "side": "python", "reason": "r"}]},
+        {"issue": {"number": 3, "url": "u3", "repo": REPO, "title": "c|d"}, "category": "gcrde",
+         "screening": {"gcrde": 0.7}, "environment": {}, "replay": {"verdict": "env-unavailable", "reason": "no py3.6"},
+         "outcome": "located", "reason": "", "suspects": [{"path": "aten/x.cu", "score": 0.4, "side": "cuda", "reason": "r"}]},
+        {"issue": {"number": 4, "url": "u4", "repo": REPO, "title": "e"}, "category": "gcrde",
+         "screening": {}, "environment": {}, "replay": None, "outcome": "abstained", "reason": "no op", "suspects": []},
+    ]
+    report = triage.build_report(REPO, rows, [(1, 2, 0.8)])
+    assert report.counts == {"gcrde": 2, "mme": 2}
+    assert report.by_suspect["torch/a.py"] == [1, 2]
+    assert [n for n, _ in report.needs_human] == [3, 4]
+    md = triage.render_markdown(report)
+    assert "c\\|d" in md and "#1 and #2" in md
+
+
+def test_cli_triage_offline_and_its_bad_inputs(loaded, tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["triage", REPO, "--offline", "--out", str(tmp_path / "r"), "--jobs", "1", "--json"], out=out, err=err)
+    assert code == 0, err.getvalue()
+    assert '"processed": 6' in out.getvalue()
+    assert (tmp_path / "r" / "triage.html").exists() and (tmp_path / "r" / "triage.md").exists()
+
+    err = io.StringIO()
+    assert main(["triage", "not-a-repo", "--offline"], out=io.StringIO(), err=err) == 2
+    assert err.getvalue().count("\n") == 1 and "OWNER/REPO" in err.getvalue()
+    err = io.StringIO()
+    assert main(["triage", "nobody/nothing", "--offline"], out=io.StringIO(), err=err) == 2
+    assert "no stored issues" in err.getvalue()
+
+
+HAVE_CHROMIUM = bool(shutil.which("chromium") and shutil.which("chromedriver"))
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not HAVE_CHROMIUM, reason="chromium and chromedriver binaries are not installed")
+def test_html_report_rows_sort_and_filter_in_real_chromium(loaded, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    from sftl.browser import BrowserCrawler
+
+    settings, store = loaded
+    issues = list(store.iter_issues(repo=REPO))
+    stats = triage.triage_issues(issues, settings, store, repo=REPO, jobs=1)
+    paths = triage.write_report(triage.build_report(REPO, stats.rows, triage.find_duplicates(issues)), tmp_path)
+
+    with BrowserCrawler(load_settings(offline=False)) as browser:
+        driver = browser.start()
+        driver.get(paths["html"].as_uri())
+
+        def numbers() -> list[int]:
+            cells = driver.find_elements(By.CSS_SELECTOR, "#issues tbody tr:not([hidden]) td:first-child")
+            return [int(c.text.lstrip("#")) for c in cells]
+
+        assert sorted(numbers()) == [995001, 995002, 995003, 995004, 995005, 995006]
+        header = driver.find_elements(By.CSS_SELECTOR, "#issues th")[0]
+        header.click()
+        assert numbers() == sorted(numbers())
+        header.click()
+        assert numbers() == sorted(numbers(), reverse=True)
+        confidence = driver.find_elements(By.CSS_SELECTOR, "#issues th")[3]
+        confidence.click()
+        conf = [float(c.text) for c in driver.find_elements(By.CSS_SELECTOR, "#issues tbody td:nth-child(4)")]
+        assert conf == sorted(conf)
+        driver.find_element(By.ID, "filter").send_keys("histc")
+        assert sorted(numbers()) == [995002, 995003]
+        assert driver.find_element(By.ID, "shown").text == "2"
+        assert "995002" in driver.find_element(By.ID, "duplicates").text
