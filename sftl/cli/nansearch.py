@@ -1,9 +1,77 @@
-"""CLI commands of the nansearch stage (filled in by that stage's work)."""
+"""`sftl nan-search`: search a script's inputs for NaN/INF by gradient back-propagation, against random search."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
+
+from sftl.cli import add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add this module's sub-commands to the `sftl` parser."""
+    p = sub.add_parser(
+        "nan-search",
+        help="search a script's inputs for NaN/INF (gradient-guided, with a random baseline)",
+        description=(
+            "Steer a PyTorch (or, with --entry, TensorFlow) program's inputs towards its numerically unsafe "
+            "operations (log, sqrt, div, exp, pow, acos, ...) until one produces NaN/INF; report the "
+            "operation, the line that called it and the inputs, and compare with random search."
+        ),
+    )
+    p.add_argument("script", help="the Python script to search (run in a child process)")
+    p.add_argument("--entry", metavar="FUNC",
+                   help="search FUNC(*example_inputs()) instead of running the whole script")
+    p.add_argument("--budget", type=float, default=20.0, metavar="SECONDS",
+                   help="time for the search, and again for the random baseline (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the random-search baseline")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_common(p)
+    p.set_defaults(handler=run_nan_search)
+
+
+def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
+    from sftl.helpers.nansearch import search_script
+
+    result = search_script(Path(args.script), ctx.settings, entry=args.entry, budget=args.budget,
+                           seed=args.seed, baseline=not args.no_baseline)
+    if args.json:
+        ctx.print_json(result.to_json())
+        return 0
+    con = ctx.console()
+    name = Path(result.script).name
+    if result.found:
+        where = f"{name}:{result.line}" if result.line else name
+        con.print(f"[bold red]NaN/INF[/] from [bold]{result.op}[/] at {where} ({result.kind})")
+        if result.code:
+            con.print(f"    {result.code}", markup=False)
+        for arg in result.inputs.get("op", []):
+            con.print(f"  op input  {_describe(arg)}", markup=False)
+        for var in result.inputs.get("program", []):
+            con.print(f"  program   {_describe(var)}", markup=False)
+        con.print(f"found after {result.steps} runs in {result.seconds:.3f} s")
+    else:
+        con.print(f"no NaN/INF found in {name} ({result.reason}; {result.steps} runs, {result.seconds:.1f} s)")
+        if result.sites:
+            con.print("unsafe operations reached: " + ", ".join(result.sites), markup=False)
+    base = result.baseline
+    if base is not None:
+        verdict = f"found after {base.steps} runs in {base.seconds:.3f} s" if base.found else (
+            f"found nothing in {base.steps} runs ({base.seconds:.1f} s)")
+        line = f"random search: {verdict}"
+        if result.speedup is not None:
+            line += f"; gradient search {'>=' if not base.found else ''}{result.speedup:.1f}x faster"
+        con.print(line)
+    return 0
+
+
+def _describe(summary: dict[str, Any]) -> str:
+    name = summary.get("name", "")
+    if "value" in summary:
+        return f"{name} = {summary['value']}"
+    shape = "x".join(str(d) for d in summary.get("shape", [])) or "scalar"
+    values = ", ".join(str(v) for v in summary.get("values", []))
+    return (f"{name} {summary.get('dtype', '')}[{shape}] min {summary.get('min')} max {summary.get('max')}"
+            f" [{values}{', ...' if len(summary.get('values', [])) >= 6 else ''}]")

@@ -1,0 +1,16 @@
+"""Classifier loss as log(softmax(logits)): the softmax underflows to 0 for a confident row, log(0) = -inf."""
+# expect: bug
+# entry: loss
+import torch
+import torch.nn.functional as F
+
+
+def loss(x, w, b):
+    probs = F.softmax(x @ w + b, dim=-1)
+    target = torch.tensor([0, 1, 2, 1])
+    return -torch.log(probs[torch.arange(4), target]).mean()
+
+
+def example_inputs():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(4, 8, generator=g), 0.1 * torch.randn(8, 3, generator=g), torch.zeros(3)

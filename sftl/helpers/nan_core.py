@@ -1,0 +1,272 @@
+"""Framework-neutral NaN/INF search: signed-gradient descent on distance-to-invalid margins, and random search.
+
+A backend runs the program once for given values of the search variables and reports what it saw
+(`RunOutcome`): the first NaN/INF an operation produced from finite inputs (a `Finding`), the margin of
+every unsafe operation site it passed, and, when asked, the gradient of one target site's margin
+with respect to the variables. The gradient search (GRIST-style) picks the site closest to invalid,
+steps the variables against the sign of that gradient with a growing/halving step size, and moves to
+the next site when one stops improving; the random baseline resamples around the start point at
+doubling scales. Runs inside the child process (numpy only, no framework import here).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+ETA0 = 0.5  # first relative signed step
+ETA_GROWTH = 3.0  # per accepted signed step: overshooting into the invalid region is the goal
+ETA_MAX = 64.0  # a step may multiply a value's magnitude by up to ~65
+ETA_MIN = 1e-6  # below this the target site is given up
+MAX_TRIES = 80  # steps on one site before moving to the next
+NEWTON_OVERSHOOT = 1.25  # aim a quarter past the boundary: log(0) is -inf but sqrt(0) is still finite
+NEWTON_RETRY = 4  # after a failed first-order step, retry one after this many accepted signed steps
+RANDOM_DOUBLING_EVERY = 10  # random baseline: trials per scale before doubling it
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str  # "arg0", "torch.randn@5"
+    start: np.ndarray  # float64 copy of the starting value
+    dtype: str  # the framework dtype name, e.g. "float32"
+
+
+@dataclass
+class Finding:
+    op: str
+    line: int | None
+    code: str
+    kind: str  # "forward" | "backward" | "python"
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class RunOutcome:
+    finding: Finding | None = None
+    margins: dict[str, float] = field(default_factory=dict)  # site -> smallest raw margin this run
+    normalized: dict[str, float] = field(default_factory=dict)  # site -> margin / scale
+    grads: list[np.ndarray | None] | None = None  # d margin(target) / d variables
+    target_crossing: bool = True  # the target's invalid region lies beyond 0 (else: only at 0)
+    error: str | None = None
+    seconds: float = 0.0
+
+
+class Backend(Protocol):
+    variables: list[Variable]
+
+    def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float) -> RunOutcome: ...
+
+
+@dataclass
+class SearchResult:
+    found: bool
+    finding: Finding | None
+    steps: int
+    seconds: float
+    values: list[np.ndarray] | None  # the variables' values at the finding
+    reason: str = ""
+    sites: list[str] = field(default_factory=list)
+
+
+def bound_for(var: Variable, bound: float) -> float:
+    """Values stay within a realistic range: +-bound, or 10x the start's magnitude if larger."""
+    top = float(np.max(np.abs(var.start))) if var.start.size else 0.0
+    return max(bound, 10.0 * top)
+
+
+def _scale(var: Variable) -> float:
+    if not var.start.size:
+        return 1.0
+    s = float(np.std(var.start)) if var.start.size > 1 else 0.0
+    return max(s, float(np.mean(np.abs(var.start))), 1e-3)
+
+
+def _done(finding: Finding | None, steps: int, t0: float, values: list[np.ndarray], sites: set[str]) -> SearchResult:
+    return SearchResult(True, finding, steps, time.perf_counter() - t0, values, "", sorted(sites))
+
+
+def gradient_search(
+    backend: Backend, budget: float, seed: int = 0, bound: float = 1e4, start_outcome: RunOutcome | None = None
+) -> SearchResult:
+    """Descend one unsafe site's margin at a time (first-order steps onto the invalid side, then signed steps)."""
+    t0 = time.perf_counter()
+    deadline = t0 + budget
+    rng = np.random.default_rng(seed)
+    vars_ = backend.variables
+    if not vars_:
+        return SearchResult(False, None, 0, 0.0, None, "the program has no floating-point inputs to search")
+    start = [v.start.copy() for v in vars_]
+    limits = [bound_for(v, bound) for v in vars_]
+    taus = [0.01 * _scale(v) + 1e-4 for v in vars_]
+    seen: set[str] = set()
+    steps = 0
+
+    def run(values: list[np.ndarray], target: str | None) -> RunOutcome:
+        nonlocal steps
+        steps += 1
+        out = backend.run(values, target, target is not None, deadline)
+        seen.update(out.margins)
+        return out
+
+    x = start
+    out = start_outcome if start_outcome is not None else run(x, None)
+    seen.update(out.margins)
+    if out.finding:
+        return _done(out.finding, steps, t0, x, seen)
+    exhausted: set[str] = set()
+    target: str | None = None
+    eta, tries, restarts, newton, since_newton = ETA0, 0, 0, True, 0
+    while time.perf_counter() < deadline:
+        candidates = {s: v for s, v in out.normalized.items() if s not in exhausted}
+        if not candidates:
+            # every reachable site is stuck: restart from a random point around the start, wider each time
+            restarts += 1
+            sigma = 0.5 * 2.0 ** min(restarts, 40)
+            x = [
+                np.clip(s + sigma * _scale(v) * rng.standard_normal(s.shape), -lim, lim)
+                for s, v, lim in zip(start, vars_, limits, strict=True)
+            ]
+            out = run(x, None)
+            if out.finding:
+                return _done(out.finding, steps, t0, x, seen)
+            exhausted.clear()
+            target = None
+            continue
+        chosen = min(candidates, key=lambda s: candidates[s])
+        if chosen != target or out.grads is None:
+            target, eta, tries, newton, since_newton = chosen, ETA0, 0, True, 0
+            out = run(x, target)
+            if out.finding:
+                return _done(out.finding, steps, t0, x, seen)
+            if target not in out.margins or out.grads is None:
+                exhausted.add(target)
+                continue
+        grads = out.grads
+        if not any(g is not None and np.any(g) for g in grads):
+            exhausted.add(target)
+            continue
+        proposal = _newton(x, grads, out.margins[target], out.target_crossing, limits) if newton else None
+        used_newton = proposal is not None
+        if proposal is None:
+            proposal = []
+            for xi, gi, tau, lim in zip(x, grads, taus, limits, strict=True):
+                if gi is None:
+                    proposal.append(xi)
+                    continue
+                step = eta * (np.abs(xi) + tau)
+                proposal.append(np.clip(xi - np.sign(gi) * step, -lim, lim))
+        new = run(proposal, target)
+        if new.finding:
+            return _done(new.finding, steps, t0, proposal, seen)
+        tries += 1
+        improved = (
+            new.error is None
+            and target in new.margins
+            and new.grads is not None
+            and new.margins[target] < out.margins[target]
+        )
+        if used_newton:
+            # a first-order step that did not land in the invalid region means the margin is far from
+            # linear (e.g. a softmax probability); signed steps with a growing size do better there
+            newton, since_newton = False, 0
+            if improved:
+                x, out = proposal, new
+        elif improved:
+            x, out = proposal, new
+            eta = min(eta * ETA_GROWTH, ETA_MAX)
+            since_newton += 1
+            newton = since_newton >= NEWTON_RETRY
+        else:
+            eta *= 0.5
+            if eta < ETA_MIN:
+                exhausted.add(target)
+        if tries >= MAX_TRIES:
+            exhausted.add(target)
+    reason = "budget spent; no unsafe operation reached NaN/INF" if seen else "no unsafe operation was reached"
+    return SearchResult(False, None, steps, time.perf_counter() - t0, None, reason, sorted(seen))
+
+
+def _newton(
+    x: list[np.ndarray], grads: list[np.ndarray | None], margin: float, crossing: bool, limits: list[float]
+) -> list[np.ndarray] | None:
+    """The first-order step that takes the margin to 0 (or a little past it where the invalid side lies beyond)."""
+    gsq = sum(float(np.sum(g * g)) for g in grads if g is not None)
+    if not math.isfinite(gsq) or gsq <= 0 or not math.isfinite(margin):
+        return None
+    factor = (margin * NEWTON_OVERSHOOT if crossing else margin) / gsq
+    proposal = []
+    for xi, gi, lim in zip(x, grads, limits, strict=True):
+        if gi is None:
+            proposal.append(xi)
+            continue
+        new = xi - factor * gi
+        if not np.all(np.isfinite(new)):
+            return None
+        proposal.append(np.clip(new, -lim, lim))
+    return proposal
+
+
+def random_search(
+    backend: Backend, budget: float, seed: int = 0, bound: float = 1e4, start_outcome: RunOutcome | None = None
+) -> SearchResult:
+    """The baseline: resample the variables around the start point, doubling the scale every few trials."""
+    t0 = time.perf_counter()
+    deadline = t0 + budget
+    rng = np.random.default_rng(seed + 1)
+    vars_ = backend.variables
+    if not vars_:
+        return SearchResult(False, None, 0, 0.0, None, "the program has no floating-point inputs to search")
+    start = [v.start.copy() for v in vars_]
+    limits = [bound_for(v, bound) for v in vars_]
+    scales = [_scale(v) for v in vars_]
+    top = max(lim / s for lim, s in zip(limits, scales, strict=True))
+    seen: set[str] = set()
+    steps = 0
+    k = 0
+    while time.perf_counter() < deadline:
+        sigma = 2.0 ** (k // RANDOM_DOUBLING_EVERY)
+        if sigma > top:  # wrapped past the bound: start the growing schedule again
+            k, sigma = 0, 1.0
+        k += 1
+        x = start if steps == 0 and start_outcome is None else [
+            np.clip(s + sigma * sc * rng.standard_normal(s.shape), -lim, lim)
+            for s, sc, lim in zip(start, scales, limits, strict=True)
+        ]
+        steps += 1
+        out = backend.run(x, None, False, deadline)
+        seen.update(out.margins)
+        if out.finding:
+            return _done(out.finding, steps, t0, x, seen)
+    return SearchResult(False, None, steps, time.perf_counter() - t0, None, "budget spent", sorted(seen))
+
+
+def summarize(value: Any, name: str | None = None, limit: int = 6) -> dict[str, Any]:
+    """A short JSON description of an array (shape, dtype, range, first values) or a scalar."""
+    out: dict[str, Any] = {} if name is None else {"name": name}
+    arr = np.asarray(value)
+    if arr.ndim == 0 and not isinstance(value, np.ndarray):
+        v = arr.item()
+        out["value"] = _num(v) if isinstance(v, float) else v if isinstance(v, (int, bool, str)) else repr(v)
+        return out
+    out["shape"] = list(arr.shape)
+    out["dtype"] = str(arr.dtype)
+    if arr.size and np.issubdtype(arr.dtype, np.number):
+        flat = arr.astype(np.float64).ravel()
+        finite = flat[np.isfinite(flat)]
+        out["min"] = _num(float(finite.min())) if finite.size else None
+        out["max"] = _num(float(finite.max())) if finite.size else None
+        out["nonfinite"] = int(flat.size - finite.size)
+        out["values"] = [_num(float(v)) for v in flat[:limit]]
+    return out
+
+
+def _num(v: float) -> float | str:
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return float(f"{v:.6g}")

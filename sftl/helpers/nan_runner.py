@@ -1,0 +1,146 @@
+"""Child-process entry of the NaN/INF search: reads one JSON request on stdin, searches, prints one JSON line.
+
+Run as `python nan_runner.py < request.json` (by path, so any interpreter with numpy and the framework
+can run it); the line it prints starts with RESULT_MARK so that output the user's program writes to
+the real stdout (C extensions, os.write) cannot be mistaken for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+RESULT_MARK = "SFTL_NAN_RESULT "
+
+
+class ScriptError(Exception):
+    """The user's script cannot be searched (does not parse, fails at its start point, lacks the entry)."""
+
+
+def detect_framework(source: str) -> str:
+    torch = re.search(r"^\s*(import|from)\s+torch\b", source, re.M)
+    tf = re.search(r"^\s*(import|from)\s+tensorflow\b", source, re.M)
+    return "tensorflow" if tf and not torch else "torch"
+
+
+def _result(search: Any) -> dict[str, Any]:
+    from sftl.helpers.nan_core import summarize
+
+    f = search.finding
+    return {
+        "found": search.found,
+        "op": f.op if f else None,
+        "line": f.line if f else None,
+        "code": f.code if f else "",
+        "kind": f.kind if f else "",
+        "op_inputs": f.inputs if f else [],
+        "steps": search.steps,
+        "seconds": round(search.seconds, 6),
+        "values": None if search.values is None else [summarize(v) for v in search.values],
+        "reason": search.reason,
+        "sites": search.sites,
+    }
+
+
+def search(request: dict[str, Any]) -> dict[str, Any]:
+    from sftl.helpers.nan_core import SearchResult, gradient_search, random_search
+
+    path = Path(request["script"]).resolve()
+    entry = request.get("entry")
+    budget = float(request.get("budget", 30.0))
+    seed = int(request.get("seed", 0))
+    bound = float(request.get("bound", 1e4))
+    try:
+        source = path.read_text(encoding="utf-8")
+        compile(source, str(path), "exec")
+    except OSError as exc:
+        raise ScriptError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except SyntaxError as exc:
+        raise ScriptError(f"{path.name}:{exc.lineno}: SyntaxError: {exc.msg}") from None
+    framework = request.get("framework") or detect_framework(source)
+    os.chdir(path.parent)
+    sys.argv = [str(path)]
+    sys.path.insert(0, str(path.parent))
+    program: Any
+    if framework == "tensorflow":
+        if entry is None:
+            raise ScriptError("TensorFlow programs are searched with --entry FUNC (whole-script mode is PyTorch only)")
+        from sftl.helpers.nan_tf import TFProgram
+
+        program = TFProgram(path, entry, seed)
+    else:
+        from sftl.helpers.nan_torch import TorchProgram
+
+        program = TorchProgram(path, entry, seed)
+    start_deadline = time.perf_counter() + max(budget, 20.0)
+    try:
+        if entry is not None:
+            program.load_entry()
+            start = program.run([v.start for v in program.variables], None, False, start_deadline)
+        else:
+            start = program.discover(start_deadline)
+    except LookupError as exc:
+        raise ScriptError(str(exc.args[0]) if exc.args else str(exc)) from None
+    except Exception as exc:
+        line = _script_line(exc, str(path))
+        raise ScriptError(f"{path.name}{line}: fails while loading: {type(exc).__name__}: {exc}") from None
+    if start.error and not start.finding:
+        raise ScriptError(f"{path.name}: fails at its start point: {start.error}")
+    names = [v.name for v in program.variables]
+    if start.finding:  # the program is already broken at its own inputs: nothing to search
+        hit = SearchResult(True, start.finding, 1, start.seconds, [v.start for v in program.variables], "the start point already produces NaN/INF", sorted(start.margins))
+        return {"framework": framework, "variables": names, "search": _result(hit), "baseline": _result(hit) if request.get("baseline", True) else None}
+    # warm-up (first autograd call, lazy kernels) so neither search pays one-time costs in its timing
+    starts = [v.start for v in program.variables]
+    if start.normalized:
+        best = min(start.normalized, key=lambda s: start.normalized[s])
+        for _ in range(2):
+            program.run(starts, best, True, start_deadline)
+    program.run(starts, None, False, start_deadline)
+    found = gradient_search(program, budget, seed, bound, start)
+    base = random_search(program, budget, seed, bound, start) if request.get("baseline", True) else None
+    return {
+        "framework": framework,
+        "variables": names,
+        "search": _result(found),
+        "baseline": _result(base) if base is not None else None,
+    }
+
+
+def _script_line(exc: BaseException, filename: str) -> str:
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f":{line}" if line else ""
+
+
+def main() -> int:
+    out = sys.stdout
+    try:
+        request = json.loads(sys.stdin.read())
+        payload: dict[str, Any] = {"ok": True, **search(request)}
+    except ScriptError as exc:
+        payload = {"ok": False, "kind": "input", "error": str(exc)}
+    except ModuleNotFoundError as exc:
+        payload = {"ok": False, "kind": "env", "error": f"the search needs {exc.name}, which this interpreter lacks"}
+    except Exception as exc:
+        payload = {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}",
+                   "traceback": traceback.format_exc()[-4000:]}
+    out.write(RESULT_MARK + json.dumps(payload) + "\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    if not __package__:  # run by path: make the sftl package importable without installing it
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""NaN/INF search helper: run a program's gradient-guided search (and a random baseline) in a child process.
+
+The search itself (sftl.helpers.nan_core with the nan_torch / nan_tf backends) executes user code, so it
+never runs in sftl's own process: `search_script` starts `nan_runner.py` with a scrubbed environment
+(`settings.child_env()`) and a wall-clock timeout, feeds it one JSON request and reads back one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sftl.config import Settings
+from sftl.errors import EnvError, InputError, SandboxError
+
+RUNNER = Path(__file__).resolve().parent / "nan_runner.py"
+RESULT_MARK = "SFTL_NAN_RESULT "
+STARTUP_ALLOWANCE = 120.0  # seconds for the child to import torch/tensorflow and load the script
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """The random-search baseline under the same budget."""
+
+    found: bool
+    seconds: float
+    steps: int
+    op: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class NanSearchResult:
+    """What the search found: the operation, the user line that called it, the inputs, and the cost."""
+
+    found: bool
+    op: str | None
+    line: int | None
+    steps: int
+    seconds: float
+    inputs: dict[str, Any] = field(default_factory=dict)  # {"op": [argument summaries], "program": [variables]}
+    code: str = ""  # the source text of `line`
+    kind: str = ""  # "forward" (an op's output), "backward" (a gradient), "python" (ZeroDivisionError, ...)
+    baseline: BaselineResult | None = None
+    framework: str = "torch"
+    script: str = ""
+    variables: tuple[str, ...] = ()
+    sites: tuple[str, ...] = ()  # the unsafe operation sites the search reached, "torch.log@12"
+    reason: str = ""  # why nothing was found
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline time over search time; a lower bound when the baseline found nothing."""
+        if not self.found or self.baseline is None or self.seconds <= 0:
+            return None
+        return self.baseline.seconds / self.seconds
+
+    def to_json(self) -> dict[str, Any]:
+        """The `sftl nan-search --json` object, exactly these keys."""
+        base = self.baseline
+        return {
+            "found": self.found,
+            "op": self.op,
+            "line": self.line,
+            "inputs": self.inputs,
+            "steps": self.steps,
+            "seconds": round(self.seconds, 4),
+            "baseline": None if base is None else {
+                "found": base.found, "seconds": round(base.seconds, 4), "steps": base.steps,
+            },
+        }
+
+
+def search_script(
+    path: str | Path,
+    settings: Settings,
+    *,
+    entry: str | None = None,
+    budget: float = 20.0,
+    seed: int = 0,
+    baseline: bool = True,
+    bound: float = 1e4,
+    python: str | None = None,
+) -> NanSearchResult:
+    """Search SCRIPT for inputs that make an unsafe operation produce NaN/INF (raises InputError on a bad script)."""
+    script = Path(path).expanduser().resolve()
+    if not script.is_file():
+        raise InputError(f"no such script: {path}")
+    if budget <= 0:
+        raise InputError(f"--budget must be positive, not {budget:g}")
+    request = {"script": str(script), "entry": entry, "budget": budget, "seed": seed, "baseline": baseline,
+               "bound": bound}
+    timeout = budget * (2 if baseline else 1) + STARTUP_ALLOWANCE
+    cmd = [python or sys.executable, str(RUNNER)]
+    env = settings.child_env({"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+                              "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+    try:
+        proc = subprocess.run(cmd, input=json.dumps(request), capture_output=True, text=True, env=env,
+                              cwd=str(script.parent), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SandboxError(f"the search of {script.name} did not finish within {timeout:.0f} s") from None
+    except OSError as exc:
+        raise EnvError(f"cannot start {cmd[0]}: {exc.strerror or exc}") from None
+    payload = _parse(proc.stdout)
+    if payload is None:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SandboxError(f"the search process of {script.name} died (exit {proc.returncode}): {tail}")
+    return _to_result(payload, script)
+
+
+def search_snippet(code: str, settings: Settings, budget: float = 20.0, *, seed: int = 0,
+                   baseline: bool = True) -> NanSearchResult:
+    """Whole-script search of an issue's snippet (for `sftl replay TARGET --nan-search`)."""
+    with tempfile.TemporaryDirectory(prefix="sftl-nan-") as tmp:
+        path = Path(tmp) / "snippet.py"
+        path.write_text(code, encoding="utf-8")
+        return search_script(path, settings, budget=budget, seed=seed, baseline=baseline)
+
+
+def _parse(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_MARK):
+            try:
+                payload = json.loads(line[len(RESULT_MARK):])
+            except json.JSONDecodeError:
+                return None
+            return payload if isinstance(payload, dict) else None
+    return None
+
+
+def _to_result(payload: dict[str, Any], script: Path) -> NanSearchResult:
+    if not payload.get("ok"):
+        message = str(payload.get("error") or "the search failed")
+        kind = payload.get("kind")
+        if kind == "input":
+            raise InputError(message)
+        if kind == "env":
+            raise EnvError(message)
+        raise SandboxError(f"the search of {script.name} failed: {message}")
+    s = payload["search"]
+    b = payload.get("baseline")
+    names = payload.get("variables") or []
+    program = [dict(v, name=n) for n, v in zip(names, s.get("values") or [], strict=False)]
+    return NanSearchResult(
+        found=bool(s["found"]),
+        op=s.get("op"),
+        line=s.get("line"),
+        steps=int(s.get("steps", 0)),
+        seconds=float(s.get("seconds", 0.0)),
+        inputs={"op": s.get("op_inputs") or [], "program": program} if s["found"] else {},
+        code=s.get("code") or "",
+        kind=s.get("kind") or "",
+        baseline=None if not b else BaselineResult(bool(b["found"]), float(b["seconds"]), int(b["steps"]),
+                                                    b.get("op"), b.get("line")),
+        framework=payload.get("framework", "torch"),
+        script=str(script),
+        variables=tuple(names),
+        sites=tuple(s.get("sites") or ()),
+        reason=s.get("reason") or "",
+    )
