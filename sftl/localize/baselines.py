@@ -206,11 +206,18 @@ class _Memo:
 
 _VSM_MEMO = _Memo(_MEMO_TREES)
 _BERT_MEMO = _Memo(_MEMO_TREES)
+_FILES_MEMO = _Memo(2)  # the texts themselves: both baselines build from one read of the tree
 
 
 def _tree_key(kind: str, source: SourceProvider, framework: str, category: Category) -> tuple[Any, ...]:
     files = source.list_files()
     return (kind, framework, source.version, source.description, category.value, len(files))
+
+
+def _tree_files(source: SourceProvider, framework: str, category: Category) -> _TreeFiles:
+    key = _tree_key("files", source, framework, category)
+    files: _TreeFiles = _FILES_MEMO.get(key, lambda: _read_tree(source, framework, category))
+    return files
 
 
 def _skip(method: str, reason: str) -> Localization:
@@ -305,7 +312,7 @@ def localize_vsm(
     cache = FeatureCache((cache_dir or _default_cache_dir()) / "baselines")
     index: _VsmIndex = _VSM_MEMO.get(
         _tree_key(VSM_KIND, source, framework, category),
-        lambda: _build_vsm(_read_tree(source, framework, category), cache),
+        lambda: _build_vsm(_tree_files(source, framework, category), cache),
     )
     if not index.paths:
         return _no_files("vsm", source, framework, category)
@@ -487,7 +494,7 @@ def localize_bert(
     cache = FeatureCache((cache_dir or _default_cache_dir()) / "baselines")
     index: _BertIndex = _BERT_MEMO.get(
         _tree_key(BERT_KIND, source, framework, category),
-        lambda: _build_bert(_read_tree(source, framework, category), cache),
+        lambda: _build_bert(_tree_files(source, framework, category), cache),
     )
     if not index.paths:
         return _no_files("bert", source, framework, category)
