@@ -187,7 +187,7 @@ with Store(s.db_path) as store:
 def test_killed_mid_crawl_then_resumed_has_every_issue_exactly_once(tmp_path: Path) -> None:
     """SIGKILL a real crawling process between pages; the rerun resumes from the committed cursor."""
     total = 2000
-    with GitHubServer(page_delay=0.05) as gh:
+    with GitHubServer(page_delay=0.1) as gh:
         populate(gh, "o/r", total)
         home = tmp_path / "home"
         proc = subprocess.Popen([sys.executable, "-c", CRAWLER, str(home), gh.url], cwd=ROOT,
@@ -197,18 +197,20 @@ def test_killed_mid_crawl_then_resumed_has_every_issue_exactly_once(tmp_path: Pa
         stored = 0
         while time.monotonic() < deadline:
             if db.exists():
+                con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
                 try:
-                    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
-                        stored = con.execute("SELECT COUNT(*) FROM issues").fetchone()[0]
+                    stored = con.execute("SELECT COUNT(*) FROM issues").fetchone()[0]
                 except sqlite3.OperationalError:
-                    stored = 0
+                    stored = 0  # not created yet
+                finally:
+                    con.close()
             if stored >= 500 or proc.poll() is not None:
                 break
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         assert proc.returncode == -signal.SIGKILL, "the crawl finished before it could be killed"
-        s = load_settings({}, home=home, api_url=gh.url, max_retries=2, backoff_base=0.01)
+        s = load_settings({}, home=home, api_url=gh.url, max_retries=2, backoff_base=0.01, http_timeout=5)
         with Store(s.db_path) as store:
             killed_at = store.count_issues("o/r")
             assert 0 < killed_at < total and killed_at % 100 == 0  # whole pages only: no half-written page
