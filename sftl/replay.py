@@ -143,7 +143,8 @@ def printed_numbers(text: str) -> list[tuple[float, float]]:
         mant = tok.lower().split("e")[0]
         decimals = len(mant.split(".")[1]) if "." in mant else 0
         exp = int(tok.lower().split("e")[1]) if "e" in tok.lower() else 0
-        out.append((value, 10.0 ** (exp - decimals) if ("." in mant or exp) else 0.0))
+        # '0.1235' may be one unit of the last printed place off; '11.' and '3' are printed exactly
+        out.append((value, 10.0 ** (exp - decimals) if decimals else 0.0))
     return out
 
 

@@ -1,0 +1,188 @@
+"""Replay end to end: real torch 2.13.0 in the sandbox, verdicts, the per-operator differential, store, CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from sftl.cli import main
+from sftl.config import load_settings
+from sftl.extract import extract
+from sftl.intake import read_issue_file
+from sftl.model import Device, Outcome, Traceback
+from sftl.replay import (
+    compare_printed,
+    compare_values,
+    has_cuda_device,
+    normalize_message,
+    printed_pair,
+    replay_issue,
+    replay_json,
+    replay_snippet,
+    same_error,
+)
+from sftl.sandbox import Limits
+from sftl.store import Store
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "replay"
+MARK = "MARK: snippet started"
+
+
+def _torch_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+@pytest.fixture
+def settings(tmp_path: Path):
+    return load_settings(env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "GITHUB_TOKEN": "ghp_never"},
+                         home=tmp_path / "home")
+
+
+def _issue(name: str):
+    issue, _ = read_issue_file(FIX / name)
+    return issue, extract(issue)
+
+
+def test_missing_module_error_is_reproduced_on_torch_2_13_cpu(settings) -> None:
+    issue, extraction = _issue("mme_attribute_error_torch_2_13.json")
+    with Store(settings.db_path) as store:
+        replay = replay_issue(issue, extraction, settings, store, device="both")
+        assert replay.verdict is Outcome.REPRODUCED, replay.reason
+        assert replay.environment.backend == "current" and replay.environment.version == "2.13.0"
+        cpu = replay.runs[0]
+        assert cpu.device is Device.CPU and MARK in cpu.stdout_tail
+        assert (cpu.exception, cpu.message) == ("AttributeError", "'Tensor' object has no attribute 'ravel_'")
+        assert cpu.details["frames"][-1]["line"] == 5
+        assert cpu.details["device_info"]["cuda_visible_devices"] == ""  # CUDA hidden on the CPU run
+        gpu = replay.runs[1]
+        if not has_cuda_device():
+            assert gpu.outcome is Outcome.NO_DEVICE and gpu.message == "skipped: no CUDA device"
+        # stored: the same replay again is answered from the store
+        started = time.monotonic()
+        again = replay_issue(issue, extraction, settings, store, device="both")
+        assert time.monotonic() - started < 1.0
+        assert again.runs[0].details["cached"] and again.verdict is Outcome.REPRODUCED
+        assert store.get_replay(again.runs[0].details["cache_key"]) is not None
+
+
+def test_other_errors_no_error_no_snippet_no_env(settings) -> None:
+    issue, extraction = _issue("mme_attribute_error_torch_2_13.json")
+    code = extraction.snippet.code
+    other = Traceback((), "AttributeError", "'Tensor' object has no attribute 'flatten_'")
+    assert replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=other).verdict is Outcome.DIFFERENT_ERROR
+    fine = "import torch\nprint('MARK')\nx = torch.arange(6.0).reshape(2, 3).ravel()\n"
+    replay = replay_snippet(fine, "pytorch", "2.13.0", settings, device="cpu", expected=extraction.traceback)
+    assert replay.verdict is Outcome.NO_ERROR and "expected AttributeError" in replay.reason
+    issue, extraction = _issue("no_snippet_docs_typo.json")
+    assert replay_issue(issue, extraction, settings).verdict is Outcome.NO_SNIPPET
+    issue, extraction = _issue("mme_old_release_1_4_no_env.json")
+    replay = replay_issue(issue, extraction, settings)
+    assert replay.verdict is Outcome.ENV_UNAVAILABLE and replay.runs == ()
+    assert "exact release 1.4.0" in replay.reason and "sftl envs create pytorch==1.4.0" in replay.reason
+    assert replay_snippet(code, "jax", "0.4", settings).verdict is Outcome.ENV_UNAVAILABLE
+
+
+def test_first_divergent_operator_against_a_float64_reference(settings) -> None:
+    """No GPU here: the same per-op mechanism runs CPU float32 against float64 and finds histc."""
+    issue, extraction = _issue("gcrde_histc_edges_torch_2_13.json")
+    replay = replay_issue(issue, extraction, settings, cuda=False)
+    assert replay.verdict is Outcome.NO_DEVICE, replay.reason
+    assert replay.first_divergent_op == "aten::histc"
+    report = replay.runs[0].details["opdiff"]
+    assert report["reference"] == "float64" and report["divergent"][0]["op"] == "aten::histc"
+    assert "float64 CPU reference: aten::histc" in replay.reason
+    # a computation float32 does exactly (small integers) diverges nowhere
+    exact = "import torch\nprint('MARK')\nx = torch.arange(8.0)\ny = (x * 2 + 1).sum()\nprint(y)\n"
+    clean = replay_snippet(exact, "pytorch", "2.13.0", settings, cuda=False)
+    assert clean.first_divergent_op is None and clean.runs[0].details["opdiff"]["checked"] >= 3
+
+
+@pytest.mark.gpu
+def test_gpu_run_compares_devices(settings) -> None:
+    if not _torch_cuda():
+        pytest.skip("no CUDA device (torch.cuda.is_available() is False)")
+    issue, extraction = _issue("gcrde_histc_edges_torch_2_13.json")
+    replay = replay_issue(issue, extraction, settings)
+    gpu = replay.runs[1]
+    assert gpu.outcome is Outcome.NO_ERROR and gpu.details["device_info"]["cuda_available"]
+    assert replay.verdict in (Outcome.DISCREPANCY, Outcome.NO_DISCREPANCY)
+    assert gpu.details["opdiff"]["reference"] == "cpu"
+
+
+def test_hostile_snippet_is_contained_and_replay_carries_on(settings) -> None:
+    limits = Limits(timeout=5, memory=2 << 30, max_procs=64, output=1_000_000)
+    bomb = "print('MARK', flush=True)\nimport os\nwhile True:\n    os.fork()\n"
+    replay = replay_snippet(bomb, "pytorch", "2.13.0", settings, device="cpu", limits=limits)
+    assert "MARK" in replay.runs[0].stdout_tail
+    assert replay.verdict in (Outcome.RESOURCE_LIMIT, Outcome.TIMEOUT)
+    loop = "print('MARK', flush=True)\nwhile True:\n    pass\n"
+    replay = replay_snippet(loop, "pytorch", "2.13.0", settings, device="cpu", limits=Limits(timeout=3))
+    assert replay.verdict is Outcome.TIMEOUT and "killed after 3 s" in replay.runs[0].message
+    ok = replay_snippet("import torch\nprint(torch.ones(2).sum().item())\n", "pytorch", "2.13.0", settings, device="cpu")
+    assert ok.verdict is Outcome.NO_ERROR and "2.0" in ok.runs[0].stdout_tail
+
+
+def test_json_has_exactly_the_documented_shape(settings) -> None:
+    replay = replay_snippet("print('hi')\n", "pytorch", "2.13.0", settings, device="cpu")
+    data = replay_json(replay)
+    assert set(data) == {"environment", "runs", "verdict", "reason"}
+    assert set(data["environment"]) == {"framework", "version", "python", "backend", "name"}
+    assert set(data["runs"][0]) == {"device", "outcome", "exception", "message", "stdout_tail", "stderr_tail", "seconds"}
+    assert data["verdict"] == "no-error" and data["runs"][0]["stdout_tail"] == "hi\n"
+    json.dumps(data)
+
+
+def test_messages_match_across_machines() -> None:
+    want = Traceback((), "AttributeError", "'Foo' object at 0x7f3a2b1c has no attribute 'x' (/home/alice/lib/torch/a.py)")
+    assert same_error(want, "AttributeError", "'Foo' object at 0x55d0aa12 has no attribute 'x' (/usr/lib/python3/torch/a.py)")
+    assert not same_error(want, "TypeError", "'Foo' object at 0x55d0aa12 has no attribute 'x'")
+    assert same_error(Traceback((), "torch._C._LinAlgError", "linalg.inv: singular"), "_LinAlgError", "linalg.inv: singular")
+    assert normalize_message('No module named "torch._C"') == normalize_message("No module named 'torch._C'")
+
+
+def test_comparisons_are_dtype_aware() -> None:
+    f32 = {"y": {"dtype": "float32", "shape": [2], "values": [1.0, 2.0]}}
+    near = {"y": {"dtype": "float32", "shape": [2], "values": [1.000001, 2.0]}}
+    far = {"y": {"dtype": "float32", "shape": [2], "values": [1.001, "nan"]}}
+    assert compare_values(f32, near) == []
+    assert "2 of 2 elements differ" in compare_values(f32, far)[0].detail
+    ints = {"n": {"dtype": "int64", "shape": [], "values": [3]}}
+    assert compare_values(ints, {"n": {"dtype": "int64", "shape": [], "values": [4]}})
+    assert compare_printed("tensor([0.1235, 2.0000])", "tensor([0.1234, 2.0000], device='cuda:0')") == []
+    assert compare_printed("tensor([0.1235, 2.0000])", "tensor([0.1335, 2.0000], device='cuda:0')")
+    pair = printed_pair("CPU: tensor([11., 10.])\nGPU: tensor([10., 11.],\n       device='cuda:0')\n")
+    assert pair is not None and compare_printed(*pair)
+
+
+def _cli(args: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return main(args, out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_cli_replay_and_bisect(sftl_home: Path, tmp_path: Path) -> None:
+    code, out, err = _cli(["replay", str(FIX / "mme_attribute_error_torch_2_13.json"), "--device", "cpu", "--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["verdict"] == "reproduced" and data["environment"]["backend"] == "current"
+    snippet = tmp_path / "s.py"
+    snippet.write_text("import torch\nprint('MARK')\ntorch.Tensor.no_such_thing\n")
+    code, out, err = _cli(["replay", "--snippet", str(snippet), "--framework", "pytorch", "--version", "2.13.0",
+                           "--expect", "AttributeError: type object 'Tensor' has no attribute 'no_such_thing'",
+                           "--device", "cpu", "--timeout", "60", "--memory", "3G", "--max-procs", "64"])
+    assert code == 0 and "verdict: reproduced" in out and "MARK" in out
+    code, out, err = _cli(["replay", "--snippet", str(snippet), "--framework", "pytorch", "--version", "1.4.0"])
+    assert code == 8 and "env-unavailable" in out
+    code, out, err = _cli(["bisect", "--snippet", str(snippet), "--framework", "pytorch", "--versions", "2.12..2.13",
+                           "--expect", "AttributeError: type object 'Tensor' has no attribute 'no_such_thing'",
+                           "--device", "cpu", "--json"])
+    result = json.loads(out)
+    assert code == 0 and result["first_bad"] == "2.13.0" and result["unavailable"] == ["2.12.0"]
+    assert [v["verdict"] for v in result["versions"]] == ["env-unavailable", "reproduced"]
+    code, out, err = _cli(["replay"])
+    assert code == 2 and "TARGET" in err
