@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from sftl.cli import main
 from sftl.config import load_settings
