@@ -428,6 +428,9 @@ class GitHubClient:
         data = self._json(resp)
         if not isinstance(data, dict) or not isinstance(data.get("tree"), list):
             raise GitHubError(f"unexpected answer for the tree of {repo}@{ref}")
+        if data.get("truncated"):
+            # a partial file list would silently mislead whoever ranks files from it
+            raise GitHubError(f"GitHub truncated the tree of {repo}@{ref} (over its 100,000-entry limit)")
         return [e["path"] for e in data["tree"] if isinstance(e, dict) and e.get("type") == "blob" and "path" in e]
 
     def get_raw_file(self, repo: str, ref: str, path: str) -> str | None:
