@@ -244,6 +244,7 @@ class KernelIndex:
         pattern = re.compile(r"(?<![\w.>])" + re.escape(name) + r"\s*(?:<[^;{}()]*>)?\s*\(")
         for path in self.files_with(name):
             text = self.texts[path]
+            per_file = 0
             for m in pattern.finditer(text):
                 before = text[max(0, m.start() - 3) : m.start()]
                 if before.endswith("->") or before.endswith("."):
@@ -251,7 +252,9 @@ class KernelIndex:
                 brace = _is_definition(text, m.end() - 1)
                 if brace is not None and (not tensorish or _TENSORISH.search(text, max(0, m.start() - 120), brace)):
                     found.append(Definition(path, m.start(), _body(text, brace)))
-                    break
+                    per_file += 1
+                    if per_file >= 6:  # overloads: std(self), std(self, dim, ...), ...
+                        break
             if len(found) >= limit:
                 break
         for path in self.impl_funcs.get(name, ()):  # TORCH_IMPL_FUNC(name) defines `name`
@@ -311,8 +314,14 @@ class KernelIndex:
         return dict(scores)
 
 
+_NOT_KERNELS = ("/test/", "/tests/", "/benchmark", "/bench/", "/third_party/", "/qnnpack/", "/pytorch_qnnpack/")
+
+
 def kernel_paths(files: Iterable[str]) -> list[str]:
-    return [f for f in files if f.startswith(KERNEL_DIRS) and f.endswith(_CXX_SUFFIXES)]
+    return [
+        f for f in files
+        if f.startswith(KERNEL_DIRS) and f.endswith(_CXX_SUFFIXES) and not any(x in f for x in _NOT_KERNELS)
+    ]
 
 
 def _is_definition(text: str, open_paren: int) -> int | None:
@@ -353,8 +362,20 @@ def _body(text: str, brace: int, limit: int = 30000) -> str:
     return text[brace:end]
 
 
-def stub_calls(body: str) -> list[str]:
-    return list(dict.fromkeys(m.group(1) for m in _STUB_CALL.finditer(body)))
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
+def stub_calls(body: str, registered: dict[str, list[tuple[str, str]]] | None = None) -> list[str]:
+    """Dispatch stubs a body calls: `x_stub(...)`, or any registered stub (GroupNormKernel, where_kernel)."""
+    names = [m.group(1) for m in _STUB_CALL.finditer(body)]
+    if registered:
+        names += [m.group(1) for m in _CALL.finditer(body) if m.group(1) in registered]
+    return list(dict.fromkeys(names))
+
+
+def local_calls(body: str) -> list[str]:
+    """Plain function calls in a body (candidates for same-file helpers such as std_var_out)."""
+    return list(dict.fromkeys(m.group(1) for m in _CALL.finditer(body)))
 
 
 def op_calls(body: str) -> list[str]:

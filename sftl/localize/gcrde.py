@@ -50,7 +50,7 @@ class OpRef:
 
 
 _TORCH_INCIDENTAL = frozenset(
-    """tensor Tensor as_tensor from_numpy randn rand randint randperm rand_like randn_like manual_seed seed
+    """tensor Tensor as_tensor from_numpy randn rand randint rand_like randn_like manual_seed seed
     zeros ones empty full zeros_like ones_like empty_like full_like cuda to cpu numpy item tolist print
     device dtype float double half long int bool byte char short size shape dim numel clone detach
     contiguous requires_grad_ backward allclose equal isclose is_tensor set_default_dtype get_default_dtype
@@ -86,8 +86,9 @@ _TORCH_ALIASES: dict[str, tuple[str, ...]] = {
     "upsample_bilinear": ("upsample_bilinear2d",), "upsample_nearest": ("upsample_nearest2d",),
     "cross_entropy": ("cross_entropy_loss", "log_softmax", "nll_loss", "nll_loss2d"),
     "cross_entropy_loss": ("cross_entropy_loss", "log_softmax", "nll_loss", "nll_loss2d"),
-    "bce_loss": ("binary_cross_entropy",), "binary_cross_entropy": ("binary_cross_entropy",),
-    "bce_with_logits_loss": ("binary_cross_entropy_with_logits",),
+    "bce_loss": ("binary_cross_entropy",), "mse_loss": ("mse_loss",), "l1_loss": ("l1_loss",),
+    "leaky_relu": ("leaky_relu",), "gelu": ("gelu",), "elu": ("elu",), "relu": ("relu",), "binary_cross_entropy": ("binary_cross_entropy",),
+    "bce_with_logits_loss": ("binary_cross_entropy_with_logits",), "kl_div": ("kl_div",),
     "kl_div_loss": ("kl_div",), "nll_loss": ("nll_loss", "nll_loss2d"), "ctc_loss": ("ctc_loss", "_ctc_loss"),
     "linear": ("linear", "addmm", "mm", "matmul"), "bilinear": ("bilinear", "_trilinear"),
     "conv1d": ("conv1d", "convolution", "_convolution", "cudnn_convolution"),
@@ -130,7 +131,14 @@ _TORCH_ALIASES: dict[str, tuple[str, ...]] = {
 _NORM_SUFFIX = re.compile(r"(\d)d$")
 
 
+_ACRONYMS = (("PReLU", "Prelu"), ("RReLU", "Rrelu"), ("ReLU", "Relu"), ("GELU", "Gelu"), ("SiLU", "Silu"),
+             ("SELU", "Selu"), ("CELU", "Celu"), ("ELU", "Elu"), ("GLU", "Glu"), ("LSTM", "Lstm"), ("GRU", "Gru"),
+             ("RNN", "Rnn"), ("CTC", "Ctc"), ("NLL", "Nll"), ("BCE", "Bce"), ("MSE", "Mse"), ("KLDiv", "KlDiv"))
+
+
 def _snake(name: str) -> str:
+    for acronym, word in _ACRONYMS:
+        name = name.replace(acronym, word)
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
     return s.lower()
@@ -407,6 +415,12 @@ def torch_ops(
             real += 1
         if not resolved and not incidental:
             unknown.append(api)
+    context = " ".join([issue.title, issue.body, extraction.snippet.code if extraction.snippet else ""]).lower()
+    modes = [m for m in ("bilinear", "bicubic", "trilinear", "nearest", "linear", "area") if m in context]
+    if modes and any(n.startswith("upsample_") for n in ops):  # interpolate(mode=...) picks one kernel
+        for name, op in list(ops.items()):
+            if name.startswith("upsample_") and not any(name.startswith(f"upsample_{m}") for m in modes[:1]):
+                ops[name] = OpRef(name, op.weight * 0.6, op.origin)
     if yaml_names is not None:  # ops named in the title though missing from the snippet ("arange cuda bug")
         for tok in title:
             if tok in yaml_names and tok not in ops and tok not in _ENGLISH and tok not in _TORCH_INCIDENTAL and (
@@ -523,8 +537,8 @@ def _follow_op(
     index: nat.KernelIndex, board: _Board, followed: set[str], depth: int,
 ) -> None:
     """Add evidence for every file that defines or registers a kernel of this op."""
-    key = f"{name}@{depth}"
-    if key in followed or depth > 2 or weight < 0.05:
+    key = name
+    if key in followed or depth > 3 or weight < 0.05:
         return
     followed.add(key)
     kernels: dict[str, set[str]] = defaultdict(set)  # kernel function -> dispatch keys
@@ -551,24 +565,44 @@ def _follow_op(
             fside = nat.path_side(d.path)
             role = (0.55 if composite else 0.8) if fside == Side.SHARED else 1.0
             board.add(d.path, kw * role, f"defines {kernel} (dispatch {keys}) for {name} [{origin}]")
-            for stub in nat.stub_calls(d.body):
-                for reg_path, fn in index.registrations.get(stub, ()):
-                    board.add(reg_path, kw * 0.97, f"REGISTER_DISPATCH({stub}, {fn}) called from {kernel} for {name}")
-                    _follow_helpers(fn, reg_path, kw * 0.9, index, board)
+            bodies = [(kernel, d.body)]
+            for helper in nat.local_calls(d.body)[:40]:  # same-file helpers: std -> std_var_out -> std_var_stub
+                if helper in index.registrations or helper == kernel or len(helper) < 4:
+                    continue
+                for hd in index.definitions(helper, limit=3, tensorish=False):
+                    if hd.path == d.path:
+                        bodies.append((helper, hd.body))
+                        break
+                if len(bodies) > 6:
+                    break
+            for caller, body in bodies:
+                for stub in nat.stub_calls(body, index.registrations):
+                    for reg_path, fn in index.registrations.get(stub, ()):
+                        board.add(reg_path, kw * 0.97, f"REGISTER_DISPATCH({stub}, {fn}) called from {caller} for {name}")
+                        _follow_helpers(fn, reg_path, kw * 0.9, index, board)
             if composite or fside == Side.SHARED:
-                for called in nat.op_calls(d.body)[:12]:
+                for called in nat.op_calls(d.body)[:16]:
+                    called = _op_name(called, natives)
                     if called in _FOLLOW_SKIP or called == name or (natives and called not in natives):
                         continue
-                    _follow_op(called, weight * 0.7, f"{name} calls {called}", natives, index, board, followed,
+                    _follow_op(called, weight * 0.85, f"{name} calls {called}", natives, index, board, followed,
                                depth + 1)
+            if fside in (Side.CPU, Side.CUDA):  # cuda/Activation.cpp gelu_out_cuda -> GeluCUDAKernelImpl
+                _follow_cross_file(kernel, d, fside, kw * 0.92, index, board)
         if not defs:
             for path in index.mentions(kernel, limit=6):
                 board.add(path, kw * 0.5, f"names {kernel} (dispatch {keys}) for {name}, maybe macro-generated")
     # stubs named after the op (e.g. histc -> histogramdd_stub is found above; add_stub, rshift_stub directly)
-    for stub in dict.fromkeys((f"{_dunder_free(name)}_stub", f"{name.rstrip('_')}_stub")):
+    base = _dunder_free(name).rstrip("_")
+    for stub in dict.fromkeys((f"{base}_stub", f"{name.rstrip('_')}_stub")):
         for reg_path, fn in index.registrations.get(stub, ()):
             board.add(reg_path, weight * 0.85, f"REGISTER_DISPATCH({stub}, {fn}) for {name}")
             _follow_helpers(fn, reg_path, weight * 0.8, index, board)
+    if len(base) >= 4:  # bernoulli -> bernoulli_tensor_stub, bernoulli_scalar_stub
+        for stub in index.registrations:
+            if stub.startswith(base + "_") and stub.endswith("_stub") and stub != f"{base}_stub":
+                for reg_path, fn in index.registrations[stub]:
+                    board.add(reg_path, weight * 0.75, f"REGISTER_DISPATCH({stub}, {fn}) named after {name}")
 
 
 _HELPER = re.compile(r"\b(\w*(?:kernel|launch|template)\w*)\s*(?:<[^;(){}]*>)?\s*\(")
@@ -591,6 +625,31 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
             for hd in index.definitions(helper, limit=3, tensorish=False):
                 if hd.path != d.path and nat.path_side(hd.path) == nat.path_side(reg_path):
                     board.add(hd.path, score * 0.95, f"defines {helper}, called by {fn}")
+
+
+def _op_name(called: str, natives: dict[str, list[nat.NativeFunction]] | None) -> str:
+    """at::nll_loss_forward_symint / at::foo_out -> the op they belong to."""
+    if not natives or called in natives:
+        return called
+    for suffix in ("_symint", "_outf", "_out"):
+        if called.endswith(suffix) and called[: -len(suffix)] in natives:
+            return called[: -len(suffix)]
+    return called
+
+
+def _follow_cross_file(
+    kernel: str, d: nat.Definition, side: Side, score: float, index: nat.KernelIndex, board: _Board
+) -> None:
+    """A device kernel calling a same-device function defined in another file."""
+    for helper in nat.local_calls(d.body)[:30]:
+        if len(helper) < 6 or helper in index.registrations or helper.startswith(("TORCH_", "AT_", "C10_")):
+            continue
+        defs = index.definitions(helper, limit=4, tensorish=False)
+        if not defs or len(defs) > 3:
+            continue  # undefined here, or a common name defined all over
+        for hd in defs:
+            if hd.path != d.path and nat.path_side(hd.path) == side:
+                board.add(hd.path, score, f"defines {helper}, called by {kernel}")
 
 
 def _add_th_definitions(ops: list[OpRef], index: nat.KernelIndex, board: _Board) -> None:

@@ -1,0 +1,262 @@
+"""Measure the GCRDE localizer (methods `sftl` and `paper`) against real PyTorch C++/CUDA source trees.
+
+Trees: PyTorch 1.13.1 (Debian bookworm) and 2.6.0 (Debian trixie) source packages, fetched with
+apt-get's --download-only (no system configuration touched) and unpacked OUTSIDE the repository
+into $SFTL_PYTORCH_SRC (default /work/cache/pytorch-src) on first use.
+
+Two sets:
+1. the GCRDE rows of ../shared/data/dev/localize.jsonl (real issues, truth = files the fix
+   changed); the issues predate both trees, so each is scored on the nearest tree, and rows whose
+   truth file no longer exists there are reported as such (they cannot be hit);
+2. a check set written for this bench: ~75 operators common in CPU/GPU discrepancy reports, each
+   with the CUDA file a maintainer would edit for a CUDA-only bug in it (the file that
+   REGISTER_DISPATCHes the CUDA kernel or defines it, by hand from PyTorch's layout; checked to
+   exist). Each op is asked twice: with a neutral title ("Different results between CPU and
+   CUDA", the op only in the snippet next to incidental calls) and with the op named in the title.
+
+Prints top-1/3/5 and MRR (over top 10) per set, tree and method, and the time per query.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sftl.localize.gcrde import localize_gcrde
+from sftl.model import Environment, Extraction, Issue, Snippet
+from sftl.sources import LocalTree
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data" / "dev" / "localize.jsonl"
+SRC = Path(os.environ.get("SFTL_PYTORCH_SRC", "/work/cache/pytorch-src"))
+TREES = {  # version -> (Debian source version, unpacked directory name)
+    "1.13.1": ("1.13.1+dfsg-4", "pytorch-1.13.1"),
+    "2.6.0": ("2.6.0+dfsg-7", "pytorch-v2.6.0"),
+}
+TOP = 10
+
+# api -> CUDA files (under aten/src/ATen/native/) a fix of a CUDA-only bug in it would touch
+CHECKS: list[tuple[str, tuple[str, ...]]] = [
+    ("torch.histc", ("cuda/SummaryOps.cu",)),
+    ("torch.bincount", ("cuda/SummaryOps.cu",)),
+    ("torch.arange", ("cuda/RangeFactories.cu",)),
+    ("torch.linspace", ("cuda/RangeFactories.cu",)),
+    ("torch.cumsum", ("cuda/ScanKernels.cpp", "cuda/CumsumKernel.cu", "cuda/ScanUtils.cuh")),
+    ("torch.cumprod", ("cuda/ScanKernels.cpp", "cuda/CumprodKernel.cu", "cuda/ScanUtils.cuh")),
+    ("torch.logcumsumexp", ("cuda/ScanKernels.cpp", "cuda/LogcumsumexpKernel.cu", "cuda/ScanUtils.cuh")),
+    ("torch.sort", ("cuda/Sort.cpp", "cuda/Sort.cu")),
+    ("torch.topk", ("cuda/TensorTopK.cu", "cuda/TensorTopK.cpp")),
+    ("torch.median", ("cuda/Sorting.cu", "cuda/Sorting.cpp")),
+    ("torch.kthvalue", ("cuda/Sorting.cu", "cuda/Sorting.cpp")),
+    ("torch.mode", ("cuda/TensorModeKernel.cu", "cuda/TensorModeKernel.cpp")),
+    ("torch.Tensor.index_add_", ("cuda/Indexing.cu",)),
+    ("torch.index_select", ("cuda/Indexing.cu",)),
+    ("torch.Tensor.index_put_", ("cuda/IndexKernel.cu", "cuda/Indexing.cu")),
+    ("torch.Tensor.scatter_add_", ("cuda/ScatterGatherKernel.cu",)),
+    ("torch.gather", ("cuda/ScatterGatherKernel.cu",)),
+    ("torch.nn.EmbeddingBag", ("cuda/EmbeddingBag.cu",)),
+    ("torch.nn.functional.nll_loss", ("cuda/Loss.cu",)),
+    ("torch.nn.BCELoss", ("cuda/Loss.cu",)),
+    ("torch.nn.functional.ctc_loss", ("cuda/LossCTC.cu",)),
+    ("torch.softmax", ("cuda/SoftMax.cu",)),
+    ("torch.nn.functional.log_softmax", ("cuda/SoftMax.cu",)),
+    ("torch.nn.LayerNorm", ("cuda/layer_norm_kernel.cu",)),
+    ("torch.nn.GroupNorm", ("cuda/group_norm_kernel.cu",)),
+    ("torch.nn.BatchNorm2d", ("cuda/Normalization.cu", "cuda/Normalization.cuh", "cudnn/BatchNorm.cpp")),
+    ("torch.nn.functional.interpolate[bilinear]", ("cuda/UpSampleBilinear2d.cu",)),
+    ("torch.nn.functional.interpolate[nearest]", ("cuda/UpSampleNearest2d.cu",)),
+    ("torch.nn.MaxPool2d", ("cuda/DilatedMaxPool2d.cu",)),
+    ("torch.nn.AvgPool2d", ("cuda/AveragePool2d.cu",)),
+    ("torch.nn.AdaptiveAvgPool2d", ("cuda/AdaptiveAveragePooling.cu",)),
+    ("torch.nn.functional.grid_sample", ("cuda/GridSampler.cu", "cuda/GridSampler.cpp")),
+    ("torch.multinomial", ("cuda/MultinomialKernel.cu",)),
+    ("torch.unique", ("cuda/Unique.cu",)),
+    ("torch.pow", ("cuda/PowKernel.cu",)),
+    ("torch.erfinv", ("cuda/UnarySpecialOpsKernel.cu",)),
+    ("torch.lgamma", ("cuda/UnaryGammaKernels.cu",)),
+    ("torch.digamma", ("cuda/UnaryGammaKernels.cu",)),
+    ("torch.clamp", ("cuda/TensorCompare.cu",)),
+    ("torch.where", ("cuda/TensorCompare.cu",)),
+    ("torch.fmod", ("cuda/BinaryRemainderKernel.cu",)),
+    ("torch.remainder", ("cuda/BinaryRemainderKernel.cu",)),
+    ("torch.atan2", ("cuda/BinaryGeometricKernels.cu",)),
+    ("torch.norm", ("cuda/ReduceNormKernel.cu",)),
+    ("torch.std", ("cuda/ReduceMomentKernel.cu",)),
+    ("torch.var", ("cuda/ReduceMomentKernel.cu",)),
+    ("torch.mean", ("cuda/ReduceMomentKernel.cu",)),
+    ("torch.sum", ("cuda/ReduceSumProdKernel.cu",)),
+    ("torch.prod", ("cuda/ReduceSumProdKernel.cu",)),
+    ("torch.argmax", ("cuda/ReduceArgMaxKernel.cu",)),
+    ("torch.amax", ("cuda/ReduceMaxValuesKernel.cu",)),
+    ("torch.cross", ("cuda/CrossKernel.cu",)),
+    ("torch.nonzero", ("cuda/Nonzero.cu",)),
+    ("torch.cdist", ("cuda/DistanceKernel.cu",)),
+    ("torch.bmm", ("cuda/Blas.cpp",)),
+    ("torch.mm", ("cuda/Blas.cpp",)),
+    ("torch.lerp", ("cuda/Lerp.cu",)),
+    ("torch.round", ("cuda/UnaryFractionKernels.cu",)),
+    ("torch.nn.GELU", ("cuda/ActivationGeluKernel.cu",)),
+    ("torch.nn.LeakyReLU", ("cuda/ActivationLeakyReluKernel.cu",)),
+    ("torch.nn.PReLU", ("cuda/ActivationPreluKernel.cu", "cuda/Activation.cpp")),
+    ("torch.roll", ("cuda/TensorTransformations.cu",)),
+    ("torch.flip", ("cuda/IndexKernel.cu", "cuda/TensorTransformations.cu")),
+    ("torch.randperm", ("cuda/Randperm.cu",)),
+    ("torch.bernoulli", ("cuda/DistributionBernoulli.cu",)),
+    ("torch.tril", ("cuda/TriangularOps.cu",)),
+    ("torch.searchsorted", ("cuda/Bucketization.cu",)),
+    ("torch.Tensor.__rshift__", ("cuda/BinaryShiftOpsKernels.cu",)),
+    ("torch.div", ("cuda/BinaryDivTrueKernel.cu",)),
+    ("torch.abs", ("cuda/AbsKernel.cu",)),
+    ("torch.sign", ("cuda/UnarySignKernels.cu",)),
+    ("torch.log", ("cuda/UnaryLogKernels.cu",)),
+    ("torch.tanh", ("cuda/UnaryGeometricTanhKernel.cu",)),
+    ("torch.addcmul", ("cuda/PointwiseOpsKernel.cu",)),
+    ("torch.logical_and", ("cuda/BinaryLogicalOpsKernels.cu",)),
+    ("torch.eq", ("cuda/CompareEQKernel.cu",)),
+    ("torch.nn.functional.unfold", ("cuda/Im2Col.cu",)),
+    ("torch.nn.functional.fold", ("cuda/Col2Im.cu",)),
+]
+NATIVE = "aten/src/ATen/native/"
+
+
+def ensure_tree(version: str) -> Path:
+    """The unpacked Debian source tree of this release, downloading and unpacking it if absent."""
+    debian_version, dirname = TREES[version]
+    tree = SRC / dirname
+    if (tree / "aten/src/ATen/native/native_functions.yaml").is_file():
+        return tree
+    SRC.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="apt-src-", dir=SRC))
+    (work / "lists" / "partial").mkdir(parents=True)
+    (work / "sources.list").write_text(
+        "deb-src [trusted=yes] http://deb.debian.org/debian trixie main\n"
+        "deb-src [trusted=yes] http://deb.debian.org/debian bookworm main\n"
+    )
+    opts = [f"-o=Dir::Etc::SourceList={work}/sources.list", "-o=Dir::Etc::SourceParts=/dev/null",
+            f"-o=Dir::State::Lists={work}/lists"]
+    print(f"fetching PyTorch {version} sources from Debian into {SRC} ...", flush=True)
+    subprocess.run(["apt-get", *opts, "update"], cwd=work, check=True, capture_output=True)
+    # the .debian.tar.xz of an old revision may be gone (404); the orig tarball is what we need
+    subprocess.run(["apt-get", *opts, "source", "--download-only", f"pytorch={debian_version}"], cwd=work,
+                   capture_output=True)
+    orig = next(work.glob("pytorch_*.orig.tar.xz"), None)
+    if orig is None:
+        raise SystemExit(f"could not download the PyTorch {version} source package")
+    subprocess.run(["tar", "xf", str(orig), "-C", str(SRC)], check=True)
+    if not tree.is_dir():
+        raise SystemExit(f"unpacked {orig.name} but {tree} is missing")
+    return tree
+
+
+def issue_for(title: str, body: str = "") -> Issue:
+    return Issue(repo="pytorch/pytorch", number=0, title=title, body=body)
+
+
+def check_case(api: str, named: bool) -> tuple[Issue, Extraction]:
+    mode = ""
+    if "[" in api:
+        api, mode = api[:-1].split("[")
+    leaf = api.split(".")[-1]
+    call = f"{api}(x{', mode=' + repr(mode) if mode else ''})"
+    code = f"import torch\nx = torch.randn(4, 8)\ny = {call}\nz = {call.replace('(x', '(x.cuda()')}\nprint(torch.allclose(y, z.cpu()))\n"
+    title = f"{leaf} gives a wrong result on CUDA" if named else "Different results between CPU and CUDA"
+    body = f"The CUDA result differs from the CPU one{' with mode=' + mode if mode else ''}; the CPU result is correct."
+    apis = ("torch.randn", api, "torch.Tensor.cuda", "torch.allclose", "torch.Tensor.cpu")
+    env = Environment(framework="pytorch")
+    return issue_for(title, body), Extraction(Snippet(code, "bench"), None, env, apis=apis)
+
+
+def rank_of(suspects: list[str], truth: set[str]) -> int | None:
+    for i, path in enumerate(suspects[:TOP], 1):
+        if path in truth:
+            return i
+    return None
+
+
+def summarize(name: str, ranks: list[int | None], seconds: list[float]) -> str:
+    n = len(ranks)
+    if n == 0:
+        return f"{name:44} n=0"
+    hit = lambda k: sum(1 for r in ranks if r is not None and r <= k) / n  # noqa: E731
+    mrr = sum(1 / r for r in ranks if r) / n
+    return (f"{name:44} n={n:3}  top1 {hit(1):.2f}  top3 {hit(3):.2f}  top5 {hit(5):.2f}  MRR {mrr:.2f}"
+            f"  median {statistics.median(seconds) * 1000:.0f} ms/query")
+
+
+def dev_rows() -> list[dict[str, object]]:
+    if not SHARED.is_file():
+        print(f"(no {SHARED}: dev rows skipped)")
+        return []
+    rows = [json.loads(line) for line in SHARED.read_text().splitlines() if line.strip()]
+    return [r for r in rows if r.get("category") == "gcrde"]
+
+
+def nearest(version: object) -> str:
+    return "2.6.0" if isinstance(version, str) and version[:1] == "2" else "1.13.1"
+
+
+def main() -> int:
+    trees = {v: LocalTree(ensure_tree(v), "pytorch", v) for v in TREES}
+    print(f"trees: {', '.join(f'{v} ({t.root})' for v, t in trees.items())}")
+    misses: list[str] = []
+
+    print("\n-- dev rows (real issues; scored on the nearest tree)")
+    for method in ("sftl", "paper"):
+        ranks: list[int | None] = []
+        secs: list[float] = []
+        for row in dev_rows():
+            version = nearest(row.get("version"))
+            tree = trees[version]
+            issue = issue_for(str(row["title"]), str(row.get("observed") or ""))
+            ex = Extraction(Snippet(str(row.get("code") or ""), "dev"), None, Environment(framework="pytorch"),
+                            apis=tuple(row.get("apis") or ()))  # type: ignore[arg-type]
+            t0 = time.perf_counter()
+            loc = localize_gcrde(issue, ex, tree, method=method, top=TOP)
+            secs.append(time.perf_counter() - t0)
+            truth = set(row["truth_files"])  # type: ignore[arg-type]
+            present = [t for t in truth if (tree.root / t).is_file()]
+            r = rank_of([s.path for s in loc.suspects], truth)
+            ranks.append(r)
+            print(f"  [{method}] {row['url']} (v{row.get('version')} -> tree {version}): rank {r}; "
+                  f"truth {'in tree' if present else 'NOT in this tree'}; top: "
+                  f"{', '.join(s.path.replace(NATIVE, '') for s in loc.suspects[:3]) or loc.reason}")
+        print(summarize(f"dev GCRDE rows [{method}]", ranks, secs))
+
+    print("\n-- check set (truth: the CUDA kernel file of each op)")
+    for version, tree in trees.items():
+        cases = []
+        for api, files in CHECKS:
+            truth = {NATIVE + f for f in files if (tree.root / NATIVE / f).is_file()}
+            if truth:
+                cases.append((api, truth))
+        print(f"tree {version}: {len(cases)} of {len(CHECKS)} ops have their truth file in this tree")
+        for method in ("sftl", "paper"):
+            for named in (False, True):
+                ranks, secs = [], []
+                for api, truth in cases:
+                    issue, ex = check_case(api, named)
+                    t0 = time.perf_counter()
+                    loc = localize_gcrde(issue, ex, tree, method=method, top=TOP)
+                    secs.append(time.perf_counter() - t0)
+                    r = rank_of([s.path for s in loc.suspects], truth)
+                    ranks.append(r)
+                    if method == "sftl" and (r is None or r > 3):
+                        misses.append(f"{version} {'named' if named else 'neutral'} {api}: rank {r}; top "
+                                      f"{', '.join(s.path.replace(NATIVE, '') for s in loc.suspects[:3])}")
+                title = "op in title" if named else "neutral title"
+                print(summarize(f"  {version} {title} [{method}]", ranks, secs))
+    if misses:
+        print("\nsftl misses beyond top 3:")
+        for m in misses:
+            print("  " + m)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
