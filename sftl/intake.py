@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import sys
 import time
@@ -328,7 +329,46 @@ _BATCH = 500
 
 
 def _iter_objects(lines: Iterable[bytes]) -> Iterator[tuple[int, Any, str | None]]:
-    """(line number, parsed object or None, error) per non-blank line; arrays are flattened."""
+    """(line number, parsed object or None, error) per non-blank line; arrays are flattened.
+
+    A stream whose first line is a lone `[` or `{` is pretty-printed JSON (`gh api --paginate`
+    on a terminal, or one issue file): it is read as a sequence of JSON documents instead."""
+    it = iter(lines)
+    head: list[bytes] = []
+    for line in it:
+        head.append(line)
+        if line.strip():
+            break
+    if head and head[-1].strip() in (b"[", b"{"):
+        yield from _iter_documents(b"".join(head) + b"".join(it))
+        return
+    yield from _iter_lines(itertools.chain(head, it))
+
+
+def _iter_documents(data: bytes) -> Iterator[tuple[int, Any, str | None]]:
+    try:
+        text = decode_text(data, "the input")
+    except InputError as exc:
+        yield 1, None, str(exc).removeprefix("the input is ")
+        return
+    decoder = json.JSONDecoder()
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            return
+        line = text.count("\n", 0, pos) + 1
+        try:
+            obj, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            yield line, None, f"{'truncated' if exc.pos >= len(text.rstrip()) else 'corrupt'} JSON ({exc.msg}; line {exc.lineno}, column {exc.colno})"
+            return  # no way to resynchronise inside a broken document
+        for item in obj if isinstance(obj, list) else [obj]:
+            yield line, item, None
+
+
+def _iter_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, Any, str | None]]:
     for n, line in enumerate(lines, 1):
         line = line.rstrip(b"\r\n")
         if not line.strip():

@@ -137,3 +137,19 @@ def test_normalize_since(text: str, expected: str) -> None:
 def test_normalize_since_rejects_junk() -> None:
     with pytest.raises(InputError, match="not a date"):
         normalize_since("last tuesday")
+
+
+def test_import_reads_pretty_printed_gh_paginate_output(tmp_path: Path) -> None:
+    pages = [[make_issue("o/r", n) for n in range(1, 4)], [make_issue("o/r", n) for n in range(4, 6)]]
+    data = "".join(json.dumps(page, indent=2) + "\n" for page in pages).encode()  # gh api --paginate on a terminal
+    with Store(tmp_path / "s.db") as store:
+        stats = import_jsonl("-", store, stdin=io.BytesIO(data))
+        assert stats.imported == 5 and not stats.bad
+        cut = import_jsonl("-", store, stdin=io.BytesIO(data[: len(data) - 40]))
+        assert cut.bad and cut.bad[0][1].startswith("truncated JSON") and cut.imported == 3  # the first page is whole
+
+
+def test_import_a_single_pretty_printed_issue_file(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as store:
+        stats = import_jsonl(FIX / "issue_with_inline_comments_gcrde.json", store)
+        assert stats.imported == 1 and len(store.get_issue("pytorch/pytorch", 113524).comments) == 2  # type: ignore[union-attr]
