@@ -48,10 +48,19 @@ def locate(
 
     replay_result = None
     if replay:
-        # -- REPLAY HOOK (issue 5, the replay engineer) ---------------------------------------
-        # Call sftl.replay here (snippet + environment -> Replay) and keep its result in
-        # `replay_result`; report_json() then prints it under "replay". Not implemented here.
-        replay_result = None
+        # -- REPLAY HOOK (issue 5): replay the snippet sandboxed; a reproduced error lends its
+        # traceback, a GPU differential its first divergent operator, to the localizer
+        from sftl.replay import confirm_extraction, replay_issue
+
+        try:
+            replay_result = replay_issue(issue, extraction, settings, store)
+            extraction = confirm_extraction(extraction, replay_result)
+        except SftlError as exc:  # no sandbox here: localize without the replay, and say why
+            from sftl.model import Replay, ReplayEnvironment
+
+            env = extraction.environment
+            replay_result = Replay(ReplayEnvironment(env.framework, env.version, None, None, None), (),
+                                   Outcome.SKIPPED, f"replay not run: {exc}")
 
     if screening.category == Category.OTHER:
         loc = Localization(method, (), Outcome.SKIPPED, _other_reason(screening))

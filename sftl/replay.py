@@ -17,6 +17,7 @@ from sftl.errors import EnvError, InputError
 from sftl.model import (
     Device,
     Extraction,
+    Frame,
     Issue,
     Outcome,
     Replay,
@@ -477,6 +478,33 @@ def replay_issue(
     kwargs.setdefault("expected", expected_error(extraction))
     return replay_snippet(extraction.snippet.code, framework_of(issue, extraction), extraction.environment.version,
                           settings, store=store, repo=issue.repo, number=issue.number, **kwargs)
+
+
+def confirm_extraction(extraction: Extraction, replay: Replay) -> Extraction:
+    """What a replay adds to the evidence the localizers read.
+
+    A reproduced error whose report lacked framework frames gets the replay's own traceback
+    (frames mapped to repository paths). A GPU run's first divergent operator (checked against
+    CPU, not the float64 stand-in) is put first among the APIs, as `torch.<op>`.
+    """
+    from sftl.extract import map_frame_path  # an earlier stage; imported here to keep start-up light
+
+    changes: dict[str, Any] = {}
+    report_tb = extraction.traceback
+    if replay.verdict is Outcome.REPRODUCED and (report_tb is None or not report_tb.framework_frames):
+        run = next((r for r in replay.runs if r.outcome is Outcome.REPRODUCED), None)
+        frames = tuple(
+            Frame(f["path"], f.get("line"), f.get("function", ""), f.get("source", ""), map_frame_path(f["path"]))
+            for f in ((run.details.get("frames") or []) if run else [])
+        )
+        if run is not None and any(f.repo_path for f in frames):
+            changes["traceback"] = Traceback(frames, run.exception or "", run.message or "")
+    gpu = next((r for r in replay.runs if r.device is Device.GPU), None)
+    opdiff = gpu.details.get("opdiff") if gpu is not None and gpu.details else None
+    if replay.first_divergent_op and opdiff and opdiff.get("reference") == "cpu":
+        api = "torch." + replay.first_divergent_op.split("::", 1)[-1].split(".")[0].rstrip("_")
+        changes["apis"] = (api,) + tuple(a for a in extraction.apis if a != api)
+    return replace(extraction, **changes) if changes else extraction
 
 
 def replay_json(replay: Replay) -> dict[str, Any]:

@@ -186,3 +186,27 @@ def test_cli_replay_and_bisect(sftl_home: Path, tmp_path: Path) -> None:
     assert [v["verdict"] for v in result["versions"]] == ["env-unavailable", "reproduced"]
     code, out, err = _cli(["replay"])
     assert code == 2 and "TARGET" in err
+
+
+def test_reproduced_error_lends_its_frames_to_the_localizer(settings) -> None:
+    from sftl.model import Environment, Extraction, Snippet
+    from sftl.replay import confirm_extraction
+
+    code = "import torch\nprint('MARK')\nm = torch.nn.Linear(2, 2)\nm.no_such_layer\n"
+    extraction = Extraction(Snippet(code, "test"), None, Environment("pytorch", "2.13.0"),
+                            error_line="AttributeError: 'Linear' object has no attribute 'no_such_layer'")
+    issue, _ = _issue("mme_attribute_error_torch_2_13.json")
+    replay = replay_issue(issue, extraction, settings, device="cpu")
+    assert replay.verdict is Outcome.REPRODUCED
+    confirmed = confirm_extraction(extraction, replay)
+    assert confirmed.traceback is not None
+    assert confirmed.traceback.framework_frames[-1].repo_path == "torch/nn/modules/module.py"
+    assert confirmed.traceback.frames[0].line == 4
+
+
+def test_locate_with_replay_fills_the_replay_field(sftl_home: Path) -> None:
+    code, out, err = _cli(["locate", str(FIX / "mme_attribute_error_torch_2_13.json"), "--replay", "--json", "--offline"])
+    assert code in (0, 8), err
+    data = json.loads(out)
+    assert data["replay"]["verdict"] == "reproduced"
+    assert data["replay"]["runs"][0]["exception"] == "AttributeError"
