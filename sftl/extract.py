@@ -494,8 +494,13 @@ def find_error_line(text: str, tracebacks: list[Traceback]) -> str | None:
     if tracebacks:
         tb = tracebacks[-1]
         if tb.exception:
-            first = tb.message.split("\n", 1)[0]
-            return f"{tb.exception}: {first}" if first else tb.exception
+            lines = tb.message.split("\n")
+            first = lines[0]
+            if first.startswith(_TB_HEAD):  # TF re-raises with the inner traceback as its message
+                inner = [ln.strip() for ln in lines[1:] if _EXC_LINE.match(ln.strip())]
+                if inner:
+                    return inner[-1][:1000]
+            return f"{tb.exception}: {first}"[:1000] if first else tb.exception
     best = None
     for m in _ERROR_ANYWHERE.finditer(text):
         msg = m.group("msg").strip()
@@ -516,7 +521,7 @@ def find_error_line(text: str, tracebacks: list[Traceback]) -> str | None:
 # environment
 # --------------------------------------------------------------------------------------------
 
-VERSION = r"\d+\.\d+(?:\.\d+)*(?:(?:[-.]?(?:dev|rc|a|b|alpha|beta|post|head)\d*)+)?(?:\+[\w.]+)?"
+VERSION = r"\d+\.\d+(?:\.\d+)*(?:(?:[-.]?(?:dev|rc|a|b|alpha|beta|post|head)\d*)+)?(?:\+\w+(?:\.\w+)*)?"
 _NA = re.compile(r"^(?:_?no response_?|n/?a|none|not applicable|-|unknown|no|yes|\?|tbd|na)\.?$", re.I)
 _DESCRIBE = re.compile(r"v?\d+\.\d+[\w.\-]*-g[0-9a-f]{6,}'?\s*,?\s*'?(?P<v>" + VERSION + ")")
 
@@ -676,14 +681,24 @@ def framework_from(repo: str, code: str, text: str) -> str | None:
 # API calls
 # --------------------------------------------------------------------------------------------
 
-_ROOTS = {"torch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "keras", "torchvision": "torchvision"}
-_TENSOR_METHODS_SKIP = {"append", "format", "join", "split", "items", "keys", "values", "get", "update", "strip",
-                        "replace", "lower", "upper", "read", "write", "close", "startswith", "endswith", "extend",
-                        "pop", "copy", "add_argument", "parse_args", "seed", "rand", "randn", "randint", "exists"}
+_ROOTS = {"torch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "keras", "torchvision": "torchvision",
+          "torchaudio": "torchaudio", "tf_keras": "tf_keras"}
+
+
+_NOT_TENSOR_FUNCS = {"device", "no_grad", "enable_grad", "manual_seed", "set_seed", "Session", "GradientTape", "function",
+                     "compile", "jit", "load", "save", "set_printoptions", "set_default_dtype", "use_deterministic_algorithms",
+                     "name_scope", "variable_scope", "get_logger", "autocast", "profile", "set_grad_enabled"}
+_NOT_TENSOR_METHODS = {"numpy", "tolist", "item", "size", "dim", "shape", "numel", "data_ptr", "__len__", "keys", "items",
+                       "values", "run", "fit", "compile", "predict", "evaluate", "summary", "save", "load_state_dict",
+                       "state_dict", "parameters", "named_parameters", "train", "eval", "zero_grad", "step", "backward_hook"}
 
 
 def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
-    """Framework calls, resolved through imports and aliases, fully qualified, in order, deduplicated."""
+    """Framework calls, resolved through imports and aliases, fully qualified, in order, deduplicated.
+
+    Method calls on values known to be tensors (results of framework functions, their methods,
+    arithmetic and indexing) are reported as `torch.Tensor.<name>` / `tensorflow.Tensor.<name>`.
+    """
     if not code:
         return ()
     try:
@@ -695,7 +710,7 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
         if isinstance(node, ast.Import):
             for a in node.names:
                 top = a.name.split(".")[0]
-                if top in _ROOTS or top in ("numpy",):
+                if top in _ROOTS:
                     if a.asname:
                         aliases[a.asname] = a.name
                     else:
@@ -705,11 +720,56 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
             if top in _ROOTS:
                 for a in node.names:
                     aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-    # without imports, the usual short names still mean the framework
-    for short, full in (("torch", "torch"), ("tf", "tensorflow"), ("F", "torch.nn.functional"), ("nn", "torch.nn")):
-        if short not in aliases and (short in ("torch", "tf") or "torch" in aliases.values()):
-            aliases.setdefault(short, full)
-    tensor_cls = "tensorflow.Tensor" if (framework == "tensorflow" or any(v.startswith("tensorflow") for v in aliases.values())) and not any(v.startswith("torch") for v in aliases.values()) else "torch.Tensor"
+    uses_tf = any(v.startswith(("tensorflow", "keras")) for v in aliases.values())
+    uses_torch = any(v.startswith("torch") for v in aliases.values())
+    if not aliases:  # a snippet without imports: the usual short names still mean the framework
+        aliases = {"torch": "torch", "tf": "tensorflow", "F": "torch.nn.functional", "nn": "torch.nn"}
+        if framework == "tensorflow":
+            aliases = {"tf": "tensorflow", "keras": "keras"}
+        elif framework == "pytorch":
+            aliases = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn"}
+    tf_tensors = uses_tf and not uses_torch or (not uses_torch and framework == "tensorflow")
+    tensor_cls = "tensorflow.Tensor" if tf_tensors else "torch.Tensor"
+
+    def qualified(func: ast.AST) -> str | None:
+        dotted = _dotted(func)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in aliases:
+            return aliases[head] + ("." + rest if rest else "")
+        return None
+
+    tensors: set[str] = set()
+
+    def is_tensor(node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in tensors
+        if isinstance(node, ast.Call):
+            q = qualified(node.func)
+            if q is not None:
+                last = q.rsplit(".", 1)[-1]
+                return bool(last[:1].islower()) and last not in _NOT_TENSOR_FUNCS
+            if isinstance(node.func, ast.Attribute):
+                return node.func.attr not in _NOT_TENSOR_METHODS and is_tensor(node.func.value)
+            return False
+        if isinstance(node, ast.BinOp):
+            return is_tensor(node.left) or is_tensor(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return is_tensor(node.operand)
+        if isinstance(node, ast.Subscript):
+            return is_tensor(node.value)
+        if isinstance(node, ast.Attribute):
+            return node.attr in ("T", "mT", "H", "real", "imag", "grad", "data") and is_tensor(node.value)
+        return False
+
+    def bind(target: ast.AST, tensor: bool) -> None:
+        if isinstance(target, ast.Name):
+            (tensors.add if tensor else tensors.discard)(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                bind(t, tensor)
+
     out: list[str] = []
     seen: set[str] = set()
 
@@ -719,28 +779,31 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
             seen.add(name)
             out.append(name)
 
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    calls.sort(key=lambda n: (n.lineno, n.col_offset))
-    for call in calls:
-        dotted = _dotted(call.func)
-        if dotted is None:
-            if isinstance(call.func, ast.Attribute):
+    # statements in source order, so that a name is known to be a tensor before it is used
+    for stmt in sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)), key=lambda n: (n.lineno, n.col_offset)):
+        calls = []
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.stmt):
+                continue
+            calls.extend(n for n in ast.walk(child) if isinstance(n, ast.Call))
+        if isinstance(stmt, ast.For):
+            bind(stmt.target, is_tensor(stmt.iter))
+        calls.sort(key=lambda n: (n.lineno, n.col_offset))
+        for call in calls:
+            q = qualified(call.func)
+            if q is not None:
+                add(q)
+            elif isinstance(call.func, ast.Attribute) and is_tensor(call.func.value):
                 meth = call.func.attr
-                if not meth.startswith("_") and meth not in _TENSOR_METHODS_SKIP:
+                if not meth.startswith("_"):
                     add(f"{tensor_cls}.{meth}")
-            continue
-        head, _, rest = dotted.partition(".")
-        if head in aliases:
-            full = aliases[head] + ("." + rest if rest else "")
-            if full.split(".")[0] in _ROOTS or full.startswith(("torch", "tensorflow", "keras")):
-                add(full)
-        elif "." in dotted and isinstance(call.func, ast.Attribute):
-            meth = call.func.attr
-            if head not in ("np", "numpy", "os", "sys", "math", "random", "json", "time", "re", "plt", "pd",
-                            "self", "logging", "argparse", "collections", "itertools", "functools", "pickle",
-                            "str", "print", "list", "dict", "scipy", "sklearn", "cv2", "PIL", "Image", "pathlib"):
-                if not meth.startswith("_") and meth not in _TENSOR_METHODS_SKIP:
-                    add(f"{tensor_cls}.{meth}")
+        if isinstance(stmt, ast.Assign):
+            t = is_tensor(stmt.value)
+            for target in stmt.targets:
+                bind(target, t or (isinstance(target, (ast.Tuple, ast.List)) and isinstance(stmt.value, ast.Call)
+                                   and qualified(stmt.value.func) is not None))
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) and stmt.value is not None:
+            bind(stmt.target, is_tensor(stmt.value) or is_tensor(stmt.target))
     return tuple(out)
 
 

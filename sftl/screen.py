@@ -110,6 +110,7 @@ _INFO_LOG = re.compile(
     r"cuda_executor)"
 )
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
+_ENV_START = re.compile(r"^\s*(?:Collecting environment information|PyTorch version: )")
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,16 @@ def read_sections(title: str, body: str, error_line: str | None = None) -> Secti
     for seg in segments(body):
         if seg.source == "prose":
             in_field = False
+            in_env = False
             for line in seg.text.split("\n"):
+                if _ENV_START.match(line):
+                    in_env = True  # a collect_env dump pasted as prose: template until the next heading
+                if in_env:
+                    if line.lstrip().startswith("#") or line.lstrip().startswith("cc @"):
+                        in_env = False
+                    else:
+                        template.append(line)
+                        continue
                 if _TEMPLATE_HEADING.match(line):
                     in_field = True
                     template.append(line)
@@ -489,6 +499,9 @@ def prepare(item: Any, extraction: Extraction | None = None, key: str = "") -> D
     title, body, error = "", "", None
     if isinstance(item, Issue):
         title, body, key = item.title, item.body, key or item.key
+        own = [c.body for c in item.comments if item.author and c.author == item.author and c.body]
+        if own:  # the reporter's follow-ups (output, versions) are part of the report
+            body = "\n\n".join([body or "", *own])
     elif isinstance(item, dict):
         title, body, error = item.get("title") or "", item.get("body") or "", item.get("error")
         key = key or str(item.get("url") or item.get("key") or "")
@@ -517,6 +530,29 @@ def _empty_env() -> Any:
 
 
 _EMPTY_ENV = _empty_env()
+
+
+def _prepare_chunk(items: list[Any]) -> list[Doc]:
+    return [prepare(it) for it in items]
+
+
+def prepare_many(items: Sequence[Any], workers: int | None = None) -> list[Doc]:
+    """prepare() over many reports; large batches are spread over the machine's cores."""
+    import os
+
+    items = list(items)
+    n = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    if n <= 1 or len(items) < 2000:
+        return _prepare_chunk(items)
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = -(-len(items) // (n * 4))
+    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+    try:
+        with ProcessPoolExecutor(n) as pool:
+            return [d for part in pool.map(_prepare_chunk, chunks) for d in part]
+    except (OSError, RuntimeError):  # no process support (sandboxes): do it here
+        return _prepare_chunk(items)
 
 
 def _as_docs(items: Iterable[Any]) -> list[Doc]:
@@ -943,3 +979,37 @@ def similar(target_text: str, corpus: Sequence[tuple[str, str]], top: int = 5) -
     sims = (X[:-1] @ X[-1].T).toarray().ravel()
     order = sorted(range(len(sims)), key=lambda i: -sims[i])[:top]
     return [(corpus[i][0], round(float(sims[i]), 4)) for i in order if sims[i] > 0 and not math.isnan(sims[i])]
+
+
+MIN_CORPUS = 30  # below this many documents the keyword IDF says nothing; the rules decide alone
+
+
+def rules_screening(doc: Doc, corpus_size: int) -> Screening:
+    """Screening by the rules alone, for stores too small to fit the keyword IDF."""
+    r = doc.rules
+    cat = Category.MME if r.mme else Category.GCRDE if r.gcrde >= GCRDE_RULE_MIN else Category.OTHER
+    scores = {"mme": 1.0 if r.mme else 0.0, "gcrde": round(max(0.0, min(1.0, r.gcrde / (2 * GCRDE_RULE_MIN))), 4)}
+    scores["other"] = round(1.0 - max(scores.values()), 4)
+    evidence = (r.mme_why,) if cat == Category.MME else r.gcrde_why if cat == Category.GCRDE else ()
+    reason = (f"only {corpus_size} issue(s) to fit the keyword IDF on (< {MIN_CORPUS}); the screening rules decided "
+              f"(mme: {r.mme_why}; gcrde evidence {r.gcrde:g})")
+    return Screening(cat, scores, tuple(evidence), "rules", False, reason)
+
+
+def screen_corpus(targets: Sequence[Issue], corpus: Iterable[Issue], screener: Any = None) -> list[Screening]:
+    """Screen `targets`; without a screener, fit the keyword IDF on `corpus` plus the targets."""
+    target_docs = prepare_many(list(targets))
+    if screener is not None:
+        return list(screener.screen_docs(target_docs))
+    keys = {t.key for t in targets}
+    others = [c for c in corpus if c.key not in keys]
+    all_docs = target_docs + prepare_many(others)
+    if len(all_docs) < MIN_CORPUS:
+        return [rules_screening(d, len(all_docs)) for d in target_docs]
+    return KeywordScreener().fit(all_docs).screen_docs(target_docs)
+
+
+def duplicate_text(issue: Issue) -> str:
+    """What duplicate search compares: title (twice), description and error output, not the template."""
+    s = prepare(issue).sections
+    return f"{s.title}\n{s.title}\n{s.description}\n{s.output}"
