@@ -15,7 +15,7 @@ MAX_CHARS = 1_000_000  # longer bodies are cut; the problem is reported, nothing
 # input hygiene
 # --------------------------------------------------------------------------------------------
 
-_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _TAG = re.compile(r"<[^>]{0,500}>")
 
 
@@ -159,6 +159,8 @@ _EXC_LINE = re.compile(
     r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z][\w]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Exceeded))"
     r"(?::\s?(?P<msg>.*))?$"
 )
+# right after the frames any dotted CamelCase name is the exception (BackendCompilerFailed, KeyboardInterrupt)
+_EXC_AFTER_FRAMES = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s?(?P<msg>.*))?$")
 _ERROR_ANYWHERE = re.compile(
     r"(?P<type>\b(?:[a-z_][\w]*\.)*[A-Z][A-Za-z]*(?:Error|Exception)):\s+(?P<msg>[^\n]+)"
 )
@@ -469,7 +471,7 @@ def _exception_after(lines: list[str], j: int) -> tuple[str | None, str, int]:
         if not s:
             k += 1
             continue
-        m = _EXC_LINE.match(s)
+        m = _EXC_LINE.match(s) or (_EXC_AFTER_FRAMES.match(s) if k == j or not lines[k - 1].strip() else None)
         if m:
             etype = m.group("type").rsplit(".", 1)[-1]
             msg_lines = [m.group("msg") or ""]
@@ -615,7 +617,8 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
     add(0, "pytorch", _field(r"PyTorch version", text))
     tfv = _field(r"TensorFlow version", text)
     add(0, "tensorflow", tfv)
-    for m in re.finditer(r"(?:torch|tf|tensorflow|keras)\.(?:__version__|version\.VERSION)\s*\)?\s*\n+\s*(?:Out\[\d+\]:\s*)?['\"]?(?P<v>" + VERSION + ")", text):
+    for m in re.finditer(r"(?:torch|tf|tensorflow|keras)\.(?:__version__|version\.VERSION)\s*\)?['\"]?\)?(?:\s*\n|\s*```\w*)+\s*"
+                         r"(?:Out\[\d+\]:\s*)?['\"]?(?P<v>" + VERSION + ")", text):
         fw = "pytorch" if "torch" in m.group(0) else "tensorflow"
         add(1, fw, m.group("v"))
     for m in re.finditer(r"(?:torch|tensorflow|tf)\.__version__\s*(?:=|==|:|is)\s*['\"]?(?P<v>" + VERSION + ")", text):
@@ -632,7 +635,7 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
     # prose: "on TF 2.4.1", "PyTorch 1.5.1", "tensorflow-gpu 2.0", "TF2.0", "torch==2.0.0"
     for fw, words in _FW_WORDS.items():
         for m in re.finditer(
-            rf"(?<![A-Za-z0-9/.])(?:{words})(?:[\s_]*(?:versions?|ver\.?|v|==|=|:|is|was|release|-|,|from source at tag|tag)?[\s_]*){{1,3}}"
+            rf"(?<![A-Za-z0-9/.])(?:{words})(?:[\s_]*(?:versions?|ver\.?|v|==|=|:|is|was|release|-|,|from source at tag|tag|版本|バージョン|версия|versión)?[\s_：]*){{1,3}}"
             rf"v?(?P<v>{VERSION})(?![\w])",
             text,
             re.I,
@@ -861,7 +864,7 @@ def _extract(title: object, body: object, repo: str, problems: list[str]) -> Ext
     body_s = _clean(body, "body", problems)
     if not body_s.strip():
         problems.append("the body is empty")
-    elif _non_english(title_s + " " + body_s):
+    elif _non_english(title_s + " " + " ".join(g.text for g in segments(body_s) if g.source == "prose")):
         problems.append("most of the text is not English; only code, errors and versions were read")
     blocks = code_blocks(body_s) if body_s else []
     snippet = choose_snippet(blocks)
