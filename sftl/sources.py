@@ -503,7 +503,7 @@ def fetch_wheel(
         return have
     if settings.offline:
         raise SourceError(
-            f"no cached wheel for {framework} {version} and --offline; run `sftl sources fetch {framework}=={version}`"
+            f"no cached wheel for {framework} {version} while offline; run `sftl sources fetch {framework}=={version}` online"
         )
     dest = wheel_cache_dir(settings, framework, version)
     partial = dest.with_name(dest.name + ".partial")

@@ -1,9 +1,76 @@
-"""CLI commands of the sources stage (filled in by that stage's work)."""
+"""CLI commands of the sources stage: `sftl sources fetch` fills the cache ahead of offline use, `sftl sources list` shows it."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from sftl.cli import EXIT_OK, add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add this module's sub-commands to the `sftl` parser."""
+    sources = sub.add_parser("sources", help="framework source trees: fetch into the cache, list what is cached")
+    add_common(sources)
+    inner = sources.add_subparsers(dest="sources_command", metavar="SUBCOMMAND")
+
+    fetch = inner.add_parser(
+        "fetch",
+        help="download a release's wheel (Python files, native_functions.yaml) and optionally its C++ kernels",
+        description=(
+            "Download FRAMEWORK==VERSION's wheel from the package registry (pip download, no install) into the "
+            "cache; with --cxx also the C++/CUDA kernel sources through GitHub's API (set GITHUB_TOKEN: "
+            "this is ~2,000 requests for PyTorch)."
+        ),
+    )
+    add_common(fetch)
+    fetch.add_argument("spec", metavar="FRAMEWORK==VERSION", help="e.g. pytorch==1.12.1 or tensorflow==2.6.0")
+    fetch.add_argument("--python", help="ask for the wheel of this Python (default: one the release supports)")
+    fetch.add_argument("--cxx", action="store_true", help="also fetch the C++/CUDA kernel sources from GitHub")
+    fetch.add_argument("--json", action="store_true", help="print what was fetched as JSON")
+    fetch.set_defaults(handler=_fetch)
+
+    lister = inner.add_parser("list", help="list cached wheels and GitHub trees")
+    add_common(lister)
+    lister.add_argument("--json", action="store_true", help="print a JSON list")
+    lister.set_defaults(handler=_list)
+    sources.set_defaults(handler=_list)
+
+
+def _fetch(args: argparse.Namespace, ctx: Any) -> int:
+    from sftl.sources import fetch_cxx, fetch_wheel, parse_spec
+
+    framework, version = parse_spec(args.spec)
+    ctx.err.write(f"fetching the {framework} {version} wheel ...\n")
+    wheel = fetch_wheel(framework, version, ctx.settings, python=args.python)
+    result: dict[str, Any] = {"framework": framework, "version": version, "wheel": str(wheel), "cxx_files": None}
+    if args.cxx:
+        ctx.err.write(f"fetching {framework} {version} C++/CUDA kernel sources from GitHub ...\n")
+        result["cxx_files"] = fetch_cxx(framework, version, ctx.settings)
+    if args.json:
+        ctx.print_json(result)
+    else:
+        ctx.out.write(f"{framework} {version}: wheel {wheel}\n")
+        if result["cxx_files"] is not None:
+            ctx.out.write(f"{framework} {version}: {result['cxx_files']} C++/CUDA files newly cached\n")
+    return EXIT_OK
+
+
+def _list(args: argparse.Namespace, ctx: Any) -> int:
+    from sftl.model import to_jsonable
+    from sftl.sources import list_cached
+
+    entries = list_cached(ctx.settings)
+    if getattr(args, "json", False):
+        ctx.print_json(to_jsonable(entries))
+        return EXIT_OK
+    if not entries:
+        ctx.out.write("nothing cached; run `sftl sources fetch pytorch==VERSION`\n")
+        return EXIT_OK
+    from rich.table import Table
+
+    table = Table("framework", "version", "kind", "files", "size", "path")
+    for e in entries:
+        table.add_row(e.framework, e.version, e.kind, str(e.files), f"{e.size_bytes / 1e6:.1f} MB", e.path)
+    ctx.console().print(table)
+    return EXIT_OK

@@ -1,0 +1,308 @@
+"""Source providers: local trees, site-packages, wheels read as zips, GitHub through a loopback server, layering, the factory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import zipfile
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from sftl.config import load_settings
+from sftl.errors import SourceError
+from sftl.sources import (
+    NATIVE_FUNCTIONS,
+    GitHubSource,
+    LayeredSource,
+    LocalTree,
+    SitePackages,
+    WheelSource,
+    cached_wheel,
+    candidate_pythons,
+    fetch_cxx,
+    fetch_wheel,
+    list_cached,
+    open_source,
+    parse_spec,
+    release_tag,
+    repo_path,
+    wheel_cache_dir,
+)
+
+YAML_TEXT = "- func: histc(Tensor self, int bins=100) -> Tensor\n  dispatch:\n    CPU: histogram_histc\n"
+
+
+def make_wheel(folder: Path, name: str = "torch-1.12.1-cp310-cp310-manylinux1_x86_64.whl") -> Path:
+    """A small but well-formed wheel laid out like torch's (Python files, the packaged yaml, a .so)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("torch/__init__.py", "__version__ = '1.12.1'\n")
+        zf.writestr("torch/nn/modules/module.py", "class Module:\n    pass\n")
+        zf.writestr("torchgen/packaged/ATen/native/native_functions.yaml", YAML_TEXT)
+        zf.writestr("torch/include/ATen/native/cuda/Loops.cuh", "// header\n")
+        zf.writestr("torch/lib/libtorch_cuda.so", b"\x7fELF")
+        zf.writestr("torch-1.12.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 1.12.1\n")
+        zf.writestr(
+            "torch-1.12.1.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: sftl-tests\nRoot-Is-Purelib: false\nTag: cp310-cp310-manylinux1_x86_64\n",
+        )
+        zf.writestr("torch-1.12.1.dist-info/RECORD", "")
+    return path
+
+
+def test_parse_spec_and_release_tag() -> None:
+    assert parse_spec("pytorch==1.12.1") == ("pytorch", "1.12.1")
+    assert parse_spec("torch==2.0") == ("pytorch", "2.0")
+    assert parse_spec("tensorflow-cpu==2.6.0") == ("tensorflow", "2.6.0")
+    with pytest.raises(SourceError, match="FRAMEWORK==VERSION"):
+        parse_spec("pytorch")
+    assert release_tag("pytorch", "1.6.0a0-fb") == "v1.6.0"
+    assert release_tag("tensorflow", "2.6") == "v2.6.0"
+    with pytest.raises(SourceError):
+        release_tag("pytorch", "nightly")
+
+
+def test_repo_path_maps_wheel_layout_to_the_repository() -> None:
+    assert repo_path("pytorch", "torchgen/packaged/ATen/native/native_functions.yaml") == NATIVE_FUNCTIONS
+    assert repo_path("pytorch", "torch/nn/functional.py") == "torch/nn/functional.py"
+    assert repo_path("pytorch", "torch/include/ATen/native/cuda/Loops.cuh") == "aten/src/ATen/native/cuda/Loops.cuh"
+    assert repo_path("pytorch", "torch/lib/libtorch.so") is None
+    assert repo_path("pytorch", "torch-2.0.dist-info/RECORD") is None
+    assert repo_path("tensorflow", "tensorflow/python/ops/math_ops.py") == "tensorflow/python/ops/math_ops.py"
+    assert (
+        repo_path("tensorflow", "tensorflow/include/tensorflow/core/framework/op.h")
+        == "tensorflow/core/framework/op.h"
+    )
+
+
+def test_candidate_pythons_prefer_what_the_release_shipped() -> None:
+    assert candidate_pythons("pytorch", "1.12.1")[0] in ("3.9", "3.10")
+    assert candidate_pythons("pytorch", "1.2.0")[0] == "3.7"
+    assert candidate_pythons("tensorflow", "2.6.0")[0] == "3.9"
+    assert len(set(candidate_pythons("pytorch", "2.6.0"))) == len(candidate_pythons("pytorch", "2.6.0"))
+
+
+def test_local_tree_lists_and_reads(fixtures_dir: Path) -> None:
+    tree = LocalTree(fixtures_dir / "sources" / "mini_pytorch", "pytorch")
+    files = tree.list_files()
+    assert NATIVE_FUNCTIONS in files
+    assert "aten/src/ATen/native/cuda/SummaryOps.cu" in files
+    assert "_histc_cuda" in (tree.read_text("aten/src/ATen/native/cuda/SummaryOps.cu") or "")
+    assert tree.read_text("no/such/file.cpp") is None
+    with pytest.raises(SourceError, match="not a directory"):
+        LocalTree(fixtures_dir / "nope", "pytorch")
+
+
+def test_site_packages_maps_installed_files(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    (site / "torchgen/packaged/ATen/native").mkdir(parents=True)
+    (site / "torchgen/packaged/ATen/native/native_functions.yaml").write_text(YAML_TEXT)
+    (site / "torch/nn").mkdir(parents=True)
+    (site / "torch/nn/functional.py").write_text("def relu(x):\n    return x\n")
+    (site / "torch/_C.so").write_bytes(b"\x7fELF")
+    (site / "torch-1.12.1.dist-info").mkdir()
+    src = SitePackages("torch", site_dir=site)
+    assert src.version == "1.12.1"
+    assert src.read_text(NATIVE_FUNCTIONS) == YAML_TEXT
+    assert "def relu" in (src.read_text("torch/nn/functional.py") or "")
+    assert "torch/_C.so" not in src.list_files()
+    assert src.read_text("aten/src/ATen/native/cuda/SummaryOps.cu") is None
+
+
+def test_site_packages_of_this_interpreter_has_the_real_yaml() -> None:
+    src = SitePackages("pytorch")  # the torch installed in this venv, found without importing it
+    assert src.installed_version and src.installed_version.startswith("2.")
+    text = src.read_text(NATIVE_FUNCTIONS)
+    assert text is not None and "- func: histc" in text
+
+
+def test_wheel_source_reads_the_zip_without_installing(tmp_path: Path) -> None:
+    whl = make_wheel(tmp_path)
+    src = WheelSource(whl, "pytorch")
+    assert src.version == "1.12.1"
+    files = src.list_files()
+    assert NATIVE_FUNCTIONS in files and "torch/nn/modules/module.py" in files
+    assert not any(f.endswith(".so") for f in files)
+    assert src.read_text(NATIVE_FUNCTIONS) == YAML_TEXT
+    assert src.read_text("aten/src/ATen/native/cuda/Loops.cuh") == "// header\n"
+    assert src.read_text("aten/src/ATen/native/cuda/SummaryOps.cu") is None
+
+
+def test_wheel_source_rejects_a_corrupt_file(tmp_path: Path) -> None:
+    bad = tmp_path / "torch-1.0-cp37-cp37m-linux_x86_64.whl"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(SourceError, match="cannot open wheel"):
+        WheelSource(bad, "pytorch")
+
+
+def test_layered_source_first_hit_wins(tmp_path: Path, fixtures_dir: Path) -> None:
+    tree = LocalTree(fixtures_dir / "sources" / "mini_pytorch", "pytorch", "1.12.1")
+    wheel = WheelSource(make_wheel(tmp_path), "pytorch")
+    layered = LayeredSource([tree, wheel])
+    assert "- func: histc.out" in (layered.read_text(NATIVE_FUNCTIONS) or "")  # the tree's, not the wheel's
+    assert layered.read_text("torch/nn/modules/module.py") == "class Module:\n    pass\n"  # only in the wheel
+    files = layered.list_files()
+    assert len(files) == len(set(files))
+    assert "local tree" in layered.description and "wheel" in layered.description
+
+
+def test_open_source_prefers_source_root_then_cache(tmp_path: Path, fixtures_dir: Path) -> None:
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    root = fixtures_dir / "sources" / "mini_pytorch"
+    assert isinstance(open_source("pytorch", "1.12.1", settings, source_root=root), LocalTree)
+    with pytest.raises(SourceError, match=r"sftl sources fetch pytorch==1\.12\.1"):
+        open_source("pytorch", "1.12.1", settings)
+    with pytest.raises(SourceError, match="names no pytorch version"):
+        open_source("pytorch", None, settings)
+    make_wheel(wheel_cache_dir(settings, "pytorch", "1.12.1"))
+    src = open_source("torch", "1.12.1", settings, offline=True)
+    assert isinstance(src, WheelSource)
+    assert src.read_text(NATIVE_FUNCTIONS) == YAML_TEXT
+    listed = list_cached(settings)
+    assert [(e.framework, e.version, e.kind) for e in listed] == [("pytorch", "1.12.1", "wheel")]
+
+
+class _FakeGitHub(BaseHTTPRequestHandler):
+    """Serves a repository's git tree and raw contents the way GitHub's REST API does."""
+
+    files: dict[str, str] = {}
+    hits: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        url = urlparse(self.path)
+        type(self).hits.append(url.path)
+        if url.path == "/repos/pytorch/pytorch/git/trees/v1.12.1":
+            tree = [{"path": p, "type": "blob", "mode": "100644", "sha": "0" * 40} for p in self.files]
+            tree.append({"path": "aten", "type": "tree", "mode": "040000", "sha": "1" * 40})
+            self._send(200, json.dumps({"sha": "f" * 40, "tree": tree, "truncated": False}), "application/json")
+            return
+        prefix = "/repos/pytorch/pytorch/contents/"
+        if url.path.startswith(prefix) and "ref=v1.12.1" in (url.query or ""):
+            path = unquote(url.path[len(prefix) :])
+            if path in self.files:
+                self._send(200, self.files[path], "application/vnd.github.raw")
+                return
+        self._send(404, json.dumps({"message": "Not Found"}), "application/json")
+
+    def _send(self, code: int, body: str, ctype: str) -> None:
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-RateLimit-Remaining", "4999")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def github_server(fixtures_dir: Path) -> Iterator[str]:
+    root = fixtures_dir / "sources" / "mini_pytorch"
+    _FakeGitHub.files = {
+        p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+    _FakeGitHub.hits = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeGitHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_github_source_fetches_caches_and_works_offline(tmp_path: Path, github_server: str) -> None:
+    settings = load_settings({}, home=tmp_path / "home", api_url=github_server)
+    src = GitHubSource("pytorch", "1.12.1", settings)
+    files = src.list_files()
+    assert "aten/src/ATen/native/cuda/SummaryOps.cu" in files and "aten" not in files
+    assert "_histc_cuda" in (src.read_text("aten/src/ATen/native/cuda/SummaryOps.cu") or "")
+    assert src.read_text("aten/src/ATen/native/cuda/Missing.cu") is None  # not in the tree: no request
+    count = fetch_cxx("pytorch", "1.12.1", settings)
+    assert count == sum(1 for f in files if f.startswith("aten/src/ATen/native/") and not f.endswith("SummaryOps.cu"))
+    # offline afterwards: everything comes from the cache, nothing from the server
+    before = len(_FakeGitHub.hits)
+    offline = load_settings({}, home=tmp_path / "home", api_url="http://127.0.0.1:9", offline=True)
+    cached = open_source("pytorch", "1.12.1", offline)
+    assert isinstance(cached, GitHubSource)
+    assert "arange_cuda_out" in (cached.read_text("aten/src/ATen/native/cuda/RangeFactories.cu") or "")
+    assert len(_FakeGitHub.hits) == before
+    kinds = {(e.kind, e.version) for e in list_cached(offline)}
+    assert ("github", "1.12.1") in kinds
+
+
+def test_github_source_offline_without_cache_names_the_fetch(tmp_path: Path) -> None:
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    with pytest.raises(SourceError, match="--cxx"):
+        GitHubSource("pytorch", "1.12.1", settings).list_files()
+
+
+@pytest.fixture
+def local_index(tmp_path: Path) -> Path:
+    """A find-links folder holding one wheel: pip resolves from it with no index and no network."""
+    links = tmp_path / "links"
+    make_wheel(links)
+    return links
+
+
+def _pip_env(links: Path) -> dict[str, str]:
+    import os
+
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/root"),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(links),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+
+
+def test_fetch_wheel_runs_pip_download_and_caches(tmp_path: Path, local_index: Path) -> None:
+    settings = load_settings(_pip_env(local_index), home=tmp_path / "home")
+    wheel = fetch_wheel("pytorch", "1.12.1", settings, python="3.10")
+    assert wheel.parent == wheel_cache_dir(settings, "pytorch", "1.12.1")
+    assert cached_wheel(settings, "pytorch", "1.12.1") == wheel
+    shutil.rmtree(local_index)  # a second call must not need pip at all
+    assert fetch_wheel("pytorch", "1.12.1", settings, python="3.10") == wheel
+    assert WheelSource(wheel, "pytorch").read_text(NATIVE_FUNCTIONS) == YAML_TEXT
+
+
+def test_fetch_wheel_of_an_absent_version_says_so(tmp_path: Path, local_index: Path) -> None:
+    settings = load_settings(_pip_env(local_index), home=tmp_path / "home")
+    with pytest.raises(SourceError, match=r"no wheel of pytorch 9\.9\.9"):
+        fetch_wheel("pytorch", "9.9.9", settings, python="3.10")
+    assert cached_wheel(settings, "pytorch", "9.9.9") is None
+
+
+def test_sources_cli_fetch_and_list(tmp_path: Path, local_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from sftl.cli import main
+
+    for key, value in _pip_env(local_index).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SFTL_HOME", str(tmp_path / "home"))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["sources", "fetch", "pytorch==1.12.1", "--offline"], out=out, err=err) == 5
+    assert "sftl sources fetch pytorch==1.12.1" in err.getvalue()
+    out = io.StringIO()
+    assert main(["sources", "fetch", "torch==1.12.1", "--python", "3.10", "--json"], out=out, err=err) == 0
+    fetched = json.loads(out.getvalue())
+    assert fetched["framework"] == "pytorch" and fetched["wheel"].endswith(".whl")
+    out = io.StringIO()
+    assert main(["sources", "list", "--json"], out=out, err=err) == 0
+    listed = json.loads(out.getvalue())
+    assert listed[0]["framework"] == "pytorch" and listed[0]["kind"] == "wheel"
+    assert main(["sources", "fetch", "pytorch"], out=io.StringIO(), err=err) == 5
+    assert sys.executable  # the pip used is this interpreter's
