@@ -325,23 +325,24 @@ def _execute(todo: Sequence[Task], args: argparse.Namespace, settings: Settings)
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=args.jobs, mp_context=ctx, initializer=_worker_init,
         initargs=(worker_settings, use_torch, 1),
-    ) as pool:
-        pending: set[Any] = set()
-        queue = list(reversed(todo))
-        try:
-            while queue or pending:
-                while queue and len(pending) < args.jobs * 4:
-                    pending.add(pool.submit(_run_pool_task, queue.pop()))
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    yield fut.result()
-        except BaseException:
-            for fut in pending:
-                fut.cancel()
-            raise
+    )
+    pending: set[Any] = set()
+    queue = list(reversed(todo))
+    finished_ok = False
+    try:
+        while queue or pending:
+            while queue and len(pending) < args.jobs * 4:
+                pending.add(pool.submit(_run_pool_task, queue.pop()))
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                yield fut.result()
+        finished_ok = True
+    finally:
+        # on an interrupt, do not wait for half-done localizations: the checkpoint has the rest
+        pool.shutdown(wait=finished_ok, cancel_futures=True)
 
 
 def _progress(results: Iterator[dict[str, Any]], total: int, console: Any) -> Iterator[dict[str, Any]]:

@@ -16,7 +16,8 @@ import re
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,18 @@ class FeatureCache:
             db.close()
         return found
 
+    @contextmanager
+    def building(self, kind: str) -> Iterator[None]:
+        """Hold while computing missing features, so parallel workers do not compute the same files twice."""
+        import fcntl
+
+        with open(self.path.with_name(f"{kind}.lock"), "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def put_many(self, kind: str, items: dict[str, bytes]) -> None:
         if not items:
             return
@@ -263,16 +276,19 @@ def _build_vsm(files: _TreeFiles, cache: FeatureCache) -> _VsmIndex:
 
     if not files.paths:
         return _VsmIndex([], None, None)
-    cached = cache.get_many(VSM_KIND, sorted(set(files.hashes)))
-    missing = [i for i, h in enumerate(files.hashes) if h not in cached]
-    if missing:
-        counts = _hasher().transform([files.texts[i] for i in missing]).tocsr()
-        fresh: dict[str, bytes] = {}
-        for row, i in enumerate(missing):
-            r = counts.getrow(row)
-            fresh[files.hashes[i]] = r.indices.astype(np.int32).tobytes() + b"|" + r.data.astype(np.float32).tobytes()
-        cache.put_many(VSM_KIND, fresh)
-        cached.update(fresh)
+    keys = sorted(set(files.hashes))
+    cached = cache.get_many(VSM_KIND, keys)
+    if len(cached) < len(keys):
+        with cache.building(VSM_KIND):
+            cached = cache.get_many(VSM_KIND, keys)  # another worker may have done them meanwhile
+            missing = list({h: i for i, h in enumerate(files.hashes) if h not in cached}.values())
+            counts = _hasher().transform([files.texts[i] for i in missing]).tocsr()
+            fresh: dict[str, bytes] = {}
+            for row, i in enumerate(missing):
+                r = counts.getrow(row)
+                fresh[files.hashes[i]] = r.indices.astype(np.int32).tobytes() + b"|" + r.data.astype(np.float32).tobytes()
+            cache.put_many(VSM_KIND, fresh)
+            cached.update(fresh)
     indptr = [0]
     indices: list[Any] = []
     data: list[Any] = []
@@ -444,21 +460,23 @@ def _build_bert(files: _TreeFiles, cache: FeatureCache) -> _BertIndex:
     import numpy as np
 
     chunks_of = [file_chunks(p, t) for p, t in zip(files.paths, files.texts, strict=True)]
-    cached = cache.get_many(BERT_KIND, sorted(set(files.hashes)))
-    todo: dict[str, list[str]] = {}
-    for h, chunks in zip(files.hashes, chunks_of, strict=True):
-        if h not in cached:
-            todo.setdefault(h, chunks)
-    if todo:
-        flat = [c for chunks in todo.values() for c in chunks]
-        emb = _encode(flat).astype(np.float16)
-        fresh: dict[str, bytes] = {}
-        start = 0
-        for h, chunks in todo.items():
-            fresh[h] = emb[start : start + len(chunks)].tobytes()
-            start += len(chunks)
-        cache.put_many(BERT_KIND, fresh)
-        cached.update(fresh)
+    keys = sorted(set(files.hashes))
+    cached = cache.get_many(BERT_KIND, keys)
+    if len(cached) < len(keys):
+        with cache.building(BERT_KIND):
+            cached = cache.get_many(BERT_KIND, keys)  # another worker may have done them meanwhile
+            todo = [(h, c) for h, c in dict(zip(files.hashes, chunks_of, strict=True)).items() if h not in cached]
+            # stored in batches: an interrupted first pass over a release keeps what it embedded
+            for b in range(0, len(todo), 128):
+                batch = todo[b : b + 128]
+                emb = _encode([c for _, chunks in batch for c in chunks]).astype(np.float16)
+                fresh: dict[str, bytes] = {}
+                start = 0
+                for h, chunks in batch:
+                    fresh[h] = emb[start : start + len(chunks)].tobytes()
+                    start += len(chunks)
+                cache.put_many(BERT_KIND, fresh)
+                cached.update(fresh)
     blocks, owner, all_chunks = [], [], []
     for i, (h, chunks) in enumerate(zip(files.hashes, chunks_of, strict=True)):
         block = np.frombuffer(cached[h], dtype=np.float16).reshape(-1, 384)
