@@ -176,6 +176,9 @@ def read_checkpoint(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    from concurrent.futures.process import BrokenProcessPool
+
+    from sftl.errors import SftlError
     from sftl.evaluate import RankedResult, parse_labels, render_markdown, summarize
 
     labels_path = Path(args.labels)
@@ -217,6 +220,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     except KeyboardInterrupt:
         ctx.err.write(f"sftl: interrupted; {len(done)} results kept in {checkpoint}; run the same command to resume\n")
         return EXIT_INTERRUPTED
+    except BrokenProcessPool:
+        raise SftlError(
+            f"a worker process died (killed, or out of memory?); {len(done)} results kept in {checkpoint}; "
+            "rerun the same command to resume (fewer --jobs if memory is short)"
+        ) from None
 
     by_key = {r.key: r for r in rows}
     results: list[RankedResult] = []
