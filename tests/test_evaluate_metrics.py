@@ -131,3 +131,27 @@ def test_tables_group_by_framework_and_category() -> None:
     s = screening_table([("pytorch", "mme", "mme"), ("tensorflow", "gcrde", "other")])
     assert list(s) == ["pytorch", "tensorflow", "all"]
     assert s["all"]["accuracy"] == 0.5
+
+
+def test_summary_and_report_put_methods_side_by_side() -> None:
+    from sftl.evaluate import SkippedRow, render_markdown, summarize
+
+    screened = [
+        {"framework": "pytorch", "category": "mme", "predicted": "mme", "scores": {"mme": 0.9, "gcrde": 0.0}},
+        {"framework": "tensorflow", "category": "gcrde", "predicted": "other", "scores": {"mme": 0.0, "gcrde": 0.3}},
+    ]
+    results = [
+        _r(("t",), ("t",), framework="pytorch", category="mme", method="sftl", key="a"),
+        _r(("x", "t"), ("t",), framework="pytorch", category="mme", method="vsm", key="a"),
+        _r((), ("k.cc",), outcome="abstained", framework="tensorflow", category="gcrde", method="sftl", key="b"),
+        _r(("k.cc",), ("k.cc",), framework="tensorflow", category="gcrde", method="vsm", key="b"),
+    ]
+    summary = summarize(screened, results, [SkippedRow(7, "u", "unknown category 'x'")], ["sftl", "vsm"])
+    assert summary["topk_curves"]["vsm"]["mme"][:2] == [0.0, 1.0]
+    assert summary["screening"]["all"]["per_class"]["gcrde"]["recall"] == 0.0
+    report = render_markdown(summary)
+    t3 = report.split("## Table 3")[1].split("## Table 4")[0]
+    assert "| pytorch | sftl | 1 | 100.0 |" in t3 and "| pytorch | vsm | 1 | 0.0 | 100.0 |" in t3
+    t4 = report.split("## Table 4")[1]
+    assert "| tensorflow | sftl | 1 | 0.0 |" in t4 and "| 100.0 | 0.0 | 0.0 | 0.0 | 0.0 |" in t4  # abstained
+    assert "| 7 | u | unknown category 'x' |" in report
