@@ -29,7 +29,9 @@ def detect_framework(source: str) -> str:
     return "tensorflow" if tf and not torch else "torch"
 
 
-def _result(search: Any) -> dict[str, Any]:
+def _result(search: Any, dtypes: list[str]) -> dict[str, Any]:
+    import numpy as np
+
     from sftl.helpers.nan_core import summarize
 
     f = search.finding
@@ -42,7 +44,9 @@ def _result(search: Any) -> dict[str, Any]:
         "op_inputs": f.inputs if f else [],
         "steps": search.steps,
         "seconds": round(search.seconds, 6),
-        "values": None if search.values is None else [summarize(v) for v in search.values],
+        "values": None if search.values is None else [
+            {**summarize(np.asarray(v)), "dtype": d} for v, d in zip(search.values, dtypes, strict=False)
+        ],
         "reason": search.reason,
         "sites": search.sites,
     }
@@ -93,9 +97,10 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     if start.error and not start.finding:
         raise ScriptError(f"{path.name}: fails at its start point: {start.error}")
     names = [v.name for v in program.variables]
+    dtypes = [v.dtype for v in program.variables]
     if start.finding:  # the program is already broken at its own inputs: nothing to search
         hit = SearchResult(True, start.finding, 1, start.seconds, [v.start for v in program.variables], "the start point already produces NaN/INF", sorted(start.margins))
-        return {"framework": framework, "variables": names, "search": _result(hit), "baseline": _result(hit) if request.get("baseline", True) else None}
+        return {"framework": framework, "variables": names, "search": _result(hit, dtypes), "baseline": _result(hit, dtypes) if request.get("baseline", True) else None}
     # warm-up (first autograd call, lazy kernels) so neither search pays one-time costs in its timing
     starts = [v.start for v in program.variables]
     if start.normalized:
@@ -108,8 +113,8 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     return {
         "framework": framework,
         "variables": names,
-        "search": _result(found),
-        "baseline": _result(base) if base is not None else None,
+        "search": _result(found, dtypes),
+        "baseline": _result(base, dtypes) if base is not None else None,
     }
 
 

@@ -224,7 +224,8 @@ class _Watcher(TorchFunctionMode):
         root = args[0] if args else None
         leaves: list[torch.Tensor] = []
         if isinstance(root, torch.Tensor) and root.grad_fn is not None:
-            todo, seen = [root.grad_fn], set()
+            todo: list[Any] = [root.grad_fn]
+            seen: set[int] = set()
             while todo and len(seen) < 100_000:
                 node = todo.pop()
                 if node is None or id(node) in seen:
