@@ -537,7 +537,12 @@ class EnvManager:
         # a release's wheels may exist for some of its Pythons only (offline mirrors especially):
         # try each interpreter, newest first, and say what each attempt hit
         failures = []
-        for _, version, _ in find_interpreters(self.settings, resolution.release.pythons):
+        candidates = [v for _, v, _ in find_interpreters(self.settings, resolution.release.pythons)]
+        for version in candidates:  # an environment built before, with any of them, is reused
+            existing = self._load(self.plan(resolution, "venv", python=version)[3])
+            if existing is not None:
+                return existing
+        for version in candidates:
             kind, name, commands, prefix, py = self.plan(resolution, "venv", python=version)
             try:
                 return self._build(resolution, kind, name, commands, prefix, py, timeout)
