@@ -9,6 +9,7 @@ so `sftl --help` and `sftl show` stay fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import signal
@@ -75,7 +76,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2, no usage dump
-        self.exit(EXIT_USAGE, f"sftl: error: {message} (see 'sftl {self.prog.split()[-1]} --help')\n")
+        self.exit(EXIT_USAGE, f"sftl: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,7 +104,9 @@ def make_settings(args: argparse.Namespace) -> Settings:
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # argparse writes help to stdout and usage errors to stderr: send both where the caller asked
+        with contextlib.redirect_stdout(out or sys.stdout), contextlib.redirect_stderr(err or sys.stderr):
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits for --help/--version/usage errors
         return int(exc.code or 0)
     handler: Callable[[argparse.Namespace, Context], int] | None = getattr(args, "handler", None)
