@@ -338,11 +338,12 @@ def replay_snippet(
     except InputError as exc:
         return _unavailable(framework, version, str(exc))
     try:
-        resolution = resolve(load_catalog(), fw, version)
+        catalog = load_catalog()
+        resolution = resolve(catalog, fw, version)
     except (EnvError, InputError) as exc:
         return _unavailable(fw, version, f"{exc}")
     try:
-        handle: EnvHandle = EnvManager(settings).find(resolution, env=env, build=build)
+        handle: EnvHandle = EnvManager(settings, catalog).find(resolution, env=env, build=build)
     except EnvError as exc:
         return _unavailable(fw, version, f"{resolution.why}; {exc}")
     if handle.version != resolution.version and env in ("auto", ""):
