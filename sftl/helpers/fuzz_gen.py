@@ -1,0 +1,501 @@
+"""Input generation for one API: random, pairwise (IPOG covering arrays) and seeded neighbourhoods, with shared dimensions."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sftl.helpers.fuzz_specs import ApiSpec, ArgSpec
+
+MAX_RANK = 6
+MAX_DIM = 10
+INT_RANGE = (-100, 100)
+MAX_NUMEL = 200_000  # keeps every tensor small enough to build in microseconds
+ABSENT = "absent"  # level: leave the argument at its default
+NONE = "none"  # level: pass None
+
+# Dimension values, weighted: shapes of size 1..5 are where most constraints bite; 0 and 10 are edges.
+_DIM_VALUES = list(range(MAX_DIM + 1))
+_DIM_WEIGHTS = [2, 10, 10, 9, 8, 6, 3, 2, 2, 1, 2]
+
+Call = dict[str, Any]  # argument name -> value descriptor (JSON); a missing name is left at its default
+
+
+@dataclass(frozen=True)
+class FuzzInput:
+    """One generated input: the call's argument values and the seed its tensors' contents are drawn from."""
+
+    call: Call
+    seed: int
+    levels: dict[str, Any] | None = field(default=None, compare=False)  # the parameter levels drawn
+
+    def key(self) -> str:
+        return json.dumps(self.call, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A discrete dimension of the input space (pairwise covers every pair of these levels)."""
+
+    name: str
+    levels: tuple[Any, ...]
+    weights: tuple[float, ...] | None = None  # random strategy only
+
+
+# -------------------------------------------------------------------------------- the input space
+
+
+def _absent_levels(arg: ArgSpec) -> tuple[Any, ...]:
+    out: tuple[Any, ...] = ()
+    if arg.has_default:
+        out += (ABSENT,)
+    if arg.optional:
+        out += (NONE,)
+    return out
+
+
+def params_for(spec: ApiSpec) -> list[Param]:
+    """The discrete parameters of an API's input space, in spec order."""
+    params: list[Param] = []
+    torch_like = spec.framework != "tensorflow"
+    groups: set[str] = set()
+    if len(spec.tensor_args) > 1:  # one rank for every tensor: the common case of relational constraints
+        params.append(Param("_same_rank", (False, True)))
+    if torch_like and spec.tensor_args:
+        dts = spec.tensor_args[0].dtypes
+        params.append(Param("_dtype", dts, tuple(4.0 if d == "float32" else 1.0 for d in dts)))
+    for a in spec.args:
+        extra = _absent_levels(a)
+        ew = tuple(1.0 for _ in extra)
+        n = a.name
+        if a.kind in ("tensor", "tensors"):
+            if a.kind == "tensor":
+                ranks: tuple[Any, ...] = tuple(range(MAX_RANK + 1))
+                rw = (2.0, 3.0, 3.0, 3.0, 2.0, 1.0, 1.0)
+                params.append(Param(f"{n}.rank", extra + ranks, ew + rw))
+            else:
+                lo = max(a.min_count, 0)
+                lens = tuple(range(lo, lo + 5))
+                params.append(Param(f"{n}.len", extra + lens, ew + tuple(1.0 for _ in lens)))
+                params.append(Param(f"{n}.rank", tuple(range(5)), (1.0, 3.0, 3.0, 2.0, 1.0)))
+            if torch_like:
+                dl = ("shared",) + a.dtypes
+                params.append(Param(f"{n}.dtype", dl, (len(a.dtypes) * 2.5,) + tuple(1.0 for _ in a.dtypes)))
+            elif a.group is not None:
+                if a.group not in groups:
+                    groups.add(a.group)
+                    params.append(Param(f"{a.group}.dtype", a.dtypes, tuple(
+                        3.0 if d in ("float32", "int32") else 1.0 for d in a.dtypes)))
+            else:
+                params.append(Param(f"{n}.dtype", a.dtypes))
+        elif a.kind == "int":
+            lv = (-1, 0, 1, 2, 3, "pool", "rand")
+            params.append(Param(n, extra + lv, ew + (1.5, 1.5, 1.5, 1.5, 1.0, 2.0, 1.0)))
+        elif a.kind in ("ints", "floats", "bools"):
+            if a.length and a.length > 1:
+                lens = (1, a.length)
+            elif a.length == 1:
+                lens = (1,)
+            else:
+                lens = tuple(range(0, 5))
+            params.append(Param(f"{n}.len", extra + lens, ew + tuple(1.0 for _ in lens)))
+            if a.kind == "ints":
+                params.append(Param(f"{n}.vals", ("pool", "small", "rand"), (3.0, 3.0, 1.0)))
+        elif a.kind == "float":
+            params.append(Param(n, extra + (0.0, 1.0, -1.0, 0.5, 2.0, "rand")))
+        elif a.kind == "bool":
+            params.append(Param(n, extra + (False, True)))
+        elif a.kind == "str":
+            if a.choices:
+                params.append(Param(n, extra + a.choices))
+            elif a.name == "equation":
+                params.append(Param(n, ("einsum",)))
+            else:
+                params.append(Param(n, extra or ("", "x")))
+        elif a.kind == "scalar":
+            params.append(Param(n, extra + (0, 1, -1, 2, 0.5, True, "rand")))
+        elif a.kind == "dtype":
+            params.append(Param(n, extra + a.dtypes))
+    return params
+
+
+# ----------------------------------------------------------------------------- pairwise (IPOG)
+
+
+def pairwise_rows(levels: Sequence[Sequence[Any]], rng: random.Random) -> list[list[Any]]:
+    """A covering array of strength 2 (IPOG): every pair of levels of every two parameters is in some row."""
+    n = len(levels)
+    if n == 0:
+        return [[]]
+    sizes = [len(lv) for lv in levels]
+    if n == 1:
+        return [[v] for v in levels[0]]
+    order = sorted(range(n), key=lambda i: -sizes[i])  # largest first keeps the array small
+    sz = [sizes[i] for i in order]
+    rows: list[list[int | None]] = [[a, b] + [None] * (n - 2) for a in range(sz[0]) for b in range(sz[1])]
+    for i in range(2, n):
+        uncovered = {(j, a, b) for j in range(i) for a in range(sz[j]) for b in range(sz[i])}
+        for row in rows:  # horizontal growth: the level of the new parameter covering most new pairs
+            choices = list(range(sz[i]))
+            rng.shuffle(choices)
+            best = max(choices, key=lambda b, row=row: sum(  # type: ignore[misc]
+                1 for j in range(i) if row[j] is not None and (j, row[j], b) in uncovered))
+            row[i] = best
+            for j in range(i):
+                uncovered.discard((j, row[j], best))
+        extra: list[list[int | None]] = []
+        for j, a, b in sorted(uncovered):  # vertical growth: new rows for pairs still missing
+            for r in extra:
+                if r[i] == b and r[j] is None:
+                    r[j] = a
+                    break
+            else:
+                r = [None] * n
+                r[j], r[i] = a, b
+                extra.append(r)
+        rows.extend(extra)
+    out: list[list[Any]] = []
+    for row in rows:
+        full: list[Any] = [None] * n
+        for pos, idx in enumerate(order):
+            k = row[pos]
+            full[idx] = levels[idx][k if k is not None else rng.randrange(sizes[idx])]
+        out.append(full)
+    return out
+
+
+def uncovered_pairs(levels: Sequence[Sequence[Any]], rows: Sequence[Sequence[Any]]) -> list[tuple[int, Any, int, Any]]:
+    """Pairs of (parameter, level) not present in any row: empty for a covering array."""
+    missing = []
+    n = len(levels)
+    seen = {(i, repr(r[i]), j, repr(r[j])) for r in rows for i in range(n) for j in range(i + 1, n)}
+    for i in range(n):
+        for j in range(i + 1, n):
+            for a in levels[i]:
+                for b in levels[j]:
+                    if (i, repr(a), j, repr(b)) not in seen:
+                        missing.append((i, a, j, b))
+    return missing
+
+
+# ------------------------------------------------------------------------------- instantiation
+
+
+class _Dims:
+    """A per-sample pool of dimension sizes reused across arguments, so relational constraints hold often."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        k = rng.choice((1, 1, 2, 2, 3))
+        self.pool = rng.choices(_DIM_VALUES, _DIM_WEIGHTS, k=k)
+
+    def draw(self) -> int:
+        if self.rng.random() < 0.9:
+            return self.rng.choice(self.pool)
+        return self.rng.randint(0, MAX_DIM)
+
+
+def _shape(rank: int, dims: _Dims, prev: list[int] | None, rng: random.Random) -> list[int]:
+    shape = [dims.draw() for _ in range(rank)]
+    if prev and rank and rng.random() < 0.3:  # trailing dims copied: the broadcasting neighbourhood
+        k = rng.randint(1, min(rank, len(prev)))
+        shape[rank - k:] = prev[len(prev) - k:]
+    while _numel(shape) > MAX_NUMEL:
+        shape[shape.index(max(shape))] = 1
+    return shape
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _int(level: Any, dims: _Dims, rng: random.Random) -> int:
+    if level == "pool":
+        return dims.draw()
+    if level == "rand":
+        return rng.randint(*INT_RANGE)
+    if level == "small":
+        return rng.randint(-1, 3)
+    return int(level)
+
+
+def _einsum_equation(ranks: list[int], rng: random.Random) -> str:
+    letters = "ijkl"[: rng.randint(1, 4)]
+    terms = ["".join(rng.choice(letters) for _ in range(r)) for r in ranks]
+    used = sorted(set("".join(terms)))
+    if rng.random() < 0.3 or not used:
+        return ",".join(terms)
+    out = "".join(c for c in used if rng.random() < 0.5)
+    return ",".join(terms) + "->" + out
+
+
+def _presence(levels: dict[str, Any], a: ArgSpec) -> Any:
+    """The level that says whether an argument is given (and its main value)."""
+    for key in (a.name, f"{a.name}.len", f"{a.name}.rank"):
+        if key in levels:
+            return levels[key]
+    return None
+
+
+def instantiate(spec: ApiSpec, levels: dict[str, Any], rng: random.Random) -> Call:
+    """Concrete argument values for one assignment of parameter levels."""
+    dims = _Dims(rng)
+    call: Call = {}
+    if levels.get("_same_rank"):
+        levels = dict(levels)
+        first: Any = None
+        for a in spec.tensor_args:
+            key = f"{a.name}.rank"
+            if _presence(levels, a) in (ABSENT, NONE):
+                continue
+            if first is None:
+                first = levels[key]
+            elif isinstance(levels[key], int) and a.kind == "tensor":
+                levels[key] = first
+            elif a.kind == "tensors" and isinstance(first, int) and first <= 4:
+                levels[key] = first
+    shared = levels.get("_dtype", "float32")
+    prev: list[int] | None = None
+    tensor_ranks: list[int] = []
+    for a in spec.args:
+        n = a.name
+        lv = _presence(levels, a)
+        if lv == ABSENT:
+            continue
+        if lv == NONE:
+            call[n] = {"t": "none"}
+            continue
+        if a.kind in ("tensor", "tensors"):
+            if spec.framework == "tensorflow":
+                dt = levels.get(f"{a.group}.dtype") if a.group else levels.get(f"{n}.dtype")
+            else:
+                dt = levels.get(f"{n}.dtype", "shared")
+                dt = shared if dt == "shared" else dt
+            if a.kind == "tensor":
+                shape = _shape(int(levels[f"{n}.rank"]), dims, prev, rng)
+                prev = shape
+                tensor_ranks.append(len(shape))
+                call[n] = {"t": "tensor", "shape": shape, "dtype": dt}
+            else:
+                base = int(levels[f"{n}.rank"])
+                items = []
+                for _ in range(int(levels[f"{n}.len"])):
+                    r = base if rng.random() < 0.8 else rng.randint(0, 4)
+                    shape = _shape(r, dims, prev, rng)
+                    prev = shape
+                    tensor_ranks.append(r)
+                    items.append({"t": "tensor", "shape": shape, "dtype": dt})
+                call[n] = {"t": "tensors", "items": items}
+        elif a.kind == "int":
+            call[n] = {"t": "int", "v": _int(lv, dims, rng)}
+        elif a.kind == "ints":
+            mode = levels.get(f"{n}.vals", "small")
+            call[n] = {"t": "ints", "v": [_int(mode, dims, rng) for _ in range(int(lv))]}
+        elif a.kind == "floats":
+            call[n] = {"t": "floats", "v": [round(rng.uniform(-2, 4), 3) for _ in range(int(lv))]}
+        elif a.kind == "bools":
+            call[n] = {"t": "bools", "v": [rng.random() < 0.5 for _ in range(int(lv))]}
+        elif a.kind == "float":
+            call[n] = {"t": "float", "v": round(rng.gauss(0, 10), 4) if lv == "rand" else float(lv)}
+        elif a.kind == "bool":
+            call[n] = {"t": "bool", "v": bool(lv)}
+        elif a.kind == "str":
+            call[n] = {"t": "str", "v": lv}  # einsum equations are filled in below, once ranks are known
+        elif a.kind == "scalar":
+            if lv == "rand":
+                call[n] = {"t": "float", "v": round(rng.gauss(0, 10), 4)}
+            elif isinstance(lv, bool):
+                call[n] = {"t": "bool", "v": lv}
+            elif isinstance(lv, int):
+                call[n] = {"t": "int", "v": lv}
+            else:
+                call[n] = {"t": "float", "v": float(lv)}
+        elif a.kind == "dtype":
+            call[n] = {"t": "dtype", "v": lv}
+    for v in call.values():
+        if v.get("t") == "str" and v["v"] == "einsum":
+            v["v"] = _einsum_equation(tensor_ranks, rng)
+    return call
+
+
+# ------------------------------------------------------------------------------ neighbourhoods
+
+
+def _tensors_in(call: Call) -> list[dict[str, Any]]:
+    out = []
+    for v in call.values():
+        if v.get("t") == "tensor":
+            out.append(v)
+        elif v.get("t") == "tensors":
+            out.extend(v["items"])
+    return out
+
+
+def mutate(spec: ApiSpec, seed_call: Call, rng: random.Random, random_call: Call) -> Call:
+    """A neighbour of the reported call: one to three small edits (a dimension, a rank, a dtype, a value)."""
+    call = copy.deepcopy(seed_call)
+    names = [a.name for a in spec.args]
+    by_name = {a.name: a for a in spec.args}
+    all_dims = [d for t in _tensors_in(call) for d in t["shape"]] or [1]
+    for _ in range(rng.choice((1, 1, 1, 2, 2, 3))):
+        tensors = _tensors_in(call)
+        if tensors and rng.random() < 0.45:
+            _coordinated(call, tensors, rng)
+            continue
+        n = rng.choice(names)
+        a = by_name[n]
+        v = call.get(n)
+        if v is None or v.get("t") == "none" or rng.random() < 0.1:
+            if n in random_call:  # take the value from a fresh random sample
+                call[n] = copy.deepcopy(random_call[n])
+            elif a.has_default:
+                call.pop(n, None)
+            continue
+        t = v["t"]
+        if t in ("tensor", "tensors"):
+            target = v if t == "tensor" else (rng.choice(v["items"]) if v["items"] else None)
+            if target is None:
+                continue
+            _mutate_tensor(target, a, rng, all_dims)
+            if t == "tensors" and rng.random() < 0.2:
+                if v["items"] and rng.random() < 0.5:
+                    v["items"].pop(rng.randrange(len(v["items"])))
+                else:
+                    v["items"].append(copy.deepcopy(target))
+        elif t == "int":
+            v["v"] = max(INT_RANGE[0], min(INT_RANGE[1], rng.choice(
+                (v["v"] + 1, v["v"] - 1, -v["v"], rng.choice(all_dims), rng.randint(-2, 4)))))
+        elif t == "ints":
+            vals = v["v"]
+            if vals and rng.random() < 0.7:
+                i = rng.randrange(len(vals))
+                vals[i] = rng.choice((vals[i] + 1, vals[i] - 1, rng.choice(all_dims)))
+            elif vals and rng.random() < 0.5 and not a.length:
+                vals.pop()
+            elif not a.length or len(vals) < a.length:
+                vals.append(rng.choice(all_dims))
+        elif t == "float":
+            v["v"] = rng.choice((v["v"] * 2, v["v"] / 2, -v["v"], 0.0, 1.0))
+        elif t == "bool":
+            v["v"] = not v["v"]
+        elif t == "str" and a.choices:
+            v["v"] = rng.choice(a.choices)
+        elif t == "dtype" and a.dtypes:
+            v["v"] = rng.choice(a.dtypes)
+    return call
+
+
+def _coordinated(call: Call, tensors: list[dict[str, Any]], rng: random.Random) -> None:
+    """An edit that keeps the call's relations: one dimension size renamed everywhere, or one dtype for all."""
+    sizes = sorted({d for t in tensors for d in t["shape"]})
+    if sizes and rng.random() < 0.75:
+        old = rng.choice(sizes)
+        new = max(0, min(MAX_DIM, rng.choice((old + 1, old - 1, rng.randint(1, MAX_DIM)))))
+        for t in tensors:
+            t["shape"] = [new if d == old else d for d in t["shape"]]
+            while _numel(t["shape"]) > MAX_NUMEL:
+                t["shape"][t["shape"].index(max(t["shape"]))] = 1
+        for v in call.values():  # ints naming that size (split sizes, k, broadcast targets) follow it
+            if v.get("t") == "int" and v["v"] == old:
+                v["v"] = new
+            elif v.get("t") == "ints":
+                v["v"] = [new if x == old else x for x in v["v"]]
+    else:
+        dt = rng.choice([t["dtype"] for t in tensors])
+        for t in tensors:
+            t["dtype"] = dt
+
+
+def _mutate_tensor(t: dict[str, Any], a: ArgSpec, rng: random.Random, all_dims: list[int]) -> None:
+    shape = t["shape"]
+    op = rng.choice(("dim", "dim", "dim", "dim", "rank+", "rank-", "dtype", "dtype", "swap"))
+    if op == "dim" and shape:
+        i = rng.randrange(len(shape))
+        shape[i] = max(0, min(MAX_DIM, rng.choice((shape[i] + 1, shape[i] - 1, rng.choice(all_dims),
+                                                   rng.randint(0, MAX_DIM)))))
+    elif op == "rank+" and len(shape) < MAX_RANK:
+        shape.insert(rng.randint(0, len(shape)), rng.choice(all_dims + [1]))
+    elif op == "rank-" and shape:
+        shape.pop(rng.randrange(len(shape)))
+    elif op == "dtype" and a.dtypes:
+        t["dtype"] = rng.choice(a.dtypes)
+    elif op == "swap" and len(shape) > 1:
+        i, j = rng.sample(range(len(shape)), 2)
+        shape[i], shape[j] = shape[j], shape[i]
+    while _numel(shape) > MAX_NUMEL:
+        shape[shape.index(max(shape))] = 1
+
+
+# ------------------------------------------------------------------------------------ generator
+
+
+class InputGenerator:
+    """Draws inputs for one API: `random`, `pairwise`, or the neighbourhood of a seed call."""
+
+    def __init__(self, spec: ApiSpec, strategy: str = "random", seed_call: Call | None = None,
+                 rng_seed: int = 0, seed_share: float = 0.8) -> None:
+        if strategy not in ("random", "pairwise"):
+            raise ValueError(f"unknown strategy {strategy!r}")
+        self.spec = spec
+        self.strategy = strategy
+        self.seed_call = seed_call
+        self.rng_seed = rng_seed
+        self.seed_share = seed_share
+        self.params = params_for(spec)
+
+    def adapt(self, inputs: Sequence[FuzzInput], valid: Sequence[bool], clip: float = 5.0) -> None:
+        """Reweight each parameter's levels by how often they led to valid inputs (random strategy only).
+
+        Levels are never dropped (a weight stays >= 1/clip of its old value), so rare valid regions remain reachable.
+        """
+        total = len(valid)
+        base = (sum(valid) + 1) / (total + 2)
+        new = []
+        for p in self.params:
+            counts = {repr(lv): [0, 0] for lv in p.levels}
+            for inp, ok in zip(inputs, valid, strict=True):
+                if inp.levels is None or p.name not in inp.levels:
+                    continue
+                c = counts.get(repr(inp.levels[p.name]))
+                if c is not None:
+                    c[0] += 1
+                    c[1] += int(ok)
+            weights = p.weights or tuple(1.0 for _ in p.levels)
+            adj = []
+            for lv, w in zip(p.levels, weights, strict=True):
+                n, v = counts[repr(lv)]
+                rate = (v + base) / (n + 1)  # shrunk towards the overall rate when a level was rarely drawn
+                adj.append(w * min(clip, max(1 / clip, rate / base)))
+            new.append(replace(p, weights=tuple(adj)))
+        self.params = new
+
+    def _random_levels(self, rng: random.Random) -> dict[str, Any]:
+        return {p.name: rng.choices(p.levels, p.weights)[0] if p.weights else rng.choice(p.levels)
+                for p in self.params}
+
+    def level_rows(self, n: int, rng: random.Random) -> list[dict[str, Any]]:
+        if self.strategy == "random":
+            return [self._random_levels(rng) for _ in range(n)]
+        rows: list[dict[str, Any]] = []
+        while len(rows) < n:  # one covering array after another: each repeats full pair coverage
+            block = pairwise_rows([p.levels for p in self.params], rng)
+            rng.shuffle(block)
+            rows.extend({p.name: r[i] for i, p in enumerate(self.params)} for r in block)
+        return rows[:n]
+
+    def generate(self, n: int, offset: int = 0) -> list[FuzzInput]:
+        rng = random.Random(f"{self.rng_seed}:{offset}")
+        out = []
+        for i, lv in enumerate(self.level_rows(n, rng)):
+            call = instantiate(self.spec, lv, rng)
+            if self.seed_call is not None and rng.random() < self.seed_share:
+                call = self.seed_call if rng.random() < 0.05 else mutate(self.spec, self.seed_call, rng, call)
+            out.append(FuzzInput(call, seed=(self.rng_seed * 1_000_003 + offset + i) % (2**31), levels=lv))
+        return out
