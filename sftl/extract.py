@@ -254,8 +254,8 @@ def classify_block(text: str, lang: str = "") -> tuple[str, bool, str]:
             return "python", False, "marked python; does not parse"
         return "output", False, "marked python but reads as output"
     if lang in ("", "text", "txt", "log", "output", "shell-session"):
-        import_like = sum(1 for ln in lines if re.match(r"\s*(?:import \w|from [\w.]+ import )", ln))
-        if import_like:
+        n_imports = sum(1 for ln in lines if re.match(r"\s*(?:import \w|from [\w.]+ import )", ln))
+        if n_imports:
             return "python", False, "imports but does not parse"
         return "output", False, "text that is not Python"
     return "unknown", False, f"language {lang!r}"
@@ -784,7 +784,7 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
 
     # statements in source order, so that a name is known to be a tensor before it is used
     for stmt in sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)), key=lambda n: (n.lineno, n.col_offset)):
-        calls = []
+        calls: list[ast.Call] = []
         for child in ast.iter_child_nodes(stmt):
             if isinstance(child, ast.stmt):
                 continue

@@ -138,7 +138,8 @@ def read_sections(title: str, body: str, error_line: str | None = None) -> Secti
     title = _clean(title, "title", problems).replace("\n", " ")
     body = _clean(body, "body", problems)
     template: list[str] = []
-    body = _COMMENT.sub(lambda m: (template.append(m.group(0)), "")[1], body)
+    template.extend(_COMMENT.findall(body))  # template instructions live in HTML comments
+    body = _COMMENT.sub("", body)
     desc: list[str] = []
     code: list[str] = []
     out: list[str] = []
