@@ -75,9 +75,9 @@ def parse_native_functions(text: str) -> dict[str, list[NativeFunction]]:
             continue  # items of a nested list (precomputed:, autogen:)
         key, sep, value = line.strip().partition(":")
         if indent >= 4 and in_dispatch and sep:
-            dispatch = current["dispatch"]
-            assert isinstance(dispatch, dict)
-            dispatch[key.strip()] = value.strip()
+            block = current["dispatch"]
+            assert isinstance(block, dict)
+            block[key.strip()] = value.strip()
             continue
         if indent == 2 and sep:
             in_dispatch = key == "dispatch" and not value.strip()

@@ -869,13 +869,16 @@ def _localize_tensorflow(
                     texts[path] = text
     if texts:
         _tf_registrations(ordered, texts, board)
-    if not board.files:
+    registered = bool(board.files)
+    if not registered:
         _tf_names(ordered, files, board, fuzzy_only=method == "paper")
     if not board.files:
         return Localization(label, (), Outcome.ABSTAINED,
                             f"no kernel file for {', '.join(o.name for o in ordered[:5])} in {source.description}")
     suspects = _rank(board, _side_weights(div) if method == "sftl" else {s: 1.0 for s in Side}, top, label, _tf_side)
-    how = "REGISTER_KERNEL_BUILDER in contents" if texts else "kernel file names (no C++ contents in the source)"
+    how = "REGISTER_KERNEL_BUILDER in contents" if registered else (
+        "kernel file names (no registration found in the contents)" if texts
+        else "kernel file names (no C++ contents in the source)")
     return Localization(label, tuple(suspects), Outcome.LOCATED,
                         f"ops: {', '.join(o.name for o in ordered[:5])}; {how}; {div.why}")
 
