@@ -241,13 +241,14 @@ class KernelIndex:
         if memo_key in self._defs:
             return self._defs[memo_key]
         found: list[Definition] = []
-        pattern = re.compile(r"(?<![\w.>])" + re.escape(name) + r"\s*(?:<[^;{}()]*>)?\s*\(")
+        # the name first, so the regex engine can scan for the literal; the char before is checked by hand
+        pattern = re.compile(re.escape(name) + r"\s*(?:<[^;{}()]*>)?\s*\(")
         for path in self.files_with(name):
             text = self.texts[path]
             per_file = 0
             for m in pattern.finditer(text):
-                before = text[max(0, m.start() - 3) : m.start()]
-                if before.endswith("->") or before.endswith("."):
+                prev = text[m.start() - 1] if m.start() else " "
+                if prev.isalnum() or prev in "_.>":
                     continue
                 brace = _is_definition(text, m.end() - 1)
                 if brace is not None and (not tensorish or _TENSORISH.search(text, max(0, m.start() - 120), brace)):
