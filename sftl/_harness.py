@@ -224,6 +224,17 @@ def _redirect_mode(torch, device):
             name = getattr(func, "__name__", "")
             if name == "cuda" and device == "cpu":
                 return args[0]
+            on_gpu = device == "gpu" and args and isinstance(args[0], torch.Tensor) and args[0].is_cuda
+            if on_gpu and name in _RNG_INPLACE:
+                # random init drawn from the CPU generator, as in the CPU run (weights of nn layers)
+                tmp = args[0].detach().cpu()
+                func(tmp, *args[1:], **kwargs)
+                with torch.no_grad():
+                    args[0].copy_(tmp)
+                return args[0]
+            if on_gpu and name in _RNG_LIKE:
+                kwargs["device"] = "cpu"
+                return func(args[0].cpu(), *args[1:], **kwargs).to(args[0].device)
             if name == "numpy" and args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
                 return args[0].detach().cpu().numpy()
             if "device" in kwargs:
@@ -241,6 +252,9 @@ def _redirect_mode(torch, device):
     return Redirect()
 
 
+_RNG_INPLACE = ("uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
+                "log_normal_")
+_RNG_LIKE = ("rand_like", "randn_like", "randint_like")
 _RANDOM_OPS = ("rand", "normal", "uniform", "bernoulli", "dropout", "multinomial", "exponential",
                "geometric", "cauchy", "log_normal", "poisson", "random")
 _SKIP_OPS = ("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
@@ -420,6 +434,8 @@ def run(opts):
     redirect = None
     if torch is not None and opts.redirect:
         redirect = _redirect_mode(torch, opts.device)
+        if opts.device == "cpu" and not info.get("cuda_available"):
+            torch.cuda.synchronize = lambda *a, **k: None  # CUDA-only housekeeping is a no-op on CPU
         result["redirect"] = "on" if redirect is not None else "unavailable: torch %s has no TorchFunctionMode" % torch.__version__
     tf_device = None
     if opts.framework == "tensorflow" and opts.redirect:
