@@ -421,26 +421,37 @@ def summarize(
     methods: Sequence[str],
     paper_k: int = 1,
     max_k: int = 10,
+    screeners: Sequence[str] = ("keywords",),
 ) -> dict[str, Any]:
     """The JSON summary of one evaluation run.
 
-    `screened`: one mapping per evaluated issue with framework, category (truth), predicted, scores.
-    `results`: one `RankedResult` per (issue scored for localization, method).
+    `screened`: one mapping per evaluated issue with framework, category (truth) and
+    `screeners: {name: {predicted, scores}}`. `results`: one `RankedResult` per (issue scored for
+    localization, method).
     """
-    screening = screening_table([(s["framework"], s["category"], s["predicted"]) for s in screened])
+    screening: dict[str, Any] = {}
+    thresholds: dict[str, Any] = {}
+    for name in screeners:
+        have = [s for s in screened if name in s["screeners"]]
+        if not have:
+            screening[name] = None  # could not run (e.g. too few labelled rows to train)
+            continue
+        screening[name] = screening_table(
+            [(s["framework"], s["category"], s["screeners"][name]["predicted"]) for s in have]
+        )
+        thresholds[name] = {
+            cat: threshold_curve(
+                [s["category"] for s in have], [s["screeners"][name]["scores"] for s in have], cat,
+                [i / 20 for i in range(21)],
+            )
+            for cat in ("mme", "gcrde")
+        }
     curves: dict[str, dict[str, list[float]]] = {}
     for method in methods:
         mine = [r for r in results if r.method == method]
         curves[method] = {
             cat: topk_curve([r for r in mine if r.category == cat], max_k) for cat in ("mme", "gcrde")
         }
-    thresholds = {
-        cat: threshold_curve(
-            [s["category"] for s in screened], [s["scores"] for s in screened], cat,
-            [i / 20 for i in range(21)],
-        )
-        for cat in ("mme", "gcrde")
-    }
     return {
         "issues": len(screened),
         "skipped": [{"line": s.line, "url": s.url, "reason": s.reason} for s in skipped],
@@ -462,28 +473,43 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
     out = [f"# {title}", ""]
     n_skipped = len(summary["skipped"])
     out.append(
-        f"{summary['issues']} issues evaluated, {n_skipped} skipped. Screening uses the keyword screener "
-        "(its IDF fitted on this label file's texts; labels unused). Localization is scored on the issues "
+        f"{summary['issues']} issues evaluated, {n_skipped} skipped. Screening: 'keywords' is the published "
+        "keyword screener (its IDF fitted on this label file's texts, labels unused); 'learned' is the learned "
+        "screener scored out-of-fold (5-fold cross-validation over this file). Localization is scored on the issues "
         "labelled mme/gcrde that name truth files, each localized *as its labelled category* "
         "(so screening errors do not leak into Tables 3-4). Figures in %."
     )
     out += ["", "## Table 2 — screening", ""]
-    out.append("| framework | category | support | accuracy | precision | recall | F1 |")
-    out.append("|---|---|---:|---:|---:|---:|---:|")
-    for fw, m in summary["screening"].items():
-        for cat in CATEGORIES:
-            c = m["per_class"][cat]
-            if not c["support"] and not c["predicted"]:
-                continue  # a category absent from truth and predictions says nothing
-            out.append(
-                f"| {fw} | {cat} | {c['support']} | {_pct(c['accuracy'])} | {_pct(c['precision'])} | "
-                f"{_pct(c['recall'])} | {_pct(c['f1'])} |"
-            )
-        out.append(f"| {fw} | **overall** | {m['n']} | {_pct(m['accuracy'])} | {_pct(m['macro']['precision'])} | "
-                   f"{_pct(m['macro']['recall'])} | {_pct(m['macro']['f1'])} |")
-    if ALL in summary["screening"]:
-        m = summary["screening"][ALL]
-        out += ["", "Confusion (all frameworks; rows = truth, columns = screened):", ""]
+    out.append("| framework | category | screener | support | accuracy | precision | recall | F1 |")
+    out.append("|---|---|---|---:|---:|---:|---:|---:|")
+    tables = {name: t for name, t in summary["screening"].items() if t}
+    frameworks = list(next(iter(tables.values()))) if tables else []
+    for fw in frameworks:
+        for cat in (*CATEGORIES, "overall"):
+            for name, table in tables.items():
+                m = table.get(fw)
+                if m is None:
+                    continue
+                if cat == "overall":
+                    out.append(
+                        f"| {fw} | **overall** | {name} | {m['n']} | {_pct(m['accuracy'])} | "
+                        f"{_pct(m['macro']['precision'])} | {_pct(m['macro']['recall'])} | {_pct(m['macro']['f1'])} |"
+                    )
+                    continue
+                c = m["per_class"][cat]
+                if not c["support"] and not c["predicted"]:
+                    continue  # a category absent from truth and predictions says nothing
+                out.append(
+                    f"| {fw} | {cat} | {name} | {c['support']} | {_pct(c['accuracy'])} | {_pct(c['precision'])} | "
+                    f"{_pct(c['recall'])} | {_pct(c['f1'])} |"
+                )
+    for name, table in summary["screening"].items():
+        if not table:
+            out += ["", f"Screener '{name}' not scored: too few labelled issues per category to cross-validate it."]
+            continue
+        m = table[ALL]
+        out += ["", f"Confusion of '{name}' (all frameworks; rows = truth, columns = screened"
+                + (f"; {m['abstained']} abstained" if m["abstained"] else "") + "):", ""]
         out.append("| truth \\ screened | " + " | ".join(m["labels"]) + " |")
         out.append("|---|" + "---:|" * len(m["labels"]))
         for label, row in zip(m["labels"], m["confusion"], strict=True):

@@ -39,11 +39,14 @@ def test_eval_writes_every_output_and_scores_vsm(labels: Path, tmp_path: Path, s
     vsm = summary["localization"]["vsm"]
     assert vsm["pytorch/mme"]["n"] == 1 and vsm["pytorch/gcrde"]["n"] == 1
     assert vsm["all/all"]["top"]["1"] == 1.0  # both fixture issues name their file's distinctive terms
-    assert summary["screening"]["all"]["n"] == 3
+    assert summary["screening"]["keywords"]["all"]["n"] == 3
+    assert summary["screening"]["learned"] is None  # three rows: too few to cross-validate
+    assert "Screener 'learned' not scored" in stdout
     assert "## Table 3" in stdout and "| pytorch | vsm | 1 | 100.0 |" in stdout
     with (out / "rows.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert [r["category"] for r in rows] == ["mme", "gcrde", "other"]
+    assert rows[0]["keywords_screened"] in ("mme", "gcrde", "other")
     assert rows[0]["vsm_rank"] == "1" and rows[0]["vsm_top1"] == "torch/distributions/bernoulli.py"
     assert rows[2]["vsm_outcome"] == ""  # 'other' rows are screened, not localized
 
@@ -119,11 +122,9 @@ def test_other_localizers_run_through_the_registry(labels: Path, tmp_path: Path,
         (["--jobs", "0"], "must be at least 1"),
     ],
 )
-def test_bad_flags_are_usage_errors(
-    labels: Path, argv: list[str], message: str, sftl_home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, _ = _eval(str(labels), *argv)
-    assert code == 2 and message in capsys.readouterr().err  # argparse writes to the process's stderr
+def test_bad_flags_are_usage_errors(labels: Path, argv: list[str], message: str, sftl_home: Path) -> None:
+    code, _, err = _eval(str(labels), *argv)
+    assert code == 2 and message in err
 
 
 def test_missing_label_file_is_one_line_error(tmp_path: Path, sftl_home: Path) -> None:

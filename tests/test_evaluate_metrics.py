@@ -137,8 +137,11 @@ def test_summary_and_report_put_methods_side_by_side() -> None:
     from sftl.evaluate import SkippedRow, render_markdown, summarize
 
     screened = [
-        {"framework": "pytorch", "category": "mme", "predicted": "mme", "scores": {"mme": 0.9, "gcrde": 0.0}},
-        {"framework": "tensorflow", "category": "gcrde", "predicted": "other", "scores": {"mme": 0.0, "gcrde": 0.3}},
+        {"framework": "pytorch", "category": "mme",
+         "screeners": {"keywords": {"predicted": "mme", "scores": {"mme": 0.9, "gcrde": 0.0}}}},
+        {"framework": "tensorflow", "category": "gcrde",
+         "screeners": {"keywords": {"predicted": "other", "scores": {"mme": 0.0, "gcrde": 0.3}},
+                       "learned": {"predicted": "gcrde", "scores": {"gcrde": 0.8}}}},
     ]
     results = [
         _r(("t",), ("t",), framework="pytorch", category="mme", method="sftl", key="a"),
@@ -146,10 +149,15 @@ def test_summary_and_report_put_methods_side_by_side() -> None:
         _r((), ("k.cc",), outcome="abstained", framework="tensorflow", category="gcrde", method="sftl", key="b"),
         _r(("k.cc",), ("k.cc",), framework="tensorflow", category="gcrde", method="vsm", key="b"),
     ]
-    summary = summarize(screened, results, [SkippedRow(7, "u", "unknown category 'x'")], ["sftl", "vsm"])
+    summary = summarize(screened, results, [SkippedRow(7, "u", "unknown category 'x'")], ["sftl", "vsm"],
+                        screeners=["keywords", "learned"])
     assert summary["topk_curves"]["vsm"]["mme"][:2] == [0.0, 1.0]
-    assert summary["screening"]["all"]["per_class"]["gcrde"]["recall"] == 0.0
+    assert summary["screening"]["keywords"]["all"]["per_class"]["gcrde"]["recall"] == 0.0
+    assert summary["screening"]["learned"]["all"]["n"] == 1  # scored only where it ran
     report = render_markdown(summary)
+    t2 = report.split("## Table 2")[1].split("## Table 3")[0]
+    assert "| tensorflow | gcrde | keywords | 1 | 0.0 | 0.0 | 0.0 | 0.0 |" in t2
+    assert "| tensorflow | gcrde | learned | 1 | 100.0 | 100.0 | 100.0 | 100.0 |" in t2
     t3 = report.split("## Table 3")[1].split("## Table 4")[0]
     assert "| pytorch | sftl | 1 | 100.0 |" in t3 and "| pytorch | vsm | 1 | 0.0 | 100.0 |" in t3
     t4 = report.split("## Table 4")[1]

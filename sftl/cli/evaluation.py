@@ -52,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--top", type=_positive, default=10, metavar="K", help="suspects kept per method (default 10)")
     p.add_argument("--paper-k", type=_positive, default=1, metavar="K",
                    help="cut-off of the study's accuracy/precision/recall/F1 (default 1)")
+    p.add_argument(
+        "--screeners", default="keywords,learned", type=_screeners, metavar="S[,S...]",
+        help="screeners to score: keywords (the published one), learned (5-fold cross-validated) (default both)",
+    )
     p.add_argument("--restart", action="store_true", help="discard the checkpoint in --out and start over")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the markdown report")
@@ -67,6 +71,14 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def _screeners(text: str) -> list[str]:
+    names = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    bad = [m for m in names if m not in ("keywords", "learned")]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown screener(s) {', '.join(bad) or '(none)'}; choose keywords,learned")
+    return names
 
 
 def _methods(text: str) -> list[str]:
@@ -198,7 +210,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     issues = _resolve_issues(rows, skipped, ctx, labels_path.parent)
     rows = [r for r in rows if r.key in issues]
-    screened = _screen(rows, issues)
+    screened = _screen(rows, issues, args.screeners)
 
     base_root = str(Path(args.source_root).resolve()) if args.source_root else None
     tasks = [
@@ -235,7 +247,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             key=t.key, method=t.method, framework=screened[t.key]["framework"], category=row.category,
             truth=row.truth_files, ranked=tuple(s[0] for s in res["suspects"]), outcome=res["outcome"],
         ))
-    summary = summarize(list(screened.values()), results, skipped, args.methods, args.paper_k, max_k=args.top)
+    summary = summarize(list(screened.values()), results, skipped, args.methods, args.paper_k, max_k=args.top,
+                        screeners=args.screeners)
     summary["labels"] = str(labels_path)
     summary["errors"] = [
         {"key": k, "method": m, "reason": r["reason"]} for (k, m), r in done.items() if r.get("error")
@@ -298,26 +311,56 @@ def _resolve_issues(
     return found
 
 
-def _screen(rows: list[LabelRow], issues: dict[str, tuple[Issue, Extraction]]) -> dict[str, dict[str, Any]]:
-    """Screen every row with the keyword screener, its IDF fitted on this label file's texts (labels unused)."""
+def _screen(
+    rows: list[LabelRow], issues: dict[str, tuple[Issue, Extraction]], screeners: Sequence[str], folds: int = 5
+) -> dict[str, dict[str, Any]]:
+    """Screen every row with each screener.
+
+    keywords: the published keyword screener, its IDF fitted on this label file's texts (labels unused).
+    learned: the learned screener, scored out-of-fold (k-fold cross-validation over the label file),
+    so no row is screened by a model that saw its label.
+    """
     from sftl.evaluate import framework_of_repo
-    from sftl.screen import default_screener, screen_many
+    from sftl.screen import LearnedScreener, default_screener, prepare
 
     if not rows:
         return {}
     items = [issues[r.key][0] for r in rows]
     extractions = [issues[r.key][1] for r in rows]
-    screener = default_screener(items)
-    screenings = screen_many(items, screener, extractions)
+    docs = [prepare(i, e) for i, e in zip(items, extractions, strict=True)]
     out: dict[str, dict[str, Any]] = {}
-    for row, issue, ex, s in zip(rows, items, extractions, screenings, strict=True):
+    for row, issue, ex in zip(rows, items, extractions, strict=True):
         fw = row.framework or framework_of_repo(issue.repo) or ex.environment.framework or "unknown"
-        out[row.key] = {
-            "key": row.key, "line": row.line, "url": row.url, "framework": fw, "category": row.category,
-            "predicted": "abstain" if s.abstained else s.category.value,
-            "scores": {k: float(v) for k, v in s.scores.items()},
-        }
+        out[row.key] = {"key": row.key, "line": row.line, "url": row.url, "framework": fw,
+                        "category": row.category, "screeners": {}}
+    for name in screeners:
+        results: list[Any] | None
+        if name == "keywords":
+            results = default_screener(items).screen_docs(docs)
+        else:
+            results = _cross_validated(docs, [r.category for r in rows], folds, LearnedScreener)
+            if results is None:
+                continue  # too few labelled rows per category to train; the summary says so
+        for row, s in zip(rows, results, strict=True):
+            out[row.key]["screeners"][name] = {
+                "predicted": "abstain" if s.abstained else s.category.value,
+                "scores": {k: float(v) for k, v in s.scores.items()},
+            }
     return out
+
+
+def _cross_validated(docs: list[Any], labels: list[str], folds: int, factory: Any) -> list[Any] | None:
+    from sklearn.model_selection import StratifiedKFold
+
+    counts = {c: labels.count(c) for c in ("mme", "gcrde", "other")}
+    if min(counts.values()) < max(folds, 6):
+        return None
+    results: list[Any] = [None] * len(docs)
+    for train, test in StratifiedKFold(folds, shuffle=True, random_state=0).split(docs, labels):
+        model = factory().fit([docs[i] for i in train], [labels[i] for i in train])
+        for i, s in zip(test, model.screen_docs([docs[i] for i in test]), strict=True):
+            results[i] = s
+    return results
 
 
 def _execute(todo: Sequence[Task], args: argparse.Namespace, settings: Settings) -> Iterator[dict[str, Any]]:
@@ -386,7 +429,9 @@ def _write_outputs(
 
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     rank = {(r.key, r.method): first_hit_rank(r.reported, r.truth) for r in results}
-    header = ["line", "url", "status", "framework", "category", "screened", "score_mme", "score_gcrde", "truth_files"]
+    header = ["line", "url", "status", "framework", "category", "truth_files"]
+    for name in args.screeners:
+        header += [f"{name}_screened", f"{name}_mme", f"{name}_gcrde"]
     for m in args.methods:
         header += [f"{m}_outcome", f"{m}_rank", f"{m}_top1", f"{m}_seconds", f"{m}_reason"]
     with (out / "rows.csv").open("w", newline="", encoding="utf-8") as fh:
@@ -394,9 +439,11 @@ def _write_outputs(
         w.writerow(header)
         for row in rows:
             s = screened[row.key]
-            line = [row.line, row.url, "ok", s["framework"], row.category, s["predicted"],
-                    round(s["scores"].get("mme", 0.0), 4), round(s["scores"].get("gcrde", 0.0), 4),
-                    ";".join(row.truth_files)]
+            line = [row.line, row.url, "ok", s["framework"], row.category, ";".join(row.truth_files)]
+            for name in args.screeners:
+                got = s["screeners"].get(name)
+                line += [got["predicted"], round(got["scores"].get("mme", 0.0), 4),
+                         round(got["scores"].get("gcrde", 0.0), 4)] if got else ["", "", ""]
             for m in args.methods:
                 res = done.get((row.key, m))
                 if res is None or not row.scored_for_localization:
@@ -435,7 +482,8 @@ def _plots(out: Path, summary: dict[str, Any]) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, cat in zip(axes, ("mme", "gcrde"), strict=True):
-        curve = summary["screening_thresholds"][cat]
+        curve = summary["screening_thresholds"]["keywords" if "keywords" in summary["screening_thresholds"]
+                                                else next(iter(summary["screening_thresholds"]))][cat]
         xs = [p["threshold"] for p in curve]
         ax.plot(xs, [p["precision"] for p in curve], label="precision")
         ax.plot(xs, [p["recall"] for p in curve], label="recall")
