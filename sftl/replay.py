@@ -235,7 +235,9 @@ def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, li
         rc = raw.get("returncode")
         signal_text = f"signal {-rc}" if isinstance(rc, int) and rc < 0 else f"exit status {rc}"
         exc = "Crash"
-        msg: str | None = f"the process died ({signal_text}) before the harness reported"
+        last = (raw.get("stderr") or "").strip().splitlines()[-1:] or [""]
+        msg: str | None = f"the process died ({signal_text}) before the harness reported" + (
+            f": {last[0][:300]}" if last[0] else "")
         if expected is not None and "segmentation" in (expected.message + expected.exception).lower() and rc == -11:
             return ReplayRun(outcome=Outcome.REPRODUCED, exception=exc, message=msg, **common)
         return ReplayRun(outcome=Outcome.DIFFERENT_ERROR, exception=exc, message=msg, **common)

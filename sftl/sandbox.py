@@ -247,11 +247,13 @@ class Sandbox:
             shutil.copyfile(HARNESS, scratch / "_harness.py")
             argv = [str(python), "-I", "-B", str(scratch / "_harness.py"), "--snippet", str(scratch / "snippet.py"),
                     "--result", str(scratch / "result.json"), *harness_args]
-            return self.run(argv, scratch, gpu=gpu)
+            # the interpreter's environment must stay visible where the sandbox mounts fresh tmpfs
+            prefixes = {python.absolute().parent.parent, python.resolve().parent.parent}
+            return self.run(argv, scratch, gpu=gpu, ro_paths=tuple(sorted(prefixes)))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _wrap(self, argv: list[str], scratch: Path, gpu: bool) -> list[str]:
+    def _wrap(self, argv: list[str], scratch: Path, gpu: bool, ro_paths: tuple[Path, ...] = ()) -> list[str]:
         caps = self.caps
         if caps.bwrap:
             cmd = [caps.bwrap, "--unshare-all"]
@@ -269,13 +271,16 @@ class Sandbox:
                     cmd += ["--tmpfs", str(p)]
                 elif p.exists():
                     cmd += ["--ro-bind", "/dev/null", str(p)]
+            for path in ro_paths:
+                if any(path == Path(t) or Path(t) in path.parents for t in ("/tmp", "/dev/shm")):
+                    cmd += ["--ro-bind", str(path), str(path)]
             cmd += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch), "--"]
             return cmd + argv
         if caps.unshare and not self.allow_network:
             return [caps.unshare, "--net", "--"] + argv
         return argv
 
-    def run(self, argv: list[str], scratch: Path, gpu: bool = False) -> SandboxResult:
+    def run(self, argv: list[str], scratch: Path, gpu: bool = False, ro_paths: tuple[Path, ...] = ()) -> SandboxResult:
         limits = self.limits
         containment = self.describe(gpu)
         notes: list[str] = []
@@ -314,7 +319,7 @@ class Sandbox:
         })
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""  # hide CUDA from the CPU run
-        cmd = self._wrap(argv, scratch, gpu)
+        cmd = self._wrap(argv, scratch, gpu, ro_paths)
         started = time.monotonic()
         limit: str | None = None
         out, err = bytearray(), bytearray()

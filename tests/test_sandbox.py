@@ -164,6 +164,16 @@ def test_the_harness_runs_under_python_3_6(box) -> None:
     assert res.result["exception"] == "AttributeError" and res.result["values"] == []
 
 
+def test_an_environment_under_tmp_stays_visible(box, tmp_path: Path) -> None:
+    """The sandbox mounts a fresh /tmp; an interpreter living under /tmp is bound back read-only."""
+    import subprocess
+
+    env = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    res = box.run_harness(env / "bin" / "python", f"print({MARK!r})\nimport sys\nprint(sys.prefix)\n", ["--framework", "none"])
+    assert MARK in res.stdout and str(env) in res.stdout and res.result["status"] == "ok"
+
+
 def test_without_network_isolation_it_refuses_unless_allowed(settings) -> None:
     caps = Capabilities(bwrap=None, unshare=None, pids_cgroup=False, memory_cgroup=False, root=True,
                         why=("bubblewrap (bwrap) is not installed",))
