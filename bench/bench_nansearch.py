@@ -60,6 +60,7 @@ def main(argv: list[str]) -> int:
     alarms = [n for n, r in ctrls if r is None or r.found]
     base_alarms = [n for n, r in ctrls if r is not None and r.baseline is not None and r.baseline.found]
     speedups = [r.baseline.seconds / max(r.seconds, 1e-6) for _, r in found if r.baseline is not None]
+    cpu_speedups = [r.baseline.cpu_seconds / max(r.cpu_seconds, 1e-6) for _, r in found if r.baseline is not None]
     step_ratio = [r.baseline.steps / max(r.steps, 1) for _, r in found if r.baseline is not None]
     print()
     print(f"budget per search: {budget:g} s; programs: {len(bugs)} with bugs, {len(ctrls)} controls")
@@ -78,7 +79,11 @@ def main(argv: list[str]) -> int:
             print(f"time to first NaN (random, where found): median {statistics.median(btimes):.3f} s")
         print(f"speed-up over random (time, censored at the budget): median {statistics.median(speedups):.1f}x, "
               f"geometric mean {statistics.geometric_mean(speedups):.1f}x, min {min(speedups):.1f}x")
+        print(f"speed-up over random (CPU time, censored): median {statistics.median(cpu_speedups):.1f}x, "
+              f"geometric mean {statistics.geometric_mean(cpu_speedups):.1f}x")
         print(f"speed-up in runs: median {statistics.median(step_ratio):.1f}x")
+        hard = [n for n, r in found if r.baseline is not None and not r.baseline.found]
+        print(f"found by gradient search only: {len(hard)} {hard}")
     print(f"bench wall time: {time.perf_counter() - t_all:.0f} s")
     return 0
 

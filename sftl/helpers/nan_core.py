@@ -70,6 +70,7 @@ class SearchResult:
     values: list[np.ndarray] | None  # the variables' values at the finding
     reason: str = ""
     sites: list[str] = field(default_factory=list)
+    cpu_seconds: float = 0.0  # this process's CPU time: steadier than wall time on a loaded machine
 
 
 def bound_for(var: Variable, bound: float) -> float:
@@ -85,8 +86,10 @@ def _scale(var: Variable) -> float:
     return max(s, float(np.mean(np.abs(var.start))), 1e-3)
 
 
-def _done(finding: Finding | None, steps: int, t0: float, values: list[np.ndarray], sites: set[str]) -> SearchResult:
-    return SearchResult(True, finding, steps, time.perf_counter() - t0, values, "", sorted(sites))
+def _done(finding: Finding | None, steps: int, t0: float, values: list[np.ndarray], sites: set[str],
+          c0: float) -> SearchResult:
+    return SearchResult(True, finding, steps, time.perf_counter() - t0, values, "", sorted(sites),
+                        time.process_time() - c0)
 
 
 def gradient_search(
@@ -94,6 +97,7 @@ def gradient_search(
 ) -> SearchResult:
     """Descend one unsafe site's margin at a time (first-order steps onto the invalid side, then signed steps)."""
     t0 = time.perf_counter()
+    c0 = time.process_time()
     deadline = t0 + budget
     rng = np.random.default_rng(seed)
     vars_ = backend.variables
@@ -116,7 +120,7 @@ def gradient_search(
     out = start_outcome if start_outcome is not None else run(x, None)
     seen.update(out.margins)
     if out.finding:
-        return _done(out.finding, steps, t0, x, seen)
+        return _done(out.finding, steps, t0, x, seen, c0)
     exhausted: set[str] = set()
     target: str | None = None
     eta, tries, restarts, newton, since_newton = ETA0, 0, 0, True, 0
@@ -132,7 +136,7 @@ def gradient_search(
             ]
             out = run(x, None)
             if out.finding:
-                return _done(out.finding, steps, t0, x, seen)
+                return _done(out.finding, steps, t0, x, seen, c0)
             exhausted.clear()
             target = None
             continue
@@ -141,7 +145,7 @@ def gradient_search(
             target, eta, tries, newton, since_newton = chosen, ETA0, 0, True, 0
             out = run(x, target)
             if out.finding:
-                return _done(out.finding, steps, t0, x, seen)
+                return _done(out.finding, steps, t0, x, seen, c0)
             if target not in out.margins or out.grads is None:
                 exhausted.add(target)
                 continue
@@ -161,7 +165,7 @@ def gradient_search(
                 proposal.append(np.clip(xi - np.sign(gi) * step, -lim, lim))
         new = run(proposal, target)
         if new.finding:
-            return _done(new.finding, steps, t0, proposal, seen)
+            return _done(new.finding, steps, t0, proposal, seen, c0)
         tries += 1
         improved = (
             new.error is None
@@ -187,7 +191,8 @@ def gradient_search(
         if tries >= MAX_TRIES:
             exhausted.add(target)
     reason = "budget spent; no unsafe operation reached NaN/INF" if seen else "no unsafe operation was reached"
-    return SearchResult(False, None, steps, time.perf_counter() - t0, None, reason, sorted(seen))
+    return SearchResult(False, None, steps, time.perf_counter() - t0, None, reason, sorted(seen),
+                        time.process_time() - c0)
 
 
 def _newton(
@@ -215,6 +220,7 @@ def random_search(
 ) -> SearchResult:
     """The baseline: resample the variables around the start point, doubling the scale every few trials."""
     t0 = time.perf_counter()
+    c0 = time.process_time()
     deadline = t0 + budget
     rng = np.random.default_rng(seed + 1)
     vars_ = backend.variables
@@ -240,8 +246,9 @@ def random_search(
         out = backend.run(x, None, False, deadline)
         seen.update(out.margins)
         if out.finding:
-            return _done(out.finding, steps, t0, x, seen)
-    return SearchResult(False, None, steps, time.perf_counter() - t0, None, "budget spent", sorted(seen))
+            return _done(out.finding, steps, t0, x, seen, c0)
+    return SearchResult(False, None, steps, time.perf_counter() - t0, None, "budget spent", sorted(seen),
+                        time.process_time() - c0)
 
 
 def summarize(value: Any, name: str | None = None, limit: int = 6) -> dict[str, Any]:

@@ -44,6 +44,7 @@ def _result(search: Any, dtypes: list[str]) -> dict[str, Any]:
         "op_inputs": f.inputs if f else [],
         "steps": search.steps,
         "seconds": round(search.seconds, 6),
+        "cpu_seconds": round(search.cpu_seconds, 6),
         "values": None if search.values is None else [
             {**summarize(np.asarray(v)), "dtype": d} for v, d in zip(search.values, dtypes, strict=False)
         ],
@@ -68,9 +69,13 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     except SyntaxError as exc:
         raise ScriptError(f"{path.name}:{exc.lineno}: SyntaxError: {exc.msg}") from None
     framework = request.get("framework") or detect_framework(source)
-    os.chdir(path.parent)
+    # the script may be a copy in the sandbox's scratch folder: its own folder is where its data lies
+    home = Path(request.get("cwd") or path.parent)
+    if not home.is_dir():
+        home = path.parent
+    os.chdir(home)
     sys.argv = [str(path)]
-    sys.path.insert(0, str(path.parent))
+    sys.path.insert(0, str(home))
     program: Any
     if framework == "tensorflow":
         if entry is None:
@@ -128,10 +133,13 @@ def _script_line(exc: BaseException, filename: str) -> str:
     return f":{line}" if line else ""
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """`nan_runner.py [--request FILE --result FILE]`; without them the request comes on stdin."""
     out = sys.stdout
+    opts = dict(zip(argv[::2], argv[1::2], strict=False))
     try:
-        request = json.loads(sys.stdin.read())
+        raw = Path(opts["--request"]).read_text(encoding="utf-8") if "--request" in opts else sys.stdin.read()
+        request = json.loads(raw)
         payload: dict[str, Any] = {"ok": True, **search(request)}
     except ScriptError as exc:
         payload = {"ok": False, "kind": "input", "error": str(exc)}
@@ -140,7 +148,10 @@ def main() -> int:
     except Exception as exc:
         payload = {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}",
                    "traceback": traceback.format_exc()[-4000:]}
-    out.write(RESULT_MARK + json.dumps(payload) + "\n")
+    text = json.dumps(payload)
+    if "--result" in opts:
+        Path(opts["--result"]).write_text(text, encoding="utf-8")
+    out.write(RESULT_MARK + text + "\n")
     out.flush()
     return 0
 
@@ -148,4 +159,4 @@ def main() -> int:
 if __name__ == "__main__":
     if not __package__:  # run by path: make the sftl package importable without installing it
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

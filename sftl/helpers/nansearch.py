@@ -1,14 +1,15 @@
 """NaN/INF search helper: run a program's gradient-guided search (and a random baseline) in a child process.
 
 The search itself (sftl.helpers.nan_core with the nan_torch / nan_tf backends) executes user code, so it
-never runs in sftl's own process: `search_script` starts `nan_runner.py` with a scrubbed environment
-(`settings.child_env()`) and a wall-clock timeout, feeds it one JSON request and reads back one JSON line.
+never runs in sftl's own process: `search_script` runs `nan_runner.py` through `sftl.sandbox.Sandbox`
+(no network, read-only system, scrubbed environment, time/memory/process limits) with one JSON request
+file in the scratch folder, and reads back the one JSON result it writes.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -17,10 +18,12 @@ from typing import Any
 
 from sftl.config import Settings
 from sftl.errors import EnvError, InputError, SandboxError
+from sftl.sandbox import GiB, Limits, Sandbox
 
 RUNNER = Path(__file__).resolve().parent / "nan_runner.py"
 RESULT_MARK = "SFTL_NAN_RESULT "
 STARTUP_ALLOWANCE = 120.0  # seconds for the child to import torch/tensorflow and load the script
+MEMORY_LIMIT = 8 * GiB  # address space: TensorFlow reserves a lot of it at import
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class BaselineResult:
     steps: int
     op: str | None = None
     line: int | None = None
+    cpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class NanSearchResult:
     variables: tuple[str, ...] = ()
     sites: tuple[str, ...] = ()  # the unsafe operation sites the search reached, "torch.log@12"
     reason: str = ""  # why nothing was found
+    cpu_seconds: float = 0.0  # the search's CPU time (steadier than `seconds` on a loaded machine)
 
     @property
     def speedup(self) -> float | None:
@@ -93,23 +98,30 @@ def search_script(
         raise InputError(f"no such script: {path}")
     if budget <= 0:
         raise InputError(f"--budget must be positive, not {budget:g}")
-    request = {"script": str(script), "entry": entry, "budget": budget, "seed": seed, "baseline": baseline,
-               "bound": bound}
     timeout = budget * (2 if baseline else 1) + STARTUP_ALLOWANCE
-    cmd = [python or sys.executable, str(RUNNER)]
-    env = settings.child_env({"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-                              "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+    sandbox = Sandbox(settings, Limits(timeout=timeout, memory=MEMORY_LIMIT))
+    scratch = Path(tempfile.mkdtemp(prefix="sftl-nan-"))
     try:
-        proc = subprocess.run(cmd, input=json.dumps(request), capture_output=True, text=True, env=env,
-                              cwd=str(script.parent), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SandboxError(f"the search of {script.name} did not finish within {timeout:.0f} s") from None
-    except OSError as exc:
-        raise EnvError(f"cannot start {cmd[0]}: {exc.strerror or exc}") from None
-    payload = _parse(proc.stdout)
+        (scratch / "home").mkdir()
+        (scratch / "tmp").mkdir()
+        # a copy inside the scratch folder: the sandbox hides the host's /tmp, where snippets are written
+        copy = scratch / script.name
+        shutil.copyfile(script, copy)
+        request = {"script": str(copy), "cwd": str(script.parent), "entry": entry, "budget": budget, "seed": seed,
+                   "baseline": baseline, "bound": bound}
+        (scratch / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        argv = [python or sys.executable, "-B", str(RUNNER), "--request", str(scratch / "request.json"),
+                "--result", str(scratch / "result.json")]
+        run = sandbox.run(argv, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if run.limit is not None:
+        raise SandboxError(f"the search of {script.name} hit the sandbox's {run.limit} limit"
+                           + (f" ({timeout:.0f} s)" if run.limit == "timeout" else ""))
+    payload = run.result or _parse(run.stdout)
     if payload is None:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SandboxError(f"the search process of {script.name} died (exit {proc.returncode}): {tail}")
+        tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SandboxError(f"the search process of {script.name} died (exit {run.returncode}): {tail}")
     return _to_result(payload, script)
 
 
@@ -156,10 +168,11 @@ def _to_result(payload: dict[str, Any], script: Path) -> NanSearchResult:
         code=s.get("code") or "",
         kind=s.get("kind") or "",
         baseline=None if not b else BaselineResult(bool(b["found"]), float(b["seconds"]), int(b["steps"]),
-                                                    b.get("op"), b.get("line")),
+                                                    b.get("op"), b.get("line"), float(b.get("cpu_seconds", 0.0))),
         framework=payload.get("framework", "torch"),
         script=str(script),
         variables=tuple(names),
         sites=tuple(s.get("sites") or ()),
         reason=s.get("reason") or "",
+        cpu_seconds=float(s.get("cpu_seconds", 0.0)),
     )
