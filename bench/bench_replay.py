@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sftl.config import load_settings
 from sftl.envs import EnvManager, load_catalog, resolve
-from sftl.replay import replay_snippet
+from sftl.replay import has_cuda_device, replay_snippet
 from sftl.sandbox import Limits, Sandbox
 from sftl.store import Store
 
@@ -97,6 +97,17 @@ def main() -> int:
             warm = time.perf_counter() - t
         assert again.runs[0].details["cached"] and again.verdict == first.verdict
         print(f"replay (cpu, torch): first {cold:.2f} s, again from the store {warm * 1000:.0f} ms")
+
+        # a known CPU/CUDA discrepancy (torch.histc on bin edges), end to end; on a machine without a
+        # GPU the per-op differential runs CPU float32 against float64 instead
+        histc = "import torch\nx = torch.linspace(0, 1, 101)\nh = torch.histc(x, bins=10, min=0, max=1)\nprint(h)\n"
+        t = time.perf_counter()
+        rep = replay_snippet(histc, "pytorch", "2.13.0", settings)
+        print(f"histc CPU/GPU replay ({'GPU present' if has_cuda_device() else 'no GPU'}): verdict {rep.verdict.value}, "
+              f"first divergent op {rep.first_divergent_op}, {time.perf_counter() - t:.1f} s")
+        for run in rep.runs:
+            print(f"  {run.device.value}: {run.outcome.value} {run.message or ''} {run.stdout_tail.strip()[-120:]}")
+        print(f"  {rep.reason}")
     return 0
 
 

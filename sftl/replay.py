@@ -424,7 +424,8 @@ def _verdict(runs: list[ReplayRun], raws: dict[Device, dict[str, Any]], expected
     if limited:
         return limited[0].outcome, lines, {}
     if not compare:
-        return runs[0].outcome, lines, {}
+        note = "; the report shows no error to compare with" if runs[0].outcome is Outcome.DIFFERENT_ERROR else ""
+        return runs[0].outcome, lines + note, {}
     cpu, gpu = by[Device.CPU], by[Device.GPU]
     if gpu.outcome is Outcome.NO_DEVICE:
         if cpu.outcome is Outcome.DIFFERENT_ERROR:
