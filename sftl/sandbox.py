@@ -145,7 +145,7 @@ class _Cgroup:
 @dataclass(frozen=True)
 class Capabilities:
     bwrap: str | None  # path when bubblewrap can create namespaces here
-    unshare: str | None  # path when `unshare --net` works here
+    unshare: tuple[str, ...] | None  # the `unshare ... --net` command prefix that works here
     pids_cgroup: bool
     memory_cgroup: bool
     root: bool
@@ -169,14 +169,19 @@ def probe(settings: Settings) -> Capabilities:
             bwrap = None
     else:
         why.append("bubblewrap (bwrap) is not installed")
-    unshare = shutil.which("unshare", path=path)
-    if unshare:
+    unshare_exe = shutil.which("unshare", path=path)
+    unshare: tuple[str, ...] | None = None
+    # root can make a network namespace directly; others need a user namespace mapped to root
+    for args in (("--net",), ("--user", "--map-root-user", "--net")):
+        if unshare_exe is None:
+            break
         try:
-            ok = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10, env=env).returncode == 0
+            ok = subprocess.run([unshare_exe, *args, "true"], capture_output=True, timeout=10, env=env).returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             ok = False
-        if not ok:
-            unshare = None
+        if ok:
+            unshare = (unshare_exe, *args)
+            break
     return Capabilities(bwrap, unshare, _own_cgroup("pids") is not None, _own_cgroup("memory") is not None,
                         os.geteuid() == 0, tuple(why))
 
@@ -277,7 +282,7 @@ class Sandbox:
             cmd += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch), "--"]
             return cmd + argv
         if caps.unshare and not self.allow_network:
-            return [caps.unshare, "--net", "--"] + argv
+            return [*caps.unshare, "--"] + argv
         return argv
 
     def run(self, argv: list[str], scratch: Path, gpu: bool = False, ro_paths: tuple[Path, ...] = ()) -> SandboxResult:

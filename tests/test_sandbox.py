@@ -175,6 +175,18 @@ def test_an_environment_under_tmp_stays_visible(box, tmp_path: Path) -> None:
     assert MARK in res.stdout and str(env) in res.stdout and res.result["status"] == "ok"
 
 
+def test_without_bubblewrap_unshare_still_cuts_the_network_and_says_what_degraded(box) -> None:
+    if box.caps.unshare is None:
+        pytest.skip("unshare --net does not work here")
+    caps = Capabilities(bwrap=None, unshare=box.caps.unshare, pids_cgroup=box.caps.pids_cgroup,
+                        memory_cgroup=box.caps.memory_cgroup, root=box.caps.root, why=("bwrap disabled for this test",))
+    fallback = Sandbox(box.settings, box.limits, caps=caps)
+    res = _run(fallback, "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint('CONNECTED')")
+    assert "CONNECTED" not in res.stdout and res.result["status"] == "error"
+    assert res.containment.network == "none (unshare --net)"
+    assert "filesystem not read-only (no bubblewrap)" in res.containment.degraded
+
+
 def test_without_network_isolation_it_refuses_unless_allowed(settings) -> None:
     caps = Capabilities(bwrap=None, unshare=None, pids_cgroup=False, memory_cgroup=False, root=True,
                         why=("bubblewrap (bwrap) is not installed",))
