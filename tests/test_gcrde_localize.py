@@ -35,7 +35,7 @@ def report(title: str, apis: tuple[str, ...] = (), body: str = "", code: str = "
 def test_histc_ranks_the_cuda_family_file_first_with_side_and_reason(mini: LocalTree) -> None:
     issue, ex = report("torch.histc gives a wrong last bin on CUDA", ("torch.randn", "torch.histc", "torch.Tensor.cuda"))
     loc = localize_gcrde(issue, ex, mini)
-    assert loc.outcome is Outcome.LOCATED and loc.method == "gcrde-sftl"
+    assert loc.outcome is Outcome.LOCATED and loc.method == "sftl"
     first = loc.suspects[0]
     assert first.path == NATIVE + "cuda/SummaryOps.cu"
     assert first.side is Side.CUDA
@@ -155,7 +155,7 @@ def test_a_wheel_without_kernels_is_skipped_with_what_to_do(tmp_path: Path, mini
 def test_paper_method_matches_names_as_published(mini: LocalTree) -> None:
     issue, ex = report("histc", ("torch.histc",))
     loc = localize_gcrde(issue, ex, mini, method="paper", top=5)
-    assert loc.method == "gcrde-paper" and loc.outcome is Outcome.LOCATED
+    assert loc.method == "paper" and loc.outcome is Outcome.LOCATED
     assert loc.suspects[0].path == NATIVE + "Histogram.cpp"  # 'HistogramHistc' ~ 'Histogram': the name trap
     assert "ratio" in loc.suspects[0].reason
 

@@ -324,7 +324,7 @@ def localize_gcrde(
     divergent_op: str | None = None,
 ) -> Localization:
     """Rank the framework files most likely to hold a GPU/CPU discrepancy, each with its side and reason."""
-    label = f"gcrde-{method}"
+    label = method
     if method not in METHODS:
         return Localization(label, (), Outcome.SKIPPED, f"unknown GCRDE method {method!r}; choose sftl or paper")
     if source is None:
@@ -467,7 +467,7 @@ def _kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
 def _localize_pytorch(
     issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
 ) -> Localization:
-    label = f"gcrde-{method}"
+    label = method
     files = source.list_files()
     yaml_text = source.read_text(nat.NATIVE_YAML)
     natives: dict[str, list[nat.NativeFunction]] | None = None
@@ -694,7 +694,7 @@ def _paper_pytorch(
     top: int, divergent_op: str | None,
 ) -> Localization:
     """The published method: dispatch kernel names fuzzy-matched against kernel file names."""
-    label = "gcrde-paper"
+    label = "paper"
     ops, unknown = torch_ops(issue, extraction, set(natives), divergent_op)
     # the paper takes the snippet's operators as they are: no title, no incidental filtering
     ops = [o for o in ops if "named in the title" not in o.origin or o.weight >= 0.9]
@@ -841,7 +841,7 @@ _TF_KERNEL_DIR = "tensorflow/core/kernels/"
 def _localize_tensorflow(
     issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
 ) -> Localization:
-    label = f"gcrde-{method}"
+    label = method
     title = _title_tokens(issue.title)
     ops: dict[str, OpRef] = {}
     for api in ([divergent_op] if divergent_op else []) + _api_list(extraction, "tensorflow"):
