@@ -264,3 +264,23 @@ def test_line_reader_agrees_with_yaml_on_the_real_file() -> None:
                 expected[key.strip()] = str(kernel)
         assert by_full[full].dispatch == expected, full
         assert by_full[full].structured_delegate == entry.get("structured_delegate"), full
+
+
+def test_th_era_reductions_reach_the_shared_functor_header(fixtures_dir: Path) -> None:
+    tree = LocalTree(fixtures_dir / "sources" / "mini_pytorch_th", "pytorch", "0.4.0")
+    issue, ex = report("torch.min and torch.max ignore nan in cuda", ("torch.max", "torch.min"))
+    loc = localize_gcrde(issue, ex, tree, top=3)
+    paths = [s.path for s in loc.suspects]
+    assert paths[0] == "aten/src/THC/generic/THCTensorMathReduce.cu"  # THCTensor_(maxall), via Declarations.cwrap
+    assert "aten/src/THC/THCTensorMathReduce.cuh" in paths  # the non-generic companion holding ReduceMax
+    assert "maxall" in loc.suspects[0].reason
+
+
+def test_th_era_nn_ops_follow_nn_yaml_cnames(fixtures_dir: Path) -> None:
+    tree = LocalTree(fixtures_dir / "sources" / "mini_pytorch_th", "pytorch", "0.4.0")
+    issue, ex = report("bilinear upsampling differs on GPU", ("torch.nn.functional.upsample_bilinear",))
+    loc = localize_gcrde(issue, ex, tree)
+    assert loc.suspects[0].path == "aten/src/THCUNN/generic/SpatialUpSamplingBilinear.cu"
+    assert "SpatialUpSamplingBilinear" in loc.suspects[0].reason
+    bindings = nat.legacy_bindings([(tree.root / "aten/src/ATen/Declarations.cwrap").read_text()])
+    assert bindings["max"] == {"maxall", "cmax"} and bindings["min"] == {"minall"}

@@ -59,7 +59,7 @@ _TORCH_INCIDENTAL = frozenset(
     is_available stride expand expand_as permute transpose t flatten sum_to_size cat stack split chunk
     __init__ __call__ forward parameters zero_grad step eval train state_dict load save isnan isinf
     all any max_memory_allocated memory_allocated empty_cache __repr__ __str__ format norm_except_dim
-    normal_ uniform_ arange_ linspace_ apply_ map_ use_deterministic_algorithms set_num_threads""".split()
+    apply_ map_ use_deterministic_algorithms set_num_threads""".split()
 )
 # `cat`, `max`, `all`, `norm`... are real subjects often enough: only the pure plumbing above is
 # down-weighted, and even it counts when the title names it.
@@ -408,7 +408,7 @@ def torch_ops(
             continue
         leaf = api.replace("::", ".").split(".")[-1]
         names = torch_op_names(api)
-        in_title = leaf.lower() in title or _dunder_free(leaf).lower() in title or any(n in title for n in names)
+        in_title = leaf.strip("_").lower() in title or any(n.strip("_") in title for n in names)
         incidental = leaf in _TORCH_INCIDENTAL and not in_title
         base = 0.15 if incidental else 0.9 - 0.04 * min(real, 5)
         if in_title:
@@ -426,6 +426,9 @@ def torch_ops(
             unknown.append(api)
             # old releases bound many ops through TH (THCTensor_(rshift)), outside the yaml: keep the name
             put(_dunder_free(names[0]) if names else leaf, base * 0.7, api + " (not in native_functions.yaml)")
+    top_weight = max((o.weight for o in ops.values()), default=1.0)
+    if top_weight < 0.5:  # only plumbing calls: the report is about one of them after all
+        ops = {n: OpRef(n, o.weight * 0.9 / top_weight, o.origin) for n, o in ops.items()}
     context = " ".join([issue.title, issue.body, extraction.snippet.code if extraction.snippet else ""]).lower()
     modes = [m for m in ("bilinear", "bicubic", "trilinear", "nearest", "linear", "area") if m in context]
     if modes and any(n.startswith("upsample_") for n in ops):  # interpolate(mode=...) picks one kernel
@@ -498,7 +501,8 @@ def _localize_pytorch(
     followed: set[str] = set()
     for op in ops:
         _follow_op(op.name, op.weight, op.origin, natives, index, board, followed, depth=0)
-    _add_th_definitions(ops, index, board)
+    bindings = nat.legacy_bindings(t for t in (source.read_text(p) for p in nat.LEGACY_BINDINGS) if t)
+    _add_th_definitions(ops, index, board, bindings)
     _add_headers(index, board)
     structural = bool(board.files)
     # back-off: TF-IDF over contents with the op names, their kernels, and the title's identifiers
@@ -531,6 +535,9 @@ _FOLLOW_SKIP = _TORCH_INCIDENTAL | {"resize_", "resize_output", "empty_strided",
                                     "copy", "select", "narrow", "as_strided", "alias", "result_type", "sizes",
                                     "scalar_type", "options", "is_contiguous", "sum", "mul", "add", "sub", "div",
                                     "_unsafe_view", "expect_contiguous", "defined", "numel", "dim"}
+
+
+_GUESS = "guessed"
 
 
 def _entries(natives: dict[str, list[nat.NativeFunction]] | None, name: str) -> list[nat.NativeFunction]:
@@ -567,17 +574,17 @@ def _follow_op(
                 kernels[kernel].add(dkey)
     if not kernels:  # no yaml, or an op it does not list: the op name itself and its usual kernel spellings
         for guess in (name, f"{name}_cpu", f"{name}_cuda", f"{name}_out", f"{name}_kernel", f"{name}_kernel_cuda"):
-            kernels[guess].add("CPU")
+            kernels[guess].add(_GUESS)
     for kernel, dkeys in kernels.items():
-        dense = any(nat.is_dense_key(k) for k in dkeys)
-        kw = weight * (1.0 if dense else 0.35)
-        keys = ", ".join(sorted(dkeys))
+        dense = any(nat.is_dense_key(k) for k in dkeys) or _GUESS in dkeys
+        kw = weight * (1.0 if dense else 0.35) * (0.8 if _GUESS in dkeys else 1.0)
+        keys = "no dispatch entry; name guessed" if _GUESS in dkeys else "dispatch " + ", ".join(sorted(dkeys))
         composite = all(nat.dispatch_side(k) == Side.SHARED for k in dkeys)
         defs = index.definitions(kernel)
         for d in defs:
             fside = nat.path_side(d.path)
             role = (0.55 if composite else 0.8) if fside == Side.SHARED else 1.0
-            board.add(d.path, kw * role, f"defines {kernel} (dispatch {keys}) for {name} [{origin}]")
+            board.add(d.path, kw * role, f"defines {kernel} ({keys}) for {name} [{origin}]")
             bodies = [(kernel, d.body)]
             for helper in nat.local_calls(d.body)[:40]:  # same-file helpers: std -> std_var_out -> std_var_stub
                 if helper in index.registrations or helper == kernel or len(helper) < 4:
@@ -604,7 +611,7 @@ def _follow_op(
                 _follow_cross_file(kernel, d, fside, kw * 0.92, index, board)
         if not defs:
             for path in index.mentions(kernel, limit=6):
-                board.add(path, kw * 0.5, f"names {kernel} (dispatch {keys}) for {name}, maybe macro-generated")
+                board.add(path, kw * 0.5, f"names {kernel} ({keys}) for {name}, maybe macro-generated")
     # stubs named after the op (e.g. histc -> histogramdd_stub is found above; add_stub, rshift_stub directly)
     base = _dunder_free(name).rstrip("_")
     for stub in dict.fromkeys((f"{base}_stub", f"{name.rstrip('_')}_stub")):
@@ -665,13 +672,29 @@ def _follow_cross_file(
                 board.add(hd.path, score, f"defines {helper}, called by {kernel}")
 
 
-def _add_th_definitions(ops: list[OpRef], index: nat.KernelIndex, board: _Board) -> None:
-    """Old releases (TH/THC): THCTensor_(op) definitions, e.g. THCTensor_(rshift)."""
+def _add_th_definitions(
+    ops: list[OpRef], index: nat.KernelIndex, board: _Board, bindings: dict[str, set[str]]
+) -> None:
+    """Old releases (TH/THC/THNN): THCTensor_(op) and THNN_(Op_updateOutput) definitions.
+
+    The TH names come from the op's name (rshift, maxall, cmax) and from the release's own
+    bindings (Declarations.cwrap / nn.yaml `cname:`). A definition in a `generic/` file also
+    points at its non-generic companions (THCTensorMathReduce.cu, .cuh), where shared functors live.
+    """
     for op in ops:
         base = _dunder_free(op.name).rstrip("_")
-        for th in dict.fromkeys((base, base + "all", "c" + base, base + "Value", base.replace("_", ""))):
+        names = [base, base + "all", "c" + base, base + "Value", base.replace("_", "")]
+        names += sorted(bindings.get(op.name, set()) | bindings.get(base, set()))
+        for th in dict.fromkeys(names):
             for path in index.th_defs.get(th, ()):
-                board.add(path, op.weight * 0.9, f"defines TH*Tensor_({th}) for {op.name}")
+                board.add(path, op.weight * 0.9, f"defines TH*Tensor_({th}) / THNN_({th}) for {op.name}")
+                if "/generic/" in path:
+                    folder, _, fname = path.rpartition("/generic/")
+                    stem = fname.rsplit(".", 1)[0]
+                    for ext in (".cu", ".cuh", ".h", ".c", ".cpp"):
+                        companion = f"{folder}/{stem}{ext}"
+                        if companion in index.texts:
+                            board.add(companion, op.weight * 0.8, f"non-generic companion of generic/{fname} ({th})")
 
 
 def _add_headers(index: nat.KernelIndex, board: _Board) -> None:

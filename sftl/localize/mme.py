@@ -563,9 +563,12 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
                 out.append(_suspect(caller[2], 0.25, f"frame {caller[0]} reads .{name} where it is not set"))
             return Localization("sftl", _dedupe(out, top), Outcome.ABSTAINED, f"{owner}.{name} exists in the source ({where}): no confident suspect")
         return Localization("sftl", (), Outcome.ABSTAINED, f"no definition of class {owner!r} found in the {version} source")
+    user_note = ""
     if _user_frame(ev) and not any(c.weight >= 0.9 for c, _, _ in lacking):
-        reason = f"{owner} has no {name} in {version} and the error comes from user code: a removed or misspelled API"
-        return Localization("sftl", (), Outcome.ABSTAINED, reason)
+        verdict = _user_call_verdict(code, lacking[0][0].cls, lacking[0][1], missing, version)
+        if verdict.startswith("abstain:"):
+            return Localization("sftl", (), Outcome.ABSTAINED, verdict.split(":", 1)[1].strip())
+        user_note = verdict
     dynamic = hook is not None or _is_dynamic_name(name)
     # among the classes in the owner's hierarchy, blame the one that should define the name
     total = sum(c.weight for c, _, _ in lacking)
@@ -574,12 +577,19 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
         scored = []
         # stubs of compiled modules (.pyi) tell what exists; they are never the file to fix
         mro = [k for k in mro if not k.path.endswith(".pyi")] or mro
+        votes, own = _sibling_votes(code, name, mro)
         for depth, k in enumerate(mro):
             s, why = _class_evidence(code, k, name, missing.suggestion)
             for r in others:
-                if r.cls == k:
+                if r.cls == k and r.weight < 1.0:  # typed by an annotation/constructor, not just `self`
                     s += 2.5
                     why.insert(0, r.why)
+            if votes.get(k):
+                s += min(4.5, 1.5 * votes[k])
+                why.append(f"{votes[k]} other subclass(es) of {k.name} use self.{name} without defining it")
+            if depth == 0 and own:
+                s += min(2.0, 0.5 * own)
+                why.append(f"{own} sibling class(es) define their own {name}")
             scored.append((s + 0.05 * depth, depth, k, why))
         best = max(scored, key=lambda t: t[0])
         if best[0] < 0.5 and dynamic:
@@ -595,13 +605,85 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
             chain = " -> ".join(c.name for c in mro[: depth + 1])
             lacks = f"no class in {owner}'s hierarchy ({chain}{' ...' if depth + 1 < len(mro) else ''}) defines {name}"
             extra = f"; bases without source: {', '.join(unresolved)}" if unresolved and depth == 0 else ""
-            reason = "; ".join([cand.why, lacks, *why]) + extra
+            reason = "; ".join([cand.why, lacks, *why]) + extra + (f"; {user_note}" if user_note and depth == best[1] else "")
             out.append(_suspect(k.path, conf * (0.6 + 0.4 * share), reason))
     if caller is not None:
         out.append(_suspect(caller[2], 0.3, f"traceback frame {caller[0]} ({caller[1].function}) refers to .{name}"))
     for num, frame, path in ev.framework_frames[-3:]:
         out.append(_suspect(path, 0.05, f"traceback frame {num} ({frame.function})"))
     return _located(out, top)
+
+
+def _sibling_votes(code: Code, name: str, mro: list[ClassRef]) -> tuple[dict[ClassRef, int], int]:
+    """Other classes whose code reads `self.<name>`: votes for the ancestors they share with the owner
+    when they expect to inherit the name, and a count of those that define it themselves."""
+    in_mro = set(mro)
+    votes: dict[ClassRef, int] = {}
+    own = 0
+    for path in code.grep(rf"self\.{re.escape(name)}\b")[:80]:
+        for node in code.classes(path).values():
+            ref = ClassRef(path, node)
+            if ref in in_mro or not code.self_refs(ref, name):
+                continue
+            smro, _ = code.mro(ref)
+            shared = [k for k in smro if k in in_mro]
+            if not shared:
+                continue
+            if name in code.members(ref):
+                own += 1
+                continue
+            definer = _defines(code, smro, name)
+            if definer is not None and definer not in in_mro:
+                continue  # it gets the name from a mixin of its own
+            for k in shared:
+                votes[k] = votes.get(k, 0) + 1
+    return votes, own
+
+
+def _subclass_definer(code: Code, name: str, mro: list[ClassRef]) -> ClassRef | None:
+    """A class that defines `name` and has the owner's hierarchy among its ancestors."""
+    in_mro = set(mro)
+    for path in code.grep(rf"^\s+def\s+{re.escape(name)}\b")[:40]:
+        for node in code.classes(path).values():
+            ref = ClassRef(path, node)
+            if ref in in_mro or name not in code.members(ref):
+                continue
+            smro, _ = code.mro(ref)
+            if mro and mro[0] in smro[1:]:
+                return ref
+    return None
+
+
+def _edit_distance(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing: Missing, version: str) -> str:
+    """User code asked for a name no class in the owner's hierarchy has: a user error unless the
+    framework's own code expects the name ("abstain: <why>" or a note for the located reason)."""
+    name = missing.name
+    if missing.suggestion and _edit_distance(name, missing.suggestion) <= 2 and len(name) > 3:
+        return f"abstain: {owner.name} has no {name} in {version}; the interpreter suggests {missing.suggestion!r}: a misspelling in user code"
+    refs = [k for k in mro if code.self_refs(k, name)]
+    if refs:
+        return f"called from user code, but {refs[0].name}'s own methods use self.{name}: the framework lost it"
+    votes, _ = _sibling_votes(code, name, mro)
+    if sum(votes.values()) >= 2:
+        return f"called from user code, but other subclasses of {max(votes, key=lambda k: votes[k]).name} use self.{name}: the framework lost it"
+    call = re.compile(rf"\.{re.escape(name)}\(")
+    documented = [k for k in mro if len(call.findall(code.class_text(k))) >= 2]
+    if documented:
+        return f"called from user code, but {documented[0].name}'s documentation calls .{name}(): the framework lost it"
+    sub = _subclass_definer(code, name, mro)
+    if sub is not None:
+        return f"abstain: {name} is defined on {sub.name} ({sub.path}), a subclass of {owner.name}: the object is not a {sub.name} (a user error)"
+    return f"abstain: {owner.name} has no {name} in {version} and the error comes from user code: a removed or misspelled API"
 
 
 def _is_dynamic_name(name: str) -> bool:
