@@ -320,6 +320,10 @@ class GitHubSource:
                     count += 1
         return count
 
+    def index_cache_path(self) -> Path:
+        """Where a localizer may keep an index built from this tree's cached files."""
+        return self.dir / "kernel-index.pickle"
+
     def cached_file_count(self) -> int:
         base = self.dir / "files"
         return sum(len(f) for _, _, f in os.walk(base)) if base.is_dir() else 0

@@ -239,6 +239,21 @@ def test_github_source_fetches_caches_and_works_offline(tmp_path: Path, github_s
     assert len(_FakeGitHub.hits) == before
     kinds = {(e.kind, e.version) for e in list_cached(offline)}
     assert ("github", "1.12.1") in kinds
+    # the GCRDE localizer keeps its kernel index beside the cached tree and reuses it in a new process
+    from sftl.localize.gcrde import localize_gcrde
+    from sftl.model import Environment, Extraction, Issue
+
+    issue = Issue("pytorch/pytorch", 1, "histc wrong on cuda", "")
+    ex = Extraction(None, None, Environment(framework="pytorch"), apis=("torch.histc",))
+    first = localize_gcrde(issue, ex, cached)
+    index_file = cached.index_cache_path()
+    assert index_file.is_file()
+    stamp = index_file.stat().st_mtime_ns
+    again = localize_gcrde(issue, ex, open_source("pytorch", "1.12.1", offline))
+    assert again == first and again.suspects[0].path.endswith("cuda/SummaryOps.cu")
+    assert index_file.stat().st_mtime_ns == stamp  # loaded, not rebuilt
+    index_file.write_bytes(b"garbage")  # a corrupt cache is rebuilt, never an error
+    assert localize_gcrde(issue, ex, open_source("pytorch", "1.12.1", offline)) == first
 
 
 def test_github_source_offline_without_cache_names_the_fetch(tmp_path: Path) -> None:

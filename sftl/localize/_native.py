@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
+import pickle
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sftl.model import Side
 
@@ -225,6 +228,36 @@ class KernelIndex:
                 texts[path] = text
         return cls(texts)
 
+    _FORMAT = "sftl-kernel-index-1"
+
+    def save(self, path: Path, key: str) -> None:
+        """Write the index (with its token index) for the next process; best effort, atomic."""
+        self.files_with("")  # build the token index so it is saved too
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lower", "_defs", "_doc_freq")}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+            with tmp.open("wb") as fh:
+                pickle.dump((self._FORMAT, key, state), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache, not a result: a read-only cache dir only costs time
+
+    @classmethod
+    def load(cls, path: Path, key: str) -> KernelIndex | None:
+        """The saved index when it was built from the same file list, else None."""
+        try:
+            with path.open("rb") as fh:
+                fmt, saved_key, state = pickle.load(fh)  # noqa: S301 - our own cache file
+        except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
+            return None
+        if fmt != cls._FORMAT or saved_key != key or not isinstance(state, dict):
+            return None
+        index = cls.__new__(cls)
+        index.__dict__.update(state)
+        index._lower, index._defs, index._doc_freq = {}, {}, {}
+        return index
+
     def resolve_include(self, include: str, from_path: str) -> str | None:
         """'ATen/native/cuda/Loops.cuh' or 'THCNumerics.cuh' -> a path of this index."""
         base = include.rsplit("/", 1)[-1]
@@ -239,6 +272,21 @@ class KernelIndex:
             if cand.rsplit("/", 1)[0] == folder:
                 return cand
         return candidates[0] if len(candidates) == 1 else None
+
+    def definition_in(self, name: str, path: str) -> Definition | None:
+        """The definition of `name` inside one file (a same-file helper), if there is one."""
+        text = self.texts.get(path)
+        if not text or name not in text:
+            return None
+        pattern = re.compile(re.escape(name) + r"\s*(?:<[^;{}()]*>)?\s*\(")
+        for m in pattern.finditer(text):
+            prev = text[m.start() - 1] if m.start() else " "
+            if prev.isalnum() or prev in "_.>":
+                continue
+            brace = _is_definition(text, m.end() - 1)
+            if brace is not None:
+                return Definition(path, m.start(), _body(text, brace))
+        return None
 
     def definitions(self, name: str, limit: int = 12, tensorish: bool = True) -> list[Definition]:
         """Where a C++ function `name` is defined (not merely declared or called).

@@ -22,7 +22,9 @@ Unknown operators, a corrupt yaml or a missing source give ABSTAINED/SKIPPED wit
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -398,7 +400,13 @@ def torch_ops(
             ops[name] = OpRef(name, weight, origin)
 
     if divergent_op:
-        for name in torch_op_names(divergent_op.replace("aten::", "torch.")):
+        # "aten::add.Tensor" (a profiler/dispatcher name) or "torch.add" / "add" (a Python name)
+        api = divergent_op
+        if "aten::" in api:
+            api = "torch." + api.split("aten::", 1)[1].split(".", 1)[0]
+        elif not api.startswith("torch."):
+            api = "torch." + api
+        for name in torch_op_names(api):
             for hit in known(name):
                 put(hit, 1.0, f"{divergent_op} diverged in replay")
     apis = _api_list(extraction, "pytorch")
@@ -452,18 +460,30 @@ class _TorchContext:
     files: list[str]
 
 
-_INDEX_CACHE: dict[tuple[int, str], tuple[object, nat.KernelIndex]] = {}
+# one index per live provider object (building it reads ~1-2k files); weak, so it dies with the provider
+_INDEX_MEMO: weakref.WeakKeyDictionary[object, nat.KernelIndex] = weakref.WeakKeyDictionary()
 
 
 def _kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
-    # one index per live provider object: building it reads ~1-2k files
-    key = (id(source), getattr(source, "description", ""))
-    hit = _INDEX_CACHE.get(key)
-    if hit is not None and hit[0] is source:
-        return hit[1]
-    index = nat.KernelIndex.from_source(source, nat.kernel_paths(files))
-    _INDEX_CACHE.clear()
-    _INDEX_CACHE[key] = (source, index)
+    try:
+        hit = _INDEX_MEMO.get(source)
+    except TypeError:  # a provider that cannot be weakly referenced: no memo
+        hit = None
+    if hit is not None:
+        return hit
+    paths = nat.kernel_paths(files)
+    cache_file = getattr(source, "index_cache_path", None)
+    disk = cache_file() if callable(cache_file) else None
+    key = hashlib.sha1("\n".join(paths).encode() + str(getattr(source, "cached_file_count", int)()).encode())
+    index = nat.KernelIndex.load(disk, key.hexdigest()) if disk is not None else None
+    if index is None:
+        index = nat.KernelIndex.from_source(source, paths)
+        if disk is not None:
+            index.save(disk, key.hexdigest())
+    try:
+        _INDEX_MEMO[source] = index
+    except TypeError:
+        pass
     return index
 
 
@@ -589,10 +609,9 @@ def _follow_op(
             for helper in nat.local_calls(d.body)[:40]:  # same-file helpers: std -> std_var_out -> std_var_stub
                 if helper in index.registrations or helper == kernel or len(helper) < 4:
                     continue
-                for hd in index.definitions(helper, limit=3, tensorish=False):
-                    if hd.path == d.path:
-                        bodies.append((helper, hd.body))
-                        break
+                hd = index.definition_in(helper, d.path)
+                if hd is not None:
+                    bodies.append((helper, hd.body))
                 if len(bodies) > 6:
                     break
             for caller, body in bodies:
@@ -664,6 +683,8 @@ def _follow_cross_file(
     for helper in nat.local_calls(d.body)[:30]:
         if len(helper) < 6 or helper in index.registrations or helper.startswith(("TORCH_", "AT_", "C10_")):
             continue
+        if len(index.files_with(helper)) > 40:
+            continue  # a name used all over (empty_like, launch_kernel) is not this kernel's helper
         defs = index.definitions(helper, limit=4, tensorish=False)
         if not defs or len(defs) > 3:
             continue  # undefined here, or a common name defined all over

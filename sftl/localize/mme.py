@@ -565,7 +565,8 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
         return Localization("sftl", (), Outcome.ABSTAINED, f"no definition of class {owner!r} found in the {version} source")
     user_note = ""
     if _user_frame(ev) and not any(c.weight >= 0.9 for c, _, _ in lacking):
-        verdict = _user_call_verdict(code, lacking[0][0].cls, lacking[0][1], missing, version)
+        verdicts = [_user_call_verdict(code, c.cls, mro, missing, version) for c, mro, _ in lacking[:4]]
+        verdict = next((v for v in verdicts if not v.startswith("abstain:")), verdicts[0])
         if verdict.startswith("abstain:"):
             return Localization("sftl", (), Outcome.ABSTAINED, verdict.split(":", 1)[1].strip())
         user_note = verdict
