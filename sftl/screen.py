@@ -248,15 +248,16 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
     last_user = False
     if extraction and extraction.traceback:
         frames = extraction.traceback.frames
-        fw_frames = any(f.repo_path for f in frames)
-        last_user = bool(frames) and not frames[-1].repo_path
+        # where it was raised: the innermost frame
+        fw_frames = bool(frames) and bool(frames[-1].repo_path)
+        last_user = bool(frames) and not frames[-1].repo_path and not frames[-1].path.startswith("<")
     veto = _MME_VETO.search(text)
     hits: list[str] = []
     for kind, pat in _MME_PATTERNS:
         for m in pat.finditer(text):
             line_start = text.rfind("\n", 0, m.start()) + 1
             prefix = text[line_start:m.start()]
-            if re.search(r"RuntimeError|Module '|\bscript\b|torchscript|jit\.script", prefix, re.I) and kind != "no-module":
+            if "RuntimeError" in prefix and "AttributeError" not in prefix and kind != "no-module":
                 flags["mme_torchscript"] = 1.0
                 continue  # TorchScript's compiler message, not a Python AttributeError
             gd = m.groupdict()
@@ -271,7 +272,8 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
             if kind == "module-attr" and owner and not FRAMEWORK_MODULES.match(owner) and not fw_frames:
                 flags["mme_user"] = 1.0
                 continue
-            if kind == "object-attr" and owner in _BUILTIN_OWNERS and last_user and not fw_frames:
+            user_class = bool(owner) and re.search(rf"^\s*class {re.escape(owner)}\b", sections.code, re.M) is not None
+            if kind == "object-attr" and last_user and (owner in _BUILTIN_OWNERS or user_class):
                 flags["mme_user"] = 1.0
                 continue
             hits.append(m.group(0).strip(" :(`\""))
@@ -282,6 +284,10 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
         return False, f"vetoed: {veto.group(0)!r} (a loader/ABI failure, not a missing module)", flags
     if hits:
         return True, hits[0], flags
+    if flags["mme_user"]:
+        return False, "the missing attribute/module belongs to the reporter's own code", flags
+    if flags["mme_torchscript"]:
+        return False, "a TorchScript compiler message, not a Python AttributeError", flags
     return False, "no missing-module/attribute error stated", flags
 
 
@@ -329,6 +335,9 @@ _BOTH = re.compile(
     r"|(?:happens|occurs|reproduc\w*|fails) (?:also |as well )?(?:on|with) both|n[o']t (?:look )?(?:cuda|gpu)[- ]related"
     r"|not (?:specific|related) to (?:the )?(?:gpu|cuda)|regardless of (?:the )?device|on (?:the )?(?:cpu|gpu|cuda) as well"
     r"|(?:also|too) (?:happens |occurs |fails )?on (?:the )?(?:cpu|gpu|cuda)\b(?! but)"
+    r"|\bboth (?:the )?(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda)"
+    r"|(?:happens|occurs|reproduc\w*|fails|same) (?:\w+ ){0,2}(?:on|with|in) (?:the )?(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda)"
+    r"|(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda) (?:both )?(?:give|return|produce|show)s? the same"
 )
 _PERF = re.compile(
     r"(?i)\bslow\w*|\bfaster\b|\bspeed\w*|performance|\bs/epoch|per epoch|throughput|latency|\bhangs?\b|never (?:returns|finishes)|"
@@ -375,7 +384,8 @@ def _devices(s: str) -> tuple[bool, bool]:
 
 # literal fragments one of which must occur for a pattern to match: a cheap `in` test before the regex
 _TRIGGERS: dict[str, tuple[str, ...]] = {
-    "both": ("both", "same", "alike", "related", "regardless", "as well", "also", "too"),
+    "both": ("both", "same", "alike", "related", "regardless", "as well", "also", "too", "happens", "occurs", "reproduc",
+             "fails"),
     "perf": ("slow", "fast", "speed", "perform", "epoch", "throughput", "latency", "hang", "never", "take", "utili"),
     "oom": ("memory", "oom", "bfc", "allocat"),
     "nondet": ("determinis", "reproduc", "run", "every", "repeated", "identical", "random"),
@@ -400,6 +410,17 @@ def _find(name: str, s: str) -> re.Match[str] | None:
     return _L[name].search(s)
 
 
+_DEVDIFF = re.compile(
+    r"\bdiffer\w*|\bdifferent\w*|inconsisten\w*|mismatch\w*|discrepan\w*|disagree\w*|not (?:the )?same|"
+    r"do(?:es)? not match|(?:don|doesn)'t match|\bwhereas\b|\bvs\.?\b|\bversus\b"
+)
+
+
+def _same_on_both(sentence: str) -> bool:
+    """'happens on both CPU and CUDA' -- unless the sentence says the devices differ."""
+    return _has("both", sentence) and not _DEVDIFF.search(sentence)
+
+
 def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str, float]]:
     """Points for a CPU-vs-GPU result discrepancy, minus hard negatives; (points, reasons, features)."""
     why: list[str] = []
@@ -418,7 +439,7 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     devs = [_devices(x) for x in sents]
     both_sent = pair_sent = adjacent = 0
     for x, (c, g) in zip([*sents, title], [*devs, (t_cpu, t_gpu)], strict=True):
-        if c and g and not (_has("perf", x) or _has("both", x) or _has("oom", x)):
+        if c and g and not (_has("perf", x) or _same_on_both(x) or _has("oom", x)):
             if _has("pair", x):
                 pair_sent += 1
             if x is not title and (_has("diff", x) or _has("contrast", x) or _has("asym", x)):
@@ -477,8 +498,12 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
         ("build", 1.0, "a build problem"),
     )
     full = f"{narrative}\n{sections.output.lower()}"
+    both_hits = [x for x in [title, *sents] if _same_on_both(x)]
     for name, cost, words in negatives:
-        hit = _find(name, narrative if name in ("both", "perf", "nondet", "axis") else full)
+        if name == "both":
+            hit = _find("both", both_hits[0]) if both_hits else None
+        else:
+            hit = _find(name, narrative if name in ("perf", "nondet", "axis") else full)
         f[name] = float(hit is not None)
         if hit:
             pts -= cost

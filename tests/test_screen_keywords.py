@@ -154,3 +154,32 @@ def test_similar_finds_the_duplicate(corpus: list[Issue]) -> None:
     assert found[0][0] == next(i.key for i in corpus if "histc" in i.title)
     assert len(found) <= 3 and found[0][1] > found[-1][1] >= 0
     assert similar("", [], 3) == [] and similar("x", pairs, 0) == []
+
+
+def _tb(last_path: str, error: str) -> str:
+    return ("```\nTraceback (most recent call last):\n  File \"train.py\", line 40, in <module>\n    run()\n"
+            f"  File \"{last_path}\", line 12, in f\n    x.y\n{error}\n```")
+
+
+def test_mme_rule_reads_where_the_error_was_raised() -> None:
+    from sftl.extract import extract_text
+
+    def rules(body: str):
+        return prepare(("t", body), extract_text("t", body)).rules
+
+    user = rules(_tb("/home/me/data.py", "AttributeError: 'NoneType' object has no attribute 'shape'"))
+    assert not user.mme and "reporter's own code" in user.mme_why
+    fw = rules(_tb("/usr/lib/python3.10/site-packages/torch/onnx/utils.py",
+                   "AttributeError: 'MyNet' object has no attribute 'training'"))
+    assert fw.mme
+    api = rules(_tb("/home/me/a.py", "AttributeError: 'Tensor' object has no attribute 'numpy'"))
+    assert api.mme  # a framework object's attribute, used from the reporter's code
+    ts = rules("```\nRuntimeError: Module 'Sequential' has no attribute '_modules' :\n```")
+    assert not ts.mme
+
+
+def test_same_on_both_devices_unless_they_differ() -> None:
+    same = prepare(("torch.lgamma wrong", "lgamma(-0.5) returns nan. This happens on CPU and CUDA."))
+    differ = prepare(("torch.sort", "I ran it on both CPU and GPU and got different results for equal keys."))
+    assert same.rules.gcrde < 2.5 and same.rules.flags["both"] == 1.0
+    assert differ.rules.gcrde >= 2.5 and differ.rules.flags["both"] == 0.0
