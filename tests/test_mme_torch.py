@@ -83,10 +83,20 @@ def test_method_deleted_behind_module_getattr() -> None:
         "torch.nn.Linear(2, 1).named_buffers()\n"
     )
     ex, source = run_case(snippet, "torch/nn/modules/module.py", "Module", "named_buffers")
-    # Module.__getattr__ raised on behalf of the user's own line: a missing public method asked for by
-    # user code reads as a removed API / user error, never as a blamed file
+    # user code asked, through Module.__getattr__, but Module's own methods use self.named_buffers:
+    # the framework lost it
     loc = localize_sftl(ISSUE, ex, source)
-    assert loc.outcome == Outcome.ABSTAINED and "user code" in loc.reason
+    assert loc.outcome == Outcome.LOCATED and loc.suspects[0].path == "torch/nn/modules/module.py"
+    assert "user code" in loc.suspects[0].reason
+
+
+def test_misspelled_method_in_user_code_abstains() -> None:
+    stderr = real_traceback("import torch\ntorch.nn.Linear(2, 1).named_bufers()\n")
+    tb = extract.parse_tracebacks(stderr)[-1]
+    base = SitePackages("pytorch")
+    ex = Extraction(None, tb, Environment(framework="pytorch", version=base.version))
+    loc = localize_sftl(ISSUE, ex, base)
+    assert loc.outcome == Outcome.ABSTAINED and "misspelling" in loc.reason and not loc.suspects
 
 
 def test_unmodified_source_with_existing_method_abstains() -> None:
