@@ -59,8 +59,8 @@ def test_exit_codes(sftl_home: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 2 and err.startswith("sftl: ")
     code, _, err = run("locate", "pytorch/pytorch#424242", "--offline")
     assert code == 3 and "offline" in err
-    code, _, _ = run("locate", str(path), "--top", "0")
-    assert code == 2 and "--top: must be at least 1" in capsys.readouterr().err  # argparse writes usage errors itself
+    code, _, err = run("locate", str(path), "--top", "0")
+    assert code == 2 and "--top: must be at least 1" in err + capsys.readouterr().err
 
 
 def test_console_script_in_a_fresh_home(tmp_path: Path) -> None:
