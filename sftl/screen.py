@@ -696,6 +696,9 @@ class KeywordScreener:
 
     def keyword_scores(self, docs: Sequence[Doc]) -> dict[str, Any]:
         """score_c(d) = sum_t w_t * TF(t, d) * IDF(t), per category."""
+        return self._scores(docs)[0]
+
+    def _scores(self, docs: Sequence[Doc]) -> tuple[dict[str, Any], Any]:
         import numpy as np
 
         if not hasattr(self, "idf_"):
@@ -711,11 +714,10 @@ class KeywordScreener:
             for t, w in terms.items():
                 wv[index[t]] = w
             out[cat] = np.asarray(tf @ (wv * self.idf_)).ravel()
-        self._last_tf = (tf, vocab)
-        return out
+        return out, tf
 
-    def _evidence_words(self, row: int, cat: str) -> tuple[str, ...]:
-        tf, vocab = self._last_tf
+    def _evidence_words(self, tf: Any, row: int, cat: str) -> tuple[str, ...]:
+        vocab = self.vocabulary()
         kw = (self.keywords or KEYWORDS)[cat]
         r = tf.getrow(row)
         contrib = [(r[0, i] * kw.get(vocab[i], 0) * self.idf_[i], vocab[i]) for i in r.indices if vocab[i] in kw]
@@ -723,7 +725,7 @@ class KeywordScreener:
         return tuple(t for v, t in contrib[:6] if v > 0)
 
     def screen_docs(self, docs: Sequence[Doc]) -> list[Screening]:
-        scores = self.keyword_scores(docs)
+        scores, tf = self._scores(docs)
         th = {**THRESHOLDS, **(self.thresholds or {})}
         out = []
         for i, d in enumerate(docs):
@@ -743,7 +745,7 @@ class KeywordScreener:
             winners = [c for c in ("mme", "gcrde") if fires[c]]
             if winners:
                 cat = max(winners, key=lambda c: raw[c] / th[c])
-                evidence = self._evidence_words(i, cat)
+                evidence = self._evidence_words(tf, i, cat)
                 if self.use_rules and cat == "mme":
                     evidence = (d.rules.mme_why, *evidence)
             else:
@@ -860,8 +862,6 @@ class LearnedScreener:
         return self
 
     def screen_docs(self, docs: Sequence[Doc]) -> list[Screening]:
-        import numpy as np
-
         if not hasattr(self, "model_"):
             raise InputError("the learned screener is not trained; run `sftl screen --train LABELS.jsonl`")
         if not docs:
@@ -878,7 +878,6 @@ class LearnedScreener:
                       f"(precision target {self.precision_target:g})") if abstain else f"confidence {scores[cat]:.2f}"
             out.append(Screening(Category(cat), {k: scores.get(k, 0.0) for k in ("mme", "gcrde", "other")},
                                  evidence, self.method, bool(abstain), reason))
-        del np
         return out
 
     def _evidence(self, X: Any, i: int, cat: str, d: Doc) -> tuple[str, ...]:
