@@ -1046,6 +1046,6 @@ def screen_corpus(targets: Sequence[Issue], corpus: Iterable[Issue], screener: A
 
 
 def duplicate_text(issue: Issue) -> str:
-    """What duplicate search compares: title (twice), description and error output, not the template."""
+    """What duplicate search compares: title (twice), description, code and output, not the template."""
     s = prepare(issue).sections
-    return f"{s.title}\n{s.title}\n{s.description}\n{s.output}"
+    return f"{s.title}\n{s.title}\n{s.description}\n{s.code}\n{s.output}"

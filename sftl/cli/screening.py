@@ -106,18 +106,22 @@ def cmd_screen(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _table(ctx: Context, rows: list[tuple[Any, Any]]) -> None:
-    from rich.table import Table
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("issue", "category", "score", "evidence", "title"):
-        table.add_column(col, overflow="fold" if col in ("evidence", "title") else "ellipsis",
-                         max_width=60 if col == "evidence" else 50 if col == "title" else None)
+
+def _table(ctx: Context, rows: list[tuple[Any, Any]]) -> None:
+    """One line per issue: long evidence and titles are cut (`--json` has them whole)."""
+    body = []
     for issue, s in rows:
         cat = s.category.value + (" (needs human triage)" if s.abstained else "")
-        table.add_row(issue.key, cat, f"{s.scores.get(s.category.value, 0.0):.2f}", ", ".join(s.evidence[:5]),
-                      issue.title)
-    ctx.console().print(table)
+        body.append((issue.key, cat, f"{s.scores.get(s.category.value, 0.0):.2f}",
+                     _cut(", ".join(s.evidence[:5]), 50), _cut(issue.title, 60)))
+    head = ("issue", "category", "score", "evidence", "title")
+    widths = [max(len(r[k]) for r in [head, *body]) for k in range(4)]
+    for r in [head, *body]:
+        ctx.out.write("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4] + "\n")
 
 
 def cmd_similar(args: argparse.Namespace, ctx: Context) -> int:
@@ -141,12 +145,8 @@ def cmd_similar(args: argparse.Namespace, ctx: Context) -> int:
     if not found:
         ctx.err.write(f"no stored issue shares words with {target.key}\n")
         return EXIT_NO_RESULT
-    from rich.table import Table
-
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("issue", "similarity", "title"):
-        table.add_column(col)
+    width = max(len("issue"), *(len(k) for k, _ in found))
+    ctx.out.write(f"{'issue'.ljust(width)}  similarity  title\n")
     for k, v in found:
-        table.add_row(k, f"{v:.3f}", titles[k])
-    ctx.console().print(table)
+        ctx.out.write(f"{k.ljust(width)}  {v:10.3f}  {_cut(titles[k], 70)}\n")
     return EXIT_OK
