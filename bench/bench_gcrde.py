@@ -14,7 +14,9 @@ Two sets:
    exist). Each op is asked twice: with a neutral title ("Different results between CPU and
    CUDA", the op only in the snippet next to incidental calls) and with the op named in the title.
 
-Prints top-1/3/5 and MRR (over top 10) per set, tree and method, and the time per query.
+Prints top-1/3/5 and MRR (over top 10) per set, tree and method (`tfidf`: a plain TF-IDF over kernel
+file contents with the op names and title words, the baseline the published method should beat),
+and the time per query.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 from pathlib import Path
 
 from sftl.localize.gcrde import localize_gcrde
-from sftl.model import Environment, Extraction, Issue, Snippet
+from sftl.model import Environment, Extraction, Issue, Localization, Outcome, Snippet, Suspect
 from sftl.sources import LocalTree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,6 +207,25 @@ def ensure_tree(version: str) -> Path:
     return tree
 
 
+METHODS = ("sftl", "paper", "tfidf")
+
+
+def locate(issue: Issue, ex: Extraction, tree: LocalTree, method: str) -> Localization:
+    """`sftl` / `paper` through the localizer; `tfidf`: the plain content TF-IDF baseline, for reference."""
+    if method != "tfidf":
+        return localize_gcrde(issue, ex, tree, method=method, top=TOP)
+    from sftl.localize import _native as nat
+    from sftl.localize.gcrde import _kernel_index, torch_ops
+
+    index = _kernel_index(tree, tree.list_files())
+    ops, _ = torch_ops(issue, ex, None, None)
+    terms = [o.name.strip("_") for o in ops if o.weight > 0.3] + issue.title.lower().split()
+    scores = index.tfidf(terms)
+    ranked = sorted(scores, key=lambda p: -scores[p])[:TOP]
+    suspects = tuple(Suspect(p, scores[p], nat.path_side(p), "tf-idf") for p in ranked)
+    return Localization("tfidf", suspects, Outcome.LOCATED if suspects else Outcome.ABSTAINED, "")
+
+
 def issue_for(title: str, body: str = "") -> Issue:
     return Issue(repo="pytorch/pytorch", number=0, title=title, body=body)
 
@@ -258,7 +279,7 @@ def main() -> int:
     misses: list[str] = []
 
     print("\n-- dev rows (real issues; scored on the nearest tree)")
-    for method in ("sftl", "paper"):
+    for method in METHODS:
         ranks: list[int | None] = []
         secs: list[float] = []
         for row in dev_rows():
@@ -268,7 +289,7 @@ def main() -> int:
             ex = Extraction(Snippet(str(row.get("code") or ""), "dev"), None, Environment(framework="pytorch"),
                             apis=tuple(row.get("apis") or ()))  # type: ignore[arg-type]
             t0 = time.perf_counter()
-            loc = localize_gcrde(issue, ex, tree, method=method, top=TOP)
+            loc = locate(issue, ex, tree, method)
             secs.append(time.perf_counter() - t0)
             truth = set(row["truth_files"])  # type: ignore[arg-type]
             present = [t for t in truth if (tree.root / t).is_file()]
@@ -298,13 +319,13 @@ def run_set(set_name: str, checks: list[tuple[str, tuple[str, ...]]], trees: dic
             if truth:
                 cases.append((api, truth))
         print(f"tree {version}: {len(cases)} of {len(checks)} ops have their truth file in this tree")
-        for method in ("sftl", "paper"):
+        for method in METHODS:
             for named in (False, True):
                 ranks, secs = [], []
                 for api, truth in cases:
                     issue, ex = check_case(api, named)
                     t0 = time.perf_counter()
-                    loc = localize_gcrde(issue, ex, tree, method=method, top=TOP)
+                    loc = locate(issue, ex, tree, method)
                     secs.append(time.perf_counter() - t0)
                     r = rank_of([s.path for s in loc.suspects], truth)
                     ranks.append(r)
