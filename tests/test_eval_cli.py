@@ -142,3 +142,45 @@ def test_label_parsing_takes_framework_from_the_url_and_paths_normalised() -> No
     assert rows[0].framework == "tensorflow" and rows[0].category == "gcrde"
     assert rows[0].truth_files == ("tensorflow/core/kernels/x.cc",) and rows[0].scored_for_localization
     assert skipped[0].line == 3 and "unknown framework 'jax'" in skipped[0].reason
+
+
+@pytest.mark.slow
+def test_sigint_keeps_results_and_a_rerun_finishes_the_rest(labels: Path, tmp_path: Path, sftl_home: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    base = [json.loads(x) for x in labels.read_text().splitlines()]
+    many = labels.with_name("many.jsonl")
+    with many.open("w") as fh:
+        for copy in range(8):
+            for line in base:
+                line = json.loads(json.dumps(line))
+                number = line["issue"]["number"] + 100 * copy
+                line["issue"]["number"] = number
+                line["url"] = line["issue"]["html_url"] = f"https://github.com/pytorch/pytorch/issues/{number}"
+                fh.write(json.dumps(line) + "\n")
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-c", "from sftl.cli import entry; entry()", "eval", str(many), "--methods", "vsm,bert", "--out", str(out),
+           "--offline", "--no-plots", "--screeners", "keywords"]
+    env = dict(os.environ, SFTL_HOME=str(sftl_home))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    checkpoint = out / "checkpoint.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if checkpoint.exists() and checkpoint.read_text().count("\n") >= 3:
+            proc.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=60)
+    kept = checkpoint.read_text().count("\n")
+    assert proc.returncode == 130, err
+    assert "run the same command to resume" in err and "Traceback" not in err
+    assert 3 <= kept < 32
+    code, _, err = _eval(str(many), "--methods", "vsm,bert", "--out", str(out), "--offline", "--no-plots",
+                         "--screeners", "keywords")
+    assert code == 0 and f"resuming: {kept} of 32" in err
+    done = [json.loads(x) for x in checkpoint.read_text().splitlines()]
+    assert len(done) == 32 and len({(d["key"], d["method"]) for d in done}) == 32
