@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     alarms = [n for n, r in ctrls if r is None or r.found]
     base_alarms = [n for n, r in ctrls if r is not None and r.baseline is not None and r.baseline.found]
     speedups = [r.baseline.seconds / max(r.seconds, 1e-6) for _, r in found if r.baseline is not None]
-    cpu_speedups = [r.baseline.cpu_seconds / max(r.cpu_seconds, 1e-6) for _, r in found if r.baseline is not None]
+    cpu_speedups = [max(r.baseline.cpu_seconds, 1e-6) / max(r.cpu_seconds, 1e-6) for _, r in found if r.baseline is not None]
     step_ratio = [r.baseline.steps / max(r.steps, 1) for _, r in found if r.baseline is not None]
     print()
     print(f"budget per search: {budget:g} s; programs: {len(bugs)} with bugs, {len(ctrls)} controls")

@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="search FUNC(*example_inputs()) instead of running the whole script")
     p.add_argument("--budget", type=float, default=20.0, metavar="SECONDS",
                    help="time for the search, and again for the random baseline (default 20)")
+    p.add_argument("--params", action="store_true",
+                   help="with --entry: search the parameters of the script's nn.Module globals too (PyTorch)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--no-baseline", action="store_true", help="skip the random-search baseline")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -36,7 +38,7 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
     from sftl.helpers.nansearch import search_script
 
     result = search_script(Path(args.script), ctx.settings, entry=args.entry, budget=args.budget,
-                           seed=args.seed, baseline=not args.no_baseline)
+                           seed=args.seed, baseline=not args.no_baseline, params=args.params)
     if args.json:
         ctx.print_json(result.to_json())
         return 0

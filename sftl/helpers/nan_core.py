@@ -105,7 +105,7 @@ def gradient_search(
         return SearchResult(False, None, 0, 0.0, None, "the program has no floating-point inputs to search")
     start = [v.start.copy() for v in vars_]
     limits = [bound_for(v, bound) for v in vars_]
-    taus = [0.01 * _scale(v) + 1e-4 for v in vars_]
+    taus = [1e-3 * _scale(v) for v in vars_]
     seen: set[str] = set()
     steps = 0
 
@@ -161,7 +161,7 @@ def gradient_search(
                 if gi is None:
                     proposal.append(xi)
                     continue
-                step = eta * (np.abs(xi) + tau)
+                step = eta * np.maximum(np.abs(xi), tau)  # relative far from 0, so 0 itself can be reached
                 proposal.append(np.clip(xi - np.sign(gi) * step, -lim, lim))
         new = run(proposal, target)
         if new.finding:
@@ -174,9 +174,11 @@ def gradient_search(
             and new.margins[target] < out.margins[target]
         )
         if used_newton:
-            # a first-order step that did not land in the invalid region means the margin is far from
-            # linear (e.g. a softmax probability); signed steps with a growing size do better there
-            newton, since_newton = False, 0
+            # keep first-order steps while they get 90% of the way (a nearly linear margin, e.g. a divisor
+            # that rounding kept off 0); otherwise the margin is far from linear (a softmax probability,
+            # a sum of exponentials) and signed steps with a growing size do better
+            close = improved and new.margins[target] < 0.1 * out.margins[target]
+            newton, since_newton = close, 0
             if improved:
                 x, out = proposal, new
         elif improved:

@@ -86,7 +86,7 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     else:
         from sftl.helpers.nan_torch import TorchProgram
 
-        program = TorchProgram(path, entry, seed)
+        program = TorchProgram(path, entry, seed, params=bool(request.get("params")))
     start_deadline = time.perf_counter() + max(budget, 20.0)
     try:
         if entry is not None:

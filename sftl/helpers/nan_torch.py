@@ -247,8 +247,10 @@ class _Watcher(TorchFunctionMode):
 class TorchProgram:
     """A user script loaded for searching: an entry function with example inputs, or the whole script."""
 
-    def __init__(self, path: Path, entry: str | None, seed: int = 0) -> None:
+    def __init__(self, path: Path, entry: str | None, seed: int = 0, params: bool = False) -> None:
         self.path = path
+        self.params = params  # entry mode: also search the parameters of the script's nn.Module globals
+        self.param_tensors: list[torch.Tensor] = []
         self.filename = str(path)
         self.entry = entry
         self.whole_script = entry is None
@@ -284,6 +286,18 @@ class TorchProgram:
                 self.var_slots.append(i)
                 self.requires_grad.append(bool(x.requires_grad))
                 self.variables.append(Variable(f"arg{i}", _to_numpy(x), str(x.dtype).removeprefix("torch.")))
+        if self.params:
+            seen: set[int] = set()
+            for gname, obj in ns.items():
+                if not isinstance(obj, torch.nn.Module):
+                    continue
+                for pname, param in obj.named_parameters():
+                    if id(param) in seen or not param.is_floating_point() or not param.requires_grad:
+                        continue
+                    seen.add(id(param))
+                    self.param_tensors.append(param)
+                    self.variables.append(Variable(f"{gname}.{pname}", _to_numpy(param),
+                                                   str(param.dtype).removeprefix("torch.")))
 
     # -- running ----------------------------------------------------------------------------
     def user_line(self) -> tuple[int | None, str]:
@@ -366,6 +380,12 @@ class TorchProgram:
                         assert st.values is not None
                         inputs[slot] = self._make_input(st, st.values[j], self.fixed[slot].dtype,
                                                         self.requires_grad[j])
+                    assert st.values is not None
+                    for j, param in enumerate(self.param_tensors, start=len(self.var_slots)):
+                        with torch.no_grad():
+                            param.copy_(torch.as_tensor(st.values[j], dtype=param.dtype))
+                        param.grad = None
+                        st.leaves.append(param if st.want_grad else None)
                     self.func(*[x.clone() if isinstance(x, torch.Tensor) and i not in self.var_slots else x
                                 for i, x in enumerate(inputs)])
         except Found:

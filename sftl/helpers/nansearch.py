@@ -90,12 +90,15 @@ def search_script(
     seed: int = 0,
     baseline: bool = True,
     bound: float = 1e4,
+    params: bool = False,
     python: str | None = None,
 ) -> NanSearchResult:
     """Search SCRIPT for inputs that make an unsafe operation produce NaN/INF (raises InputError on a bad script)."""
     script = Path(path).expanduser().resolve()
     if not script.is_file():
         raise InputError(f"no such script: {path}")
+    if params and entry is None:
+        raise InputError("--params needs --entry FUNC (the parameters of the script's nn.Module globals)")
     if budget <= 0:
         raise InputError(f"--budget must be positive, not {budget:g}")
     timeout = budget * (2 if baseline else 1) + STARTUP_ALLOWANCE
@@ -108,7 +111,7 @@ def search_script(
         copy = scratch / script.name
         shutil.copyfile(script, copy)
         request = {"script": str(copy), "cwd": str(script.parent), "entry": entry, "budget": budget, "seed": seed,
-                   "baseline": baseline, "bound": bound}
+                   "baseline": baseline, "bound": bound, "params": params}
         (scratch / "request.json").write_text(json.dumps(request), encoding="utf-8")
         argv = [python or sys.executable, "-B", str(RUNNER), "--request", str(scratch / "request.json"),
                 "--result", str(scratch / "result.json")]
