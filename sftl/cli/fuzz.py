@@ -127,6 +127,8 @@ def _print(r: Any, ctx: Any) -> None:
         con.print(f"[bold red]{len(r.crashes)} crash(es)[/bold red]")
         for cr in r.crashes[:10]:
             con.print(f"  {cr['kind']} {cr['signal'] or ''}: {cr['input']}")
+            if cr.get("message"):
+                con.print(f"    {cr['message']}", markup=False)
     else:
         con.print("no crashes")
     if r.variants is not None:

@@ -11,10 +11,13 @@ import importlib
 import json
 import math
 import os
+import re
 import sys
 import time
 import warnings
 from typing import Any
+
+_TF_PREFIX = re.compile(r"\{\{function_node [^}]*\}\}\s*")
 
 
 class _Torch:
@@ -212,7 +215,8 @@ def _run_once(fw: Any, job: dict[str, Any], device: str) -> tuple[dict[str, Any]
             out = fn(*pos, **kw)
         res = {"ok": True}
     except Exception as exc:  # every rejection of an input is a label, not a failure
-        msg = str(exc).strip().splitlines()
+        # TensorFlow prefixes messages with "{{function_node __wrapped__Op_device_...}}": noise here
+        msg = _TF_PREFIX.sub("", str(exc)).strip().splitlines()
         res = {"ok": False, "exc": type(exc).__name__, "msg": (msg[0] if msg else "")[:300]}
     res["sec"] = time.perf_counter() - started
     return res, out

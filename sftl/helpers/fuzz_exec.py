@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from sftl.helpers.fuzz_gen import FuzzInput
 from sftl.helpers.fuzz_specs import ApiSpec
 
 WORKER = Path(__file__).with_name("_fuzz_worker.py")
+_FATAL = re.compile(r"Check failed|INTERNAL ASSERT|terminate called|Fatal Python error|what\(\)|Assertion|"
+                    r"^F\d{4}|Segmentation fault|Aborted")
 MEMORY_LIMIT = 8 * 2**30  # address space per worker: a runaway allocation fails inside it, not the machine
 
 
@@ -50,6 +53,15 @@ class Crash:
     input: dict[str, Any]
     seed: int
     stderr_tail: str = ""
+
+    @property
+    def message(self) -> str:
+        """The line of the worker's last words that says why (a failed CHECK, an assertion, terminate)."""
+        lines = [ln.strip() for ln in self.stderr_tail.splitlines() if ln.strip()]
+        for ln in lines:
+            if _FATAL.search(ln):
+                return ln[:300]
+        return lines[-1][:300] if lines else ""
 
 
 def make_job(spec: ApiSpec, inp: FuzzInput, job_id: int, compare: bool = False) -> dict[str, Any]:
@@ -260,7 +272,7 @@ class WorkerPool:
                         bad = batch[len(got)]
                         sig = _signal_name(w.returncode())
                         kind = "timeout" if stop == "timeout" else ("signal" if sig else "exit")
-                        tail = w.stderr_tail()
+                        tail = w.stderr_tail(8000)
                         results[bad["id"]] = ExecResult("crash" if kind != "timeout" else "timeout",
                                                         sig or kind, tail[-300:])
                         with self._lock:

@@ -7,6 +7,7 @@ import pickle
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +295,18 @@ class Featurizer:
 
 # ------------------------------------------------------------------------------------- classifier
 
+@lru_cache(maxsize=1)
+def _controller() -> Any:
+    """Finding the loaded thread pools takes ~20 ms; limiting them afterwards takes microseconds."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _one_thread() -> Any:
+    return _controller().limit(limits=1)
+
+
 CANDIDATES = ("gradient_boosting", "extra_trees", "random_forest", "logistic_regression")
 
 
@@ -337,10 +350,8 @@ class ValidityClassifier:
         self.random_state = random_state
 
     def fit(self, X: Any, y: Any) -> ValidityClassifier:
-        from threadpoolctl import threadpool_limits
-
         # one thread: OpenMP spinning on a busy machine makes gradient boosting 10x slower, not faster
-        with threadpool_limits(limits=1):
+        with _one_thread():
             return self._fit(X, y)
 
     def _fit(self, X: Any, y: Any) -> ValidityClassifier:
@@ -392,13 +403,12 @@ class ValidityClassifier:
 
     def predict_proba(self, X: Any) -> Any:
         import numpy as np
-        from threadpoolctl import threadpool_limits
 
         if self.constant_ is not None:
             return np.full(len(X), float(self.constant_))
-        with threadpool_limits(limits=1):
-            assert self.model_ is not None
-        return self.model_.predict_proba(X)[:, 1]
+        assert self.model_ is not None
+        with _one_thread():
+            return self.model_.predict_proba(X)[:, 1]
 
     def predict(self, X: Any) -> Any:
         return self.predict_proba(X) >= self.threshold_

@@ -100,11 +100,13 @@ def params_for(spec: ApiSpec) -> list[Param]:
                 lens = (1, a.length)
             elif a.length == 1:
                 lens = (1,)
+            elif a.min_count:
+                lens = (a.min_count, a.min_count, a.min_count + 1)
             else:
                 lens = tuple(range(0, 5))
             params.append(Param(f"{n}.len", extra + lens, ew + tuple(1.0 for _ in lens)))
             if a.kind == "ints":
-                params.append(Param(f"{n}.vals", ("pool", "small", "rand"), (3.0, 3.0, 1.0)))
+                params.append(Param(f"{n}.vals", ("pool", "small", "ones", "rand"), (3.0, 3.0, 1.5, 1.0)))
         elif a.kind == "float":
             params.append(Param(n, extra + (0.0, 1.0, -1.0, 0.5, 2.0, "rand")))
         elif a.kind == "bool":
@@ -223,6 +225,8 @@ def _int(level: Any, dims: _Dims, rng: random.Random) -> int:
         return rng.randint(*INT_RANGE)
     if level == "small":
         return rng.randint(-1, 3)
+    if level == "ones":  # strides, dilations, repeats: all-ones lists are the common valid value
+        return 1
     return int(level)
 
 

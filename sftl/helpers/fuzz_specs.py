@@ -372,15 +372,17 @@ def tensorflow_spec(api: str) -> ApiSpec:
         choices = tuple(s.decode() for s in a.allowed_values.list.s) if a.HasField("allowed_values") else ()
         kind = {"int": "int", "float": "float", "bool": "bool", "string": "str", "type": "dtype",
                 "list(int)": "ints", "list(float)": "floats", "shape": "ints"}.get(t)
-        if kind is None or (kind == "str" and not choices):
+        if kind is None or (kind == "str" and not choices and p.name != "equation"):
             if has_default:
                 continue
             raise InputError(f"{name}: attribute {p.name} of type {t} cannot be generated")
         dts = ()
         if kind == "dtype":
             dts = allowed(p.name, 0)
+        # list attrs declare a minimum length (MaxPool's ksize: 4); shorter lists are schema violations
+        min_len = int(a.minimum) if a.has_minimum and kind in ("ints", "floats") else 0
         args.append(ArgSpec(p.name, kind, has_default=has_default, keyword_only=True, dtypes=dts,
-                            choices=choices, type_text=t))
+                            choices=choices, type_text=t, min_count=min_len))
     schema = f"tf.raw_ops.{name}(" + ", ".join(f"{a.name}: {a.type_text}" for a in args) + ")"
     return ApiSpec("tensorflow", api, f"tf.raw_ops.{name}", schema, "op_def", tf.__version__, tuple(args))
 

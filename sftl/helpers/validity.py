@@ -97,8 +97,20 @@ def describe_call(spec: ApiSpec, call: Call) -> str:
 
 
 def _crash_json(spec: ApiSpec, c: Crash) -> dict[str, Any]:
-    return {"kind": c.kind, "signal": c.signal, "input": describe_call(spec, c.input), "call": c.input,
-            "seed": c.seed, "stderr_tail": c.stderr_tail[-800:]}
+    return {"kind": c.kind, "signal": c.signal, "input": describe_call(spec, c.input), "message": c.message,
+            "call": c.input, "seed": c.seed, "stderr_tail": c.stderr_tail[-1500:]}
+
+
+def _unique_crashes(spec: ApiSpec, crashes: Sequence[Crash]) -> tuple[dict[str, Any], ...]:
+    """One finding per crashing input (the unfiltered and the filtered run may both hit it)."""
+    seen: set[str] = set()
+    out = []
+    for c in crashes:
+        key = describe_call(spec, c.input)
+        if c.api == spec.api and key not in seen:
+            seen.add(key)
+            out.append(_crash_json(spec, c))
+    return tuple(out)
 
 
 def train(spec: ApiSpec, pool: WorkerPool, inputs: Sequence[FuzzInput],
@@ -197,7 +209,7 @@ def fuzz(spec: ApiSpec, settings: Settings, pool: WorkerPool, budget: int = 500,
         valid_per_second_unfiltered=valid_u / max(t_gen + t_all, 1e-9),
         valid_per_second_filtered=valid_f / max(t_gen + t_pred + t_kept, 1e-9),
         classifier=summary,
-        crashes=tuple(_crash_json(spec, c) for c in pool.crashes if c.api == spec.api),
+        crashes=_unique_crashes(spec, pool.crashes),
         seed={"call": describe_call(spec, seed.call), "line": seed.line, "source": seed.source,
               "unresolved": list(seed.unresolved)} if seed else None,
         examples=examples,
