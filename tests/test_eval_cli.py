@@ -89,6 +89,8 @@ def test_rerun_resumes_from_the_checkpoint(labels: Path, tmp_path: Path, sftl_ho
     # adding a method reuses the finished ones
     code, _, err = _eval(str(labels), "--methods", "vsm,paper", "--out", str(out), "--offline", "--no-plots")
     assert code == 0 and "resuming: 2 of 4" in err
+    code, _, err = _eval(str(labels), "--methods", "vsm", "--out", str(out), "--offline", "--no-plots", "--top", "3")
+    assert code == 0 and "resuming" not in err  # results kept for another --top are not reused
     code, _, err = _eval(str(labels), "--methods", "vsm", "--out", str(out), "--offline", "--no-plots", "--restart")
     assert code == 0 and "resuming" not in err
 

@@ -107,27 +107,20 @@ class Task:
     top: int
 
 
-def _worker_init(settings: Settings, use_torch: bool, threads: int) -> None:
-    global _SETTINGS  # one per worker process: the pool hands it over once, not per task
-    _SETTINGS = settings
-    if use_torch:
+def _worker_init(use_torch: bool, threads: int) -> None:
+    if use_torch:  # N workers on N cores: one thread each, not N each
         import torch
 
         torch.set_num_threads(max(1, threads))
 
 
-_SETTINGS: Settings | None = None
-
-
-def localize_task(task: Task, settings: Settings | None = None) -> dict[str, Any]:
+def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
     """Open the sources and run one localizer; any failure is a value (outcome + reason)."""
     from sftl.errors import SftlError
     from sftl.localize import get_localizer
     from sftl.model import Category, Environment
     from sftl.pipeline import open_framework_source
 
-    settings = settings or _SETTINGS
-    assert settings is not None
     started = time.perf_counter()
     env: Environment = task.extraction.environment
     if task.framework:
@@ -154,12 +147,8 @@ def localize_task(task: Task, settings: Settings | None = None) -> dict[str, Any
     except Exception as exc:  # a bug in one localizer must not end the run: recorded and reported as an error
         result = {"outcome": "skipped", "reason": f"error: {type(exc).__name__}: {exc}"[:500], "suspects": [],
                   "error": True}
-    result.update(key=task.key, method=task.method, seconds=round(time.perf_counter() - started, 3))
+    result.update(key=task.key, method=task.method, top=task.top, seconds=round(time.perf_counter() - started, 3))
     return result
-
-
-def _run_pool_task(task: Task) -> dict[str, Any]:
-    return localize_task(task)
 
 
 # -- checkpoint --------------------------------------------------------------------------------
@@ -219,7 +208,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         for r in rows if r.scored_for_localization for m in args.methods
     ]
     done = read_checkpoint(checkpoint)
-    todo = [t for t in tasks if (t.key, t.method) not in done]
+    # a result kept for another --top is not this run's answer
+    todo = [t for t in tasks if done.get((t.key, t.method), {}).get("top") != t.top]
     # rows sharing a source tree run together, so each worker builds an index once
     todo.sort(key=lambda t: (t.source_root or "", t.framework or "", t.version or "", t.method, t.key))
     if len(tasks) - len(todo):
@@ -251,7 +241,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                         screeners=args.screeners)
     summary["labels"] = str(labels_path)
     summary["errors"] = [
-        {"key": k, "method": m, "reason": r["reason"]} for (k, m), r in done.items() if r.get("error")
+        {"line": by_key[t.key].line, "method": t.method, "reason": done[(t.key, t.method)]["reason"]}
+        for t in tasks if done[(t.key, t.method)].get("error")
     ]
     summary["seconds_per_method"] = {
         m: round(sum(done[(t.key, m)]["seconds"] for t in tasks if t.method == m), 2) for m in args.methods
@@ -378,7 +369,7 @@ def _execute(todo: Sequence[Task], args: argparse.Namespace, settings: Settings)
     ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
     pool = ProcessPoolExecutor(
         max_workers=args.jobs, mp_context=ctx, initializer=_worker_init,
-        initargs=(worker_settings, use_torch, 1),
+        initargs=(use_torch, 1),
     )
     pending: set[Any] = set()
     queue = list(reversed(todo))
@@ -386,7 +377,7 @@ def _execute(todo: Sequence[Task], args: argparse.Namespace, settings: Settings)
     try:
         while queue or pending:
             while queue and len(pending) < args.jobs * 4:
-                pending.add(pool.submit(_run_pool_task, queue.pop()))
+                pending.add(pool.submit(localize_task, queue.pop(), worker_settings))
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 yield fut.result()
