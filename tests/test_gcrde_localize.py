@@ -284,3 +284,11 @@ def test_th_era_nn_ops_follow_nn_yaml_cnames(fixtures_dir: Path) -> None:
     assert "SpatialUpSamplingBilinear" in loc.suspects[0].reason
     bindings = nat.legacy_bindings([(tree.root / "aten/src/ATen/Declarations.cwrap").read_text()])
     assert bindings["max"] == {"maxall", "cmax"} and bindings["min"] == {"minall"}
+
+
+def test_tf_op_names_come_from_the_generated_wrappers(fixtures_dir: Path) -> None:
+    tree = LocalTree(fixtures_dir / "sources" / "mini_tensorflow", "tensorflow")
+    assert tf_raw_ops("tensorflow.nn.lrn", tree) == ("LRN",)  # not "Lrn": the wrapper names the op
+    issue, ex = report("tf.nn.lrn output differs on GPU", ("tensorflow.nn.lrn",), fw="tensorflow")
+    loc = localize_gcrde(issue, ex, tree)
+    assert loc.suspects[0].path == "tensorflow/core/kernels/lrn_op.cc"

@@ -848,11 +848,15 @@ def tf_raw_ops(api: str, source: SourceProvider | None = None) -> tuple[str, ...
     snake = _snake(leaf) if leaf[:1].isupper() else leaf
     if snake in _TF_OPS:
         return _TF_OPS[snake]
+    base = snake[len("reduce_"):] if snake.startswith("reduce_") else snake
     if source is not None:
         found = _tf_ops_from_python(api, source)
         if found:
             return found
-    base = snake[len("reduce_"):] if snake.startswith("reduce_") else snake
+        generated = _tf_gen_ops(source)  # the release's gen_*_ops.py: python name -> op ("lrn" -> "LRN")
+        for name in (snake, base):
+            if name in generated:
+                return (generated[name],)
     return ("".join(p[:1].upper() + p[1:] for p in base.split("_")),)
 
 
@@ -873,10 +877,33 @@ def _tf_ops_from_python(api: str, source: SourceProvider) -> tuple[str, ...]:
             continue
         end = re.compile(r"\n(?:@|def |class )").search(text, m.end())
         body = text[m.end(): end.start() if end else len(text)]
-        calls = [c.group(1) for c in _GEN_CALL.finditer(body)]
+        calls = list(dict.fromkeys(c.group(1) for c in _GEN_CALL.finditer(body)))
         if calls:
-            return tuple(dict.fromkeys("".join(p[:1].upper() + p[1:] for p in c.split("_")) for c in calls))
+            # the op named like the API first: matrix_transpose calls range() before transpose()
+            leaf = exported.rsplit(".", 1)[-1]
+            calls.sort(key=lambda c: -difflib.SequenceMatcher(None, c, leaf).ratio())
+            generated = _tf_gen_ops(source)
+            return tuple(generated.get(c) or "".join(p[:1].upper() + p[1:] for p in c.split("_")) for c in calls)
     return ()
+
+
+_GEN_OP = re.compile(r'(?:_apply_op_helper\(\s*|execute\(\s*b|FastPathExecute\(\s*_ctx,\s*)"(\w+)"')
+
+
+def _tf_gen_ops(source: SourceProvider) -> dict[str, str]:
+    """Python function name -> raw op name, read from the generated `gen_*_ops.py` wrappers."""
+    out: dict[str, str] = {}
+    for path in source.list_files():
+        base = path.rsplit("/", 1)[-1]
+        if not (path.startswith("tensorflow/python/ops/") and base.startswith("gen_") and base.endswith(".py")):
+            continue
+        text = source.read_text(path) or ""
+        for chunk in text.split("\ndef ")[1:]:
+            fname = chunk.split("(", 1)[0].strip()
+            m = _GEN_OP.search(chunk)
+            if m and fname and not fname.endswith("_eager_fallback"):
+                out.setdefault(fname, m.group(1))
+    return out
 
 
 _TF_KERNEL_DIR = "tensorflow/core/kernels/"
