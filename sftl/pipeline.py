@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sftl.errors import SftlError
+from sftl.errors import InputError, SftlError
 from sftl.model import Category, Extraction, Issue, Localization, Outcome, Report, Screening, to_jsonable
 
 if TYPE_CHECKING:
@@ -40,7 +40,10 @@ def locate(
     from sftl.extract import extract
     from sftl.localize import get_localizer
 
-    localize = get_localizer(method)  # an unknown method is the caller's mistake: fail before any work
+    try:
+        localize = get_localizer(method)  # an unknown method is the caller's mistake: fail before any work
+    except ImportError as exc:
+        raise InputError(f"method {method!r} is not available in this installation ({exc.name or exc})") from None
     extraction = extract(issue)
     screening, fresh = _screening(issue, extraction, store, screener, rescreen)
     if fresh:

@@ -578,7 +578,8 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
         scored = []
         # stubs of compiled modules (.pyi) tell what exists; they are never the file to fix
         mro = [k for k in mro if not k.path.endswith(".pyi")] or mro
-        votes, own = _sibling_votes(code, name, mro)
+        # siblings only matter when there is more than one class to choose from
+        votes, own = _sibling_votes(code, name, mro) if len(mro) > 1 else ({}, 0)
         for depth, k in enumerate(mro):
             s, why = _class_evidence(code, k, name, missing.suggestion)
             for r in others:
