@@ -531,15 +531,19 @@ class EnvManager:
         prefix = self.root / name
         return "venv", name, venv_commands(exe, prefix, release.pip_requirements(version)), prefix, py
 
-    def create(self, resolution: Resolution, backend: str = "auto", timeout: float = 3600.0) -> EnvHandle:
+    def create(self, resolution: Resolution, backend: str = "auto", timeout: float = 3600.0,
+               python: str | None = None) -> EnvHandle:
         """Build (or reuse) the environment for a resolution; atomic: a failed build leaves nothing."""
-        kind, name, commands, prefix, py = self.plan(resolution, backend)
+        if python is not None and python not in resolution.release.pythons:
+            raise EnvError(f"{resolution.framework} {resolution.version} supports Python "
+                           f"{', '.join(resolution.release.pythons)}, not {python}")
+        kind, name, commands, prefix, py = self.plan(resolution, backend, python=python)
         if kind != "venv":
             return self._build(resolution, kind, name, commands, prefix, py, timeout)
         # a release's wheels may exist for some of its Pythons only (offline mirrors especially):
         # try each interpreter, newest first, and say what each attempt hit
         failures = []
-        candidates = [v for _, v, _ in find_interpreters(self.settings, resolution.release.pythons)]
+        candidates = [v for _, v, _ in find_interpreters(self.settings, [python] if python else resolution.release.pythons)]
         for version in candidates:  # an environment built before, with any of them, is reused
             existing = self._load(self.plan(resolution, "venv", python=version)[3])
             if existing is not None:

@@ -206,7 +206,9 @@ def test_venv_backend_builds_offline_and_is_reused(tmp_path: Path) -> None:
     res = resolve(manager.catalog, "pytorch", "2.13.0")
     kind, *_ = manager.plan(res)
     assert kind == "venv"
-    handle = manager.create(res)  # the mirror has cp311 wheels only: 3.13 and 3.12 fail, 3.11 builds
+    with pytest.raises(EnvError, match="not 3.6"):
+        manager.create(res, python="3.6")
+    handle = manager.create(res, python="3.11")  # the local mirror holds cp311 wheels
     name = handle.name
     assert name == "pytorch-2.13.0-py3.11-venv" and handle.backend == "venv" and (handle.path / "sftl-env.json").exists()
     started = time.monotonic()

@@ -55,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     e = esub.add_parser("create", help="build the environment for FRAMEWORK==VERSION (e.g. pytorch==1.13.1)")
     e.add_argument("spec", metavar="FRAMEWORK==VERSION")
     e.add_argument("--backend", choices=("auto", "conda", "venv"), default="auto")
+    e.add_argument("--python", metavar="X.Y", help="the Python to build with (default: newest supported that works)")
     e.add_argument("--dry-run", action="store_true", help="show the resolution and the commands; build nothing")
     e.add_argument("--json", action="store_true")
     add_common(e)
@@ -265,7 +266,7 @@ def cmd_envs_create(args: argparse.Namespace, ctx: Context) -> int:
     framework, version = _parse_spec(args.spec)
     manager = EnvManager(ctx.settings)
     resolution = resolve(manager.catalog, framework, version)
-    kind, name, commands, prefix, py = manager.plan(resolution, args.backend)
+    kind, name, commands, prefix, py = manager.plan(resolution, args.backend, python=args.python)
     if args.dry_run:
         payload = {"framework": resolution.framework, "version": resolution.version, "match": resolution.match,
                    "why": resolution.why, "backend": kind, "name": name, "python": py, "prefix": str(prefix),
@@ -278,7 +279,7 @@ def cmd_envs_create(args: argparse.Namespace, ctx: Context) -> int:
             ctx.out.write("".join(f"  $ {' '.join(c)}\n" for c in commands))
         return EXIT_OK
     ctx.err.write(f"building {name} ({resolution.why}) ...\n")
-    handle = manager.create(resolution, args.backend)
+    handle = manager.create(resolution, args.backend, python=args.python)
     if args.json:
         ctx.print_json({"name": handle.name, "backend": handle.backend, "python": str(handle.python),
                         "version": handle.version, "path": str(handle.path)})
