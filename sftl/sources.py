@@ -378,6 +378,18 @@ class LayeredSource:
                 return text
         return None
 
+    def index_cache_path(self) -> Path | None:
+        """The first layer's index cache (a cached GitHub tree), so layering keeps localizers warm."""
+        for provider in self.providers:
+            fn = getattr(provider, "index_cache_path", None)
+            if callable(fn):
+                path = fn()
+                return path if isinstance(path, Path) else None
+        return None
+
+    def cached_file_count(self) -> int:
+        return sum(int(getattr(p, "cached_file_count", lambda: 0)()) for p in self.providers)
+
 
 # --------------------------------------------------------------------------------------------
 # Cache layout, fetching, and the factory

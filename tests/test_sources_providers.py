@@ -321,3 +321,11 @@ def test_sources_cli_fetch_and_list(tmp_path: Path, local_index: Path, monkeypat
     assert listed[0]["framework"] == "pytorch" and listed[0]["kind"] == "wheel"
     assert main(["sources", "fetch", "pytorch"], out=io.StringIO(), err=err) == 5
     assert sys.executable  # the pip used is this interpreter's
+
+
+def test_layered_source_exposes_the_github_index_cache(tmp_path: Path) -> None:
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    github = GitHubSource("pytorch", "1.12.1", settings)
+    wheel = WheelSource(make_wheel(tmp_path), "pytorch")
+    assert LayeredSource([github, wheel]).index_cache_path() == github.index_cache_path()
+    assert LayeredSource([wheel]).index_cache_path() is None

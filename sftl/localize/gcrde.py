@@ -27,6 +27,7 @@ import re
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sftl.errors import SourceError
@@ -474,6 +475,7 @@ def _kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
     paths = nat.kernel_paths(files)
     cache_file = getattr(source, "index_cache_path", None)
     disk = cache_file() if callable(cache_file) else None
+    disk = disk if isinstance(disk, Path) else None
     key = hashlib.sha1("\n".join(paths).encode() + str(getattr(source, "cached_file_count", int)()).encode())
     index = nat.KernelIndex.load(disk, key.hexdigest()) if disk is not None else None
     if index is None:
