@@ -320,7 +320,7 @@ def run_set(set_name: str, checks: list[tuple[str, tuple[str, ...]]], trees: dic
                 cases.append((api, truth))
         print(f"tree {version}: {len(cases)} of {len(checks)} ops have their truth file in this tree")
         for method in METHODS:
-            for named in (False, True):
+            for named in (False, True) if method == "sftl" else (False,):  # baselines: the neutral title only
                 ranks, secs = [], []
                 for api, truth in cases:
                     issue, ex = check_case(api, named)
