@@ -341,7 +341,7 @@ class Choice:
 class ValidityClassifier:
     """Predicts whether an input is valid; candidates compared by cross-validated precision at a target recall."""
 
-    def __init__(self, candidates: Sequence[str] = CANDIDATES, cv: int = 3, target_recall: float = 0.92,
+    def __init__(self, candidates: Sequence[str] = CANDIDATES, cv: int = 3, target_recall: float = 0.95,
                  min_class: int = 6, random_state: int = 0) -> None:
         self.candidates = tuple(candidates)
         self.cv = cv

@@ -167,7 +167,14 @@ def fuzz(spec: ApiSpec, settings: Settings, pool: WorkerPool, budget: int = 500,
 
     # fresh inputs, never seen in training
     t0 = time.perf_counter()
-    fresh = [i for i in gen.generate(budget + len(seen) // 4 + 16, offset=1_000_000) if i.key() not in seen][:budget]
+    fresh: list[FuzzInput] = []
+    for round_ in range(8):  # a seed's neighbourhood repeats itself: draw until `budget` unseen inputs
+        for inp in gen.generate(budget, offset=1_000_000 * (round_ + 1)):
+            if inp.key() not in seen and len(fresh) < budget:
+                seen.add(inp.key())
+                fresh.append(inp)
+        if len(fresh) >= budget:
+            break
     t_gen = time.perf_counter() - t0
     generated += len(fresh)
 
@@ -239,8 +246,9 @@ def replay_variants(spec: ApiSpec, settings: Settings, seed: SeedCall, clf: Vali
         hello = pool.info()
         has_cuda = bool(hello.get("cuda"))
         # CPU first: only inputs valid on CPU are variants worth comparing
-        res = pool.run(spec, cands[: count * 4])
-        valid = [c for c, r in zip(cands, res, strict=True) if r.valid][:count]
+        tried = cands[: count * 4]
+        res = pool.run(spec, tried)
+        valid = [c for c, r in zip(tried, res, strict=True) if r.valid][:count]
         if not has_cuda:
             return tuple(Variant(describe_call(spec, c.call), "ok", None) for c in valid), "no CUDA device"
         cmp = pool.run(spec, valid, compare=True)
