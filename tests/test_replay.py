@@ -178,9 +178,10 @@ def test_cli_replay_and_bisect(sftl_home: Path, tmp_path: Path) -> None:
     assert code == 0 and "verdict: reproduced" in out and "MARK" in out
     code, out, err = _cli(["replay", "--snippet", str(snippet), "--framework", "pytorch", "--version", "1.4.0"])
     assert code == 8 and "env-unavailable" in out
+    # the 2.13 step is the replay above, answered from the store (same snippet, env, device, limits)
     code, out, err = _cli(["bisect", "--snippet", str(snippet), "--framework", "pytorch", "--versions", "2.12..2.13",
                            "--expect", "AttributeError: type object 'Tensor' has no attribute 'no_such_thing'",
-                           "--device", "cpu", "--json"])
+                           "--device", "cpu", "--timeout", "60", "--memory", "3G", "--max-procs", "64", "--json"])
     result = json.loads(out)
     assert code == 0 and result["first_bad"] == "2.13.0" and result["unavailable"] == ["2.12.0"]
     assert [v["verdict"] for v in result["versions"]] == ["env-unavailable", "reproduced"]
