@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import time
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from sftl.config import Settings
     from sftl.evaluate import LabelRow, RankedResult, SkippedRow
     from sftl.model import Extraction, Issue
+    from sftl.sources import SourceProvider
 
 METHODS = ("sftl", "paper", "vsm", "bert")
 CHECKPOINT = "checkpoint.jsonl"
@@ -114,6 +116,14 @@ def _worker_init(use_torch: bool, threads: int) -> None:
         torch.set_num_threads(max(1, threads))
 
 
+@functools.lru_cache(maxsize=8)
+def _local_tree(root: str, framework: str, version: str | None) -> SourceProvider:
+    """One provider per tree and process: listing a tree costs up to a second, a task milliseconds."""
+    from sftl.sources import LocalTree
+
+    return LocalTree(root, framework, version)
+
+
 def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
     """Open the sources and run one localizer; any failure is a value (outcome + reason)."""
     from sftl.errors import SftlError
@@ -130,8 +140,12 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
     extraction = replace(task.extraction, environment=env)
     note = ""
     result: dict[str, Any]
+    source: SourceProvider | None
     try:
-        source, note = open_framework_source(extraction, settings, task.source_root, settings.offline)
+        if task.source_root and env.framework:
+            source = _local_tree(task.source_root, env.framework, env.version)
+        else:
+            source, note = open_framework_source(extraction, settings, task.source_root, settings.offline)
         if source is None:
             result = {"outcome": "skipped", "reason": note, "suspects": []}
         else:
