@@ -264,14 +264,16 @@ _SKIP_OPS = ("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::ne
 
 
 def _tolerance(torch, dtype):
-    """(rtol, atol) per dtype, as torch.testing.assert_close uses them."""
+    """(rtol, atol) per dtype: torch.testing.assert_close's, with rtol x100 and atol x10 because the
+    reference kernel (another device, or float64) accumulates in another order."""
     table = {
         torch.float16: (1e-3, 1e-5),
         torch.bfloat16: (1.6e-2, 1e-5),
         torch.float32: (1.3e-6, 1e-5),
         torch.float64: (1e-7, 1e-7),
     }
-    return table.get(dtype, (0.0, 0.0))
+    rtol, atol = table.get(dtype, (0.0, 0.0))
+    return rtol * 100, atol * 10
 
 
 def _opdiff_mode(torch, reference, report):
