@@ -189,6 +189,8 @@ def _parses(code: str) -> bool:
 def _looks_like_program(tree: ast.Module) -> bool:
     """A parse tree of real code, not a printed value such as `tensor([1., 2.])` or a bare word."""
     for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and node.value is None:
+            continue  # "cpu: tensor([1., 2.])" is a printed label, not an annotation
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.FunctionDef,
                              ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.While, ast.With, ast.If, ast.Try,
                              ast.Delete, ast.Assert, ast.Raise)):

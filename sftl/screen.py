@@ -89,8 +89,8 @@ _TEMPLATE_LINE = re.compile(
     r"libc version|python version|python platform|is cuda available|cuda runtime version|cuda_module_loading|"
     r"gpu models? and (?:configuration|memory)|nvidia driver version|cudnn version|hip runtime version|"
     r"miopen runtime version|is xnnpack available|versions of relevant libraries|\[pip\d?\]|\[conda\]|"
-    r"cpu:|architecture:|cpu op-mode|byte order|address sizes|cpu\(s\)|on-line cpu|thread\(s\)|core\(s\)|"
-    r"socket\(s\)|numa|vendor id|model name|cpu family|model:|stepping|cpu max mhz|cpu min mhz|bogomips|"
+    r"cpu:\s*$|architecture:|cpu op-mode|byte order|address sizes|cpu\(s\)|on-line cpu|thread\(s\)|core\(s\)|"
+    r"socket\(s\)|numa node|vendor id|model name|cpu family|model:\s+\d+\s*$|stepping|cpu max mhz|cpu min mhz|bogomips|"
     r"flags:|virtualization|l1d cache|l1i cache|l2 cache|l3 cache|vulnerability|hypervisor vendor|frequency boost|"
     r"collecting environment information|have i written custom code|os platform and distribution|"
     r"mobile device|tensorflow installed from|tensorflow version|bazel version|gcc/compiler version|"
@@ -371,8 +371,14 @@ _L = {name: _lower_re(p) for name, p in (("cpu", _CPU), ("gpu", _GPU), ("diff", 
                                           ("nondet", _NONDET), ("oom", _OOM), ("setup", _SETUP), ("axis", _AXIS),
                                           ("build", _BUILD))}
 _GPU_WORDS = ("gpu", "cuda", "mps", "rocm")
-_CODE_CPU = re.compile(r"""['"]/?(?:device:)?cpu(?::0)?['"]|\.cpu\(\)|device\s*=\s*['"]cpu""")
-_CODE_GPU = re.compile(r"""['"]/?(?:device:)?(?:gpu|cuda|mps)(?::\d)?['"]|\.cuda\(\)|\.to\(['"](?:cuda|mps)""")
+_CODE_CPU = re.compile(r"""['"]/?(?:device:)?cpu(?::0)?['"]|\.cpu\(\)|device\s*=\s*['"]cpu|\b\w+_cpu\b|\bcpu_\w+""")
+_CODE_GPU = re.compile(
+    r"""['"]/?(?:device:)?(?:gpu|cuda|mps)(?::\d)?['"]|\.cuda\(\)|\.to\(['"](?:cuda|mps)|\b\w+_(?:gpu|cuda|mps)\b|"""
+    r"""\b(?:gpu|cuda|mps)_\w+"""
+)
+# printed results labelled by device ("cpu: tensor(...)", "GPU result = ..."), not placement logs
+_OUT_CPU = re.compile(r"(?m)^\W*(?:\w+[_ ])?cpu(?:[_ ]\w+)?\s*(?:[:=]|result|output|out\b)")
+_OUT_GPU = re.compile(r"(?m)^\W*(?:\w+[_ ])?(?:gpu|cuda|mps)(?:[_ ]\w+)?\s*(?:[:=]|result|output|out\b)")
 
 
 def _devices(s: str) -> tuple[bool, bool]:
@@ -455,6 +461,9 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     code_gpu = any(w in code for w in _GPU_WORDS) and _CODE_GPU.search(code) is not None
     n_cpu, n_gpu = _devices(narrative)
     n_diff = _has("diff", narrative)
+    out = sections.output.lower()
+    out_both = "cpu" in out and _OUT_CPU.search(out) is not None and _OUT_GPU.search(out) is not None
+    f["output_both"] = float(out_both)
     f["sent_both"] = float(min(both_sent, 3))
     f["pair"] = float(min(pair_sent, 3))
     f["adjacent"] = float(min(adjacent, 3))
@@ -485,6 +494,9 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     if n_cpu and n_gpu and n_diff:
         pts += 1.0
         why.append("CPU, GPU and a difference word in the text")
+    if out_both:
+        pts += 1.0
+        why.append("the output shows a CPU result and a GPU result")
     if f["asym"]:
         pts += 1.0
         why.append("works on one device, not the other")
@@ -776,7 +788,7 @@ def default_screener(corpus_texts: Iterable[Any]) -> KeywordScreener:
 
 FEATURE_NAMES = (
     "mme_match", "mme_veto", "mme_user", "mme_torchscript", "title_both", "title_diff", "title_one_device",
-    "sent_both", "pair", "adjacent", "code_both", "code_gpu_text_cpu", "narr_both", "narr_diff", "asym", "both", "perf",
+    "sent_both", "pair", "adjacent", "output_both", "code_both", "code_gpu_text_cpu", "narr_both", "narr_diff", "asym", "both", "perf",
     "oom", "nondet", "setup", "axis", "build", "gcrde_points", "mme_rule", "gcrde_rule",
 )
 CLASSES = ("gcrde", "mme", "other")

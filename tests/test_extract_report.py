@@ -198,3 +198,9 @@ def test_apis_regex_fallback_for_code_that_does_not_parse() -> None:
 def test_apis_from_text_when_no_snippet() -> None:
     ex = extract_text("`tf.linalg.lu_solve` returns inconsistent output", "Calling `tf.linalg.lu_solve(lu, p, rhs)` differs.")
     assert ex.apis == ("tensorflow.linalg.lu_solve",)
+
+
+def test_device_labelled_output_is_output_not_annotations() -> None:
+    # "cpu: tensor([...])" parses as a Python annotation; it is printed output
+    assert classify_block("cpu: tensor([ 1., nan, -1.])\ngpu: tensor([1., 1., -1.], device='cuda:0')")[0] == "output"
+    assert classify_block("x: int = 3\nprint(x)")[0] == "python"
