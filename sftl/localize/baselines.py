@@ -145,11 +145,11 @@ class FeatureCache:
         return found
 
     @contextmanager
-    def building(self, kind: str) -> Iterator[None]:
+    def building(self, name: str) -> Iterator[None]:
         """Hold while computing missing features, so parallel workers do not compute the same files twice."""
         import fcntl
 
-        with open(self.path.with_name(f"{kind}.lock"), "a+") as fh:
+        with open(self.path.with_name(f"{name}.lock"), "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
                 yield
@@ -182,6 +182,7 @@ class _TreeFiles:
     paths: list[str]
     texts: list[str]
     hashes: list[str]
+    group: str = ""  # "<framework>-<category>": builds of different groups may run at once
 
 
 def _read_tree(source: SourceProvider, framework: str, category: Category) -> _TreeFiles:
@@ -193,7 +194,7 @@ def _read_tree(source: SourceProvider, framework: str, category: Category) -> _T
         paths.append(path)
         texts.append(text)
         hashes.append(_sha1(text))
-    return _TreeFiles(paths, texts, hashes)
+    return _TreeFiles(paths, texts, hashes, f"{framework}-{category.value}")
 
 
 class _Memo:
@@ -279,7 +280,7 @@ def _build_vsm(files: _TreeFiles, cache: FeatureCache) -> _VsmIndex:
     keys = sorted(set(files.hashes))
     cached = cache.get_many(VSM_KIND, keys)
     if len(cached) < len(keys):
-        with cache.building(VSM_KIND):
+        with cache.building(f"{VSM_KIND}-{files.group}"):
             cached = cache.get_many(VSM_KIND, keys)  # another worker may have done them meanwhile
             missing = list({h: i for i, h in enumerate(files.hashes) if h not in cached}.values())
             counts = _hasher().transform([files.texts[i] for i in missing]).tocsr()
@@ -463,7 +464,7 @@ def _build_bert(files: _TreeFiles, cache: FeatureCache) -> _BertIndex:
     keys = sorted(set(files.hashes))
     cached = cache.get_many(BERT_KIND, keys)
     if len(cached) < len(keys):
-        with cache.building(BERT_KIND):
+        with cache.building(f"{BERT_KIND}-{files.group}"):
             cached = cache.get_many(BERT_KIND, keys)  # another worker may have done them meanwhile
             todo = [(h, c) for h, c in dict(zip(files.hashes, chunks_of, strict=True)).items() if h not in cached]
             # stored in batches: an interrupted first pass over a release keeps what it embedded
