@@ -339,13 +339,14 @@ def localize_vsm(
     order = scores.argsort()[::-1][: max(top, 1)]
     # name the report's terms that weigh most in each file's score (the hash buckets map back to them)
     term_of = {_bucket(tok): tok for tok in sorted(set(tokens(text)), reverse=True)}
+    weight = dict(zip(query.indices.tolist(), query.data.tolist(), strict=True))
     suspects = []
     for i in order:
         if scores[i] <= 0:
             break
         row = index.matrix.getrow(int(i))
-        contrib = {int(c): float(v) * float(query[0, int(c)]) for c, v in zip(row.indices, row.data, strict=True)}
-        shared = sorted((c for c in contrib if c in term_of and contrib[c] > 0), key=lambda c: -contrib[c])[:4]
+        contrib = {c: v * weight[c] for c, v in zip(row.indices.tolist(), row.data.tolist(), strict=True) if c in weight}
+        shared = sorted((c for c in contrib if c in term_of), key=lambda c: -contrib[c])[:4]
         terms = ", ".join(term_of[c] for c in shared)
         suspects.append(
             Suspect(
