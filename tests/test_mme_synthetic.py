@@ -368,3 +368,14 @@ def test_not_an_mme_no_traceback_and_no_source() -> None:
     mme = Extraction(snippet=None, traceback=None, environment=Environment(), error_line="AttributeError: 'A' object has no attribute 'b'")
     assert localize_sftl(ISSUE, mme, None).outcome == Outcome.SKIPPED
     assert localize_paper(ISSUE, mme, None).outcome == Outcome.SKIPPED
+
+
+def test_error_line_alone_is_treated_with_user_code_caution(source: LocalTree) -> None:
+    ex = Extraction(
+        snippet=None,
+        traceback=None,
+        environment=Environment(framework="pytorch", version="9.9.0"),
+        error_line="AttributeError: 'SGD' object has no attribute 'zero_grads'. Did you mean: 'zero_grad'?",
+    )
+    loc = localize_sftl(ISSUE, ex, source)
+    assert loc.outcome == Outcome.ABSTAINED and "misspelling" in loc.reason

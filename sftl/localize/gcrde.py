@@ -64,6 +64,10 @@ _TORCH_INCIDENTAL = frozenset(
     all any max_memory_allocated memory_allocated empty_cache __repr__ __str__ format norm_except_dim
     apply_ map_ use_deterministic_algorithms set_num_threads""".split()
 )
+# device and type plumbing: named in titles ("... on CPU and CUDA") without being the subject
+_NEVER_SUBJECT = frozenset(
+    "cuda cpu to device tensor Tensor float double half int long bool numpy item print type size shape dim".split()
+)
 # `cat`, `max`, `all`, `norm`... are real subjects often enough: only the pure plumbing above is
 # down-weighted, and even it counts when the title names it.
 _TORCH_NAMESPACE_SKIP = ("torch.cuda.", "torch.backends.", "torch.testing.", "torch.utils.", "torch.random.",
@@ -235,7 +239,8 @@ def _dunder_free(name: str) -> str:
 
 _WRONG = re.compile(
     r"wrong|incorrect|bug|\bnan\b|\binf\b|differ|mismatch|not match|inconsisten|garbage|unexpected|ignor|"
-    r"crash|fail|broken|not correct|bad result|off by|instead of|should be|expected",
+    r"crash|fail|broken|not correct|bad result|off by|instead of|should be|expected|\bdrops?\b|dropped|"
+    r"\bmiss(?:es|ed|ing)?\b|\blos(?:es|t)\b|\bskip(?:s|ped)?\b|overflow|garbled",
     re.I,
 )
 _GPU = re.compile(r"\bcuda\b|\bgpu\b|device=.cuda|\.cuda\(\)|cuda:\d", re.I)
@@ -417,7 +422,9 @@ def torch_ops(
             continue
         leaf = api.replace("::", ".").split(".")[-1]
         names = torch_op_names(api)
-        in_title = leaf.strip("_").lower() in title or any(n.strip("_") in title for n in names)
+        in_title = leaf not in _NEVER_SUBJECT and (
+            leaf.strip("_").lower() in title or any(n.strip("_") in title for n in names)
+        )
         incidental = leaf in _TORCH_INCIDENTAL and not in_title
         base = 0.15 if incidental else 0.9 - 0.04 * min(real, 5)
         if in_title:

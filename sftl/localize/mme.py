@@ -39,6 +39,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "import-name",
         re.compile(r"cannot import name '(?P<name>\w+)' from (?P<partial>partially initialized module )?'(?P<module>[\w.]+)'"),
     ),
+    ("import-name", re.compile(r"cannot import name '?(?P<name>\w+)'?")),
     ("attribute", re.compile(r"'(?P<owner>[\w.]+)'(?: '[^']*')? object has no attribute '(?P<name>[^']+)'")),
     ("attribute", re.compile(r"'(?P<owner>[\w.]+)' has no attribute '(?P<name>[^']+)'")),
 )
@@ -144,7 +145,7 @@ class _Ev:
         return self.frames[-1] if self.frames else None
 
 
-def _evidence(extraction: Extraction, framework: str | None) -> _Ev | None:
+def _evidence(extraction: Extraction, framework: str | None, issue: Issue | None = None) -> _Ev | None:
     tb = extraction.traceback
     message = ""
     frames: list[tuple[int, Frame, str | None]] = []
@@ -161,6 +162,12 @@ def _evidence(extraction: Extraction, framework: str | None) -> _Ev | None:
         message = f"{tb.exception}: {tb.message}" if tb.exception else tb.message
     if not message and extraction.error_line:
         message = extraction.error_line
+    if not message and issue is not None:
+        # the extractor found no error line (pasted without its `XError:` prefix, or in prose)
+        for line in issue.text.splitlines():
+            if parse_missing(line) is not None:
+                message = line.strip()
+                break
     if not message:
         return None
     return _Ev(frames, message)
@@ -203,7 +210,7 @@ def localize_paper(
 ) -> Localization:
     """The published method: NW similarity of imported modules to the owner, then a class check of the top 3."""
     framework = (source.framework if source else None) or guess_framework(extraction, issue)
-    ev = _evidence(extraction, framework)
+    ev = _evidence(extraction, framework, issue)
     if ev is None:
         return Localization("paper", (), Outcome.ABSTAINED, "no traceback or error line to read")
     missing = parse_missing(ev.message)
@@ -298,7 +305,7 @@ def localize_sftl(
 ) -> Localization:
     """Our method: resolve the owner's definition and hierarchy, cover every MME variant, abstain on user errors."""
     framework = (source.framework if source else None) or guess_framework(extraction, issue)
-    ev = _evidence(extraction, framework)
+    ev = _evidence(extraction, framework, issue)
     if ev is None:
         return Localization("sftl", (), Outcome.ABSTAINED, "no traceback or error line to read")
     missing = parse_missing(ev.message)
@@ -325,9 +332,12 @@ def _located(suspects: list[Suspect], top: int, min_score: float = 0.35) -> Loca
 
 
 def _user_frame(ev: _Ev) -> bool:
-    """True when the code that asked for the missing name is the user's, not the framework's."""
+    """True when the code that asked for the missing name is the user's, not the framework's.
+
+    With no frames at all (only the error line was pasted) nobody can tell, so the same caution applies.
+    """
     raising = ev.raising
-    return raising is not None and raising[2] is None
+    return raising is None or raising[2] is None
 
 
 def _caller(code: Code, ev: _Ev, name: str) -> tuple[int, Frame, str, int | None] | None:
@@ -836,6 +846,16 @@ def _compiled(code: Code, module: str) -> bool:
 
 def _import_name(code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
     module, name = missing.module or "", missing.name
+    if not module:
+        # old Pythons say only "cannot import name 'X'": the importing line names the module
+        for _, frame, path in reversed(ev.frames):
+            m = re.search(rf"from\s+([\w.]+)\s+import\b.*\b{re.escape(name)}\b", _frame_source(code, path, frame))
+            if m:
+                module = m.group(1)
+                break
+        if not module:
+            return Localization("sftl", (), Outcome.ABSTAINED, f"the error does not say which module lacks {name}, and no traceback line imports it")
+        missing = Missing(missing.kind, name=name, module=module, circular=missing.circular)
     if module.split(".")[0] not in FRAMEWORK_PACKAGES.get(framework or "", ()):
         return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not part of {framework or 'the framework'}")
     path, binds, sub = _module_defines(code, module, name)

@@ -196,10 +196,16 @@ class Code:
                 for h in getattr(node, "handlers", []):
                     stack.extend(h.body)
             elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-                # globals().update(...) / setattr(sys.modules[__name__], ...) bind names we cannot see
-                func = node.value.func
-                if isinstance(func, ast.Attribute) and func.attr == "update":
-                    names.add("*dynamic*")
+                call = node.value
+                func = call.func
+                fname = _dotted(func) or ""
+                if fname.endswith("setattr") and len(call.args) >= 2:
+                    # setattr(_current_module, "keras", ...): a name bound on the module itself
+                    arg = call.args[1]
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                        names.add(arg.value)
+                elif isinstance(func, ast.Attribute) and func.attr == "update" and _dotted(func.value) in (None, "globals"):
+                    names.add("*dynamic*")  # globals().update(...) binds names we cannot see
         return names
 
     def resolve(self, dotted: str, depth: int = 0) -> tuple[str, str] | None:
