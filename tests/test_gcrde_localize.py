@@ -292,3 +292,15 @@ def test_tf_op_names_come_from_the_generated_wrappers(fixtures_dir: Path) -> Non
     issue, ex = report("tf.nn.lrn output differs on GPU", ("tensorflow.nn.lrn",), fw="tensorflow")
     loc = localize_gcrde(issue, ex, tree)
     assert loc.suspects[0].path == "tensorflow/core/kernels/lrn_op.cc"
+
+
+def test_device_words_in_the_title_do_not_make_plumbing_a_subject(mini: LocalTree) -> None:
+    issue, ex = report(
+        "histc returns different results on CPU and CUDA",
+        ("torch.tensor", "torch.histc", "torch.Tensor.cuda"),
+        body="The CUDA result drops the values on the upper edge.",
+    )
+    loc = localize_gcrde(issue, ex, mini)
+    assert loc.reason.startswith("ops: histc;")  # not "histc, cuda"
+    assert "CUDA result wrong" in loc.reason
+    assert all("for cuda" not in s.reason for s in loc.suspects)
