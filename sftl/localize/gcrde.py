@@ -147,7 +147,8 @@ def _snake(name: str) -> str:
     for acronym, word in _ACRONYMS:
         name = name.replace(acronym, word)
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    s = re.sub(r"([a-z])([A-Z])", r"\1_\2", s)
+    s = re.sub(r"(\d)([A-Z][a-z])", r"\1_\2", s)  # Conv2D -> conv2d, Conv3DBackprop -> conv3d_backprop
     return s.lower()
 
 
