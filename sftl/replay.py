@@ -396,6 +396,8 @@ def replay_snippet(
     first_op, op_note = _first_divergent(runs)
     if op_note:
         reason += f"; {op_note}"
+    if resolution.match != "exact" or (version or "").strip() != resolution.version:
+        reason += f"; version: {resolution.why}"  # the report asked for something else: say what ran
     if extra:
         runs = [replace(r, details={**r.details, "comparison": extra}) if r.device is Device.GPU else r for r in runs]
     return Replay(renv, tuple(runs), verdict, reason, first_op)
