@@ -6,7 +6,7 @@ Started by sftl.sandbox inside the sandbox, with the target environment's interp
            [--framework pytorch|tensorflow|none] [--repeat N] [--no-redirect] [--opdiff none|cpu|float64]
 
 The JSON holds the exception (type, message, frames, cause), how long the snippet ran, the device
-seen, what each repeat printed, and the values of the snippet's top-level tensors/arrays/numbers,
+seen, stdout/stderr tails (Python-level writes), what each repeat printed, and the values of the snippet's top-level tensors/arrays/numbers,
 so the caller can compare devices and repeats. With `--result -` the JSON goes to stdout.
 torch / tensorflow / numpy are imported lazily: this file must import under any old Python too.
 """
@@ -30,6 +30,7 @@ MAX_VALUES = 4096  # elements kept per value
 MAX_TOTAL = 65536  # elements kept per repeat
 MAX_PRINTED = 1 << 20  # characters of printed output kept per repeat
 MAX_FRAMES = 60
+TAIL = 4000  # characters of the first run's stdout/stderr kept in the result
 
 
 class _Tee(io.TextIOBase):
@@ -401,6 +402,8 @@ def run(opts):
         "frames": [],
         "cause": None,
         "printed": [],
+        "stdout_tail": "",
+        "stderr_tail": "",
         "values": [],
         "seconds": 0.0,
         "import_seconds": 0.0,
@@ -445,14 +448,15 @@ def run(opts):
 
         tf_device = tf.device("/GPU:0" if opts.device == "gpu" else "/CPU:0")
         result["redirect"] = "on (default tf.device)"
-    real_stdout = sys.stdout
+    real_stdout, real_stderr = sys.stdout, sys.stderr
     sys.argv = [snippet_path]
     for i in range(max(1, opts.repeat)):
         _seed(torch)
         namespace = {"__name__": "__main__", "__file__": snippet_path, "__builtins__": __builtins__}
         # repeats only need to be read back, not shown again
         tee = _Tee(real_stdout if i == 0 else _Discard())
-        sys.stdout = tee
+        err_tee = _Tee(real_stderr if i == 0 else _Discard())
+        sys.stdout, sys.stderr = tee, err_tee
         report = None
         contexts = []
         if redirect is not None:
@@ -483,10 +487,12 @@ def run(opts):
         except BaseException as exc:  # the snippet's failure is the result
             error = exc
         finally:
-            sys.stdout = real_stdout
+            sys.stdout, sys.stderr = real_stdout, real_stderr
             sys.stdout.flush()
         if i == 0:
             result["seconds"] = time.time() - t1
+            result["stdout_tail"] = tee.text()[-TAIL:]
+            result["stderr_tail"] = err_tee.text()[-TAIL:]
         result["printed"].append(tee.text())
         if torch is not None and opts.device == "gpu":
             try:

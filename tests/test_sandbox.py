@@ -46,6 +46,7 @@ def test_a_plain_snippet_runs_and_reports(box) -> None:
     assert res.limit is None and res.result["status"] == "error"
     assert (res.result["exception"], res.result["message"]) == ("KeyError", "'k'")
     assert res.result["frames"][-1]["line"] == 4 and res.result["frames"][-1]["path"].endswith("snippet.py")
+    assert MARK in res.result["stdout_tail"] and res.result["seconds"] >= 0 and res.result["device"]["requested"] == "cpu"
 
 
 def test_no_network_even_to_a_local_server(box) -> None:
