@@ -109,6 +109,24 @@ def main() -> int:
                 if s.category.value != r["label"] or lp != r["label"]:
                     print(f"  [{r['label']} kw={s.category.value} learned={lp}] {r['title'][:90]}\n      {s.reason[:300]}")
 
+        # transfer: the template-wrapped reports of fixtures/reports (collect_env, TF templates, hard
+        # negatives), keyword IDF fitted on dev + them, learned mode trained on the whole dev set
+        fx_files = sorted((ROOT / "fixtures" / "reports").glob("*.json"))
+        if fx_files:
+            from sftl.github import issue_from_json
+
+            fx = [issue_from_json(json.loads(f.read_text(encoding="utf-8"))) for f in fx_files]
+            fx_truth = [f.stem.split("__")[0] for f in fx_files]
+            fx_docs = [prepare(i, extract_text(i.title, i.body, i.repo)) for i in fx]
+            kw_fx = KeywordScreener().fit(docs + fx_docs).predict(fx_docs)
+            full = LearnedScreener().fit(docs, truth)
+            l_fx = full.predict(fx_docs)
+            for name, pred_fx in (("keyword", kw_fx), ("learned (trained on dev)", l_fx)):
+                right = sum(a == b for a, b in zip(fx_truth, pred_fx, strict=True))
+                wrong = [f.stem for f, a, b in zip(fx_files, fx_truth, pred_fx, strict=True) if a != b]
+                print(f"\ntemplate-wrapped fixture reports, {name} mode: {right}/{len(fx_truth)} right"
+                      + (f"; wrong: {', '.join(wrong)}" if wrong else ""))
+
         # extraction: version found wherever the text states one
         stated = found = 0
         misses = []
