@@ -195,8 +195,9 @@ def test_envs_cli_list_create_dry_run_lock(sftl_home: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not list(PYENV.glob("3.11.*")) or not Path("/opt/wheels").is_dir(),
-                    reason="needs pyenv's Python 3.11 and the local torch wheel in /opt/wheels")
+@pytest.mark.skipif(not list(PYENV.glob("3.11.*")) or not Path("/opt/wheels").is_dir()
+                    or not Path("/opt/pypi/simple").is_dir(),
+                    reason="needs pyenv's Python 3.11, the local torch wheel in /opt/wheels and the /opt/pypi mirror")
 def test_venv_backend_builds_offline_and_is_reused(tmp_path: Path) -> None:
     """A real venv of torch 2.13.0 from the local wheel and index; then a replay runs in it."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "PIP_FIND_LINKS": "/opt/wheels",
