@@ -6,11 +6,16 @@ Public interface (other stages code against it):
 - `issue_from_json(obj, comments=None) -> Issue` and `comment_from_json(obj) -> Comment`:
   GitHub REST objects to model dataclasses (InputError on malformed objects).
 - `issue_to_json(issue) -> dict`: the reverse, so exports re-import losslessly.
-- `GitHubClient(settings)`: `get_issue`, `get_comments`, `iter_issue_pages`, `get_tree`,
-  `get_raw_file`. Every GET goes through an on-disk cache under `settings.cache_dir/http`
-  (ETag / Last-Modified conditional requests; a 304 costs no rate limit), the primary and
-  secondary rate limits, and retries with exponential backoff + jitter. With
-  `settings.offline` only the cache answers and a miss raises `OfflineMissError` naming the URL.
+- `GitHubClient(settings)`: `get_issue`, `get_comments`, `iter_issue_pages`,
+  `iter_comment_pages` (the repository-wide comment listing), `get_tree`, `get_raw_file`.
+  Every GET goes through an on-disk cache under `settings.cache_dir/http` (ETag / Last-Modified
+  conditional requests; a 304 costs no rate limit), the primary and secondary rate limits, and
+  retries with exponential backoff + jitter. With `settings.offline` only the cache answers and a
+  miss raises `OfflineMissError` naming the URL.
+- `cache_usage(settings)` and `prune_cache(settings, max_bytes, max_age_s)`: the HTTP cache is
+  bounded; entries are evicted oldest-used first (a hit refreshes its time). A client that wrote
+  to the cache prunes it to `CACHE_MAX_BYTES` / `CACHE_MAX_AGE_S` when it closes, at most once
+  per `CACHE_PRUNE_INTERVAL_S`.
 """
 
 from __future__ import annotations
@@ -50,6 +55,11 @@ _URL_RE = re.compile(rf"^https?://(?:www\.)?github\.com/({_REPO_RE})/(issues|pul
 _REPO_URL_RE = re.compile(rf"/repos/({_REPO_RE})(?:/|$)")
 _HTML_URL_RE = re.compile(rf"^https?://[^/]+/({_REPO_RE})/(?:issues|pull)/(\d+)")
 _SECONDARY_DEFAULT_WAIT = 60.0  # GitHub: wait at least a minute when no Retry-After is given
+_ISSUE_URL_NUMBER_RE = re.compile(r"/issues/(\d+)/?$")
+CACHE_MAX_BYTES = 1 << 30  # the automatic bound of the HTTP cache (1 GiB)
+CACHE_MAX_AGE_S = 180 * 86400.0  # entries unused for half a year go
+CACHE_PRUNE_INTERVAL_S = 3600.0  # automatic pruning scans the cache at most hourly
+_PRUNE_MARK = ".last-prune"
 
 
 # -- targets --------------------------------------------------------------------------------------
@@ -141,6 +151,13 @@ def comment_from_json(obj: Any) -> Comment:
         created_at=_str(obj, "created_at"),
         updated_at=_str(obj, "updated_at") or _str(obj, "created_at"),
     )
+
+
+def comment_issue_number(obj: Any) -> int | None:
+    """The issue (or pull request) number a REST comment belongs to, from its `issue_url`."""
+    url = obj.get("issue_url") if isinstance(obj, dict) else None
+    m = _ISSUE_URL_NUMBER_RE.search(url) if isinstance(url, str) else None
+    return int(m.group(1)) if m else None
 
 
 def repo_of(obj: dict[str, Any]) -> str | None:
@@ -311,8 +328,13 @@ class GitHubClient:
         *,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        cache_max_bytes: int | None = CACHE_MAX_BYTES,
+        cache_max_age_s: float | None = CACHE_MAX_AGE_S,
     ) -> None:
         self.settings = settings
+        self.cache_max_bytes = cache_max_bytes
+        self.cache_max_age_s = cache_max_age_s
+        self.cache_written = 0  # bytes this client added to the cache (pruning is due only then)
         self.api_url = settings.api_url.rstrip("/")
         self.stats = ClientStats()
         self._sleep = sleep
@@ -346,6 +368,21 @@ class GitHubClient:
         if self._session is not None:
             self._session.close()
             self._session = None
+        if self.cache_written:
+            self.cache_written = 0
+            self._auto_prune()
+
+    def _auto_prune(self) -> None:
+        """Keep the cache bounded without scanning it on every run: at most once an interval."""
+        if self.cache_max_bytes is None and self.cache_max_age_s is None:
+            return
+        mark = self._cache / _PRUNE_MARK
+        try:
+            if self._clock() - mark.stat().st_mtime < CACHE_PRUNE_INTERVAL_S:
+                return
+        except OSError:
+            pass  # never pruned
+        prune_cache(self.settings, self.cache_max_bytes, self.cache_max_age_s, now=self._clock())
 
     def __enter__(self) -> GitHubClient:
         return self
@@ -406,12 +443,29 @@ class GitHubClient:
 
         `start_url` resumes at a saved cursor (a `Page.next_url` from an earlier run).
         """
-        url: str | None = start_url or self.issues_url(repo, since, state, labels, per_page)
+        yield from self._pages(start_url or self.issues_url(repo, since, state, labels, per_page), f"issue listing of {repo}")
+
+    def comments_url(self, repo: str, since: str | None = None, per_page: int = 100) -> str:
+        """The first page of the repository-wide comment listing (issues and pull requests alike),
+        least recently updated first, so comments edited or added while it is read move to the end."""
+        params: dict[str, Any] = {"sort": "updated", "direction": "asc", "per_page": per_page}
+        if since:
+            params["since"] = since
+        return self._url(f"/repos/{repo}/issues/comments", params)
+
+    def iter_comment_pages(
+        self, repo: str, since: str | None = None, start_url: str | None = None, per_page: int = 100
+    ) -> Iterator[Page]:
+        """Pages of every comment in the repository updated at or after `since` (raw REST objects;
+        `comment_issue_number` tells whose). `start_url` resumes at a saved `Page.next_url`."""
+        yield from self._pages(start_url or self.comments_url(repo, since, per_page), f"comment listing of {repo}")
+
+    def _pages(self, url: str | None, what: str) -> Iterator[Page]:
         while url:
-            resp = self._get(url, what=f"issue listing of {repo}")
+            resp = self._get(url, what=what)
             items = self._json(resp)
             if not isinstance(items, list):
-                raise GitHubError(f"unexpected answer for the issue listing of {repo}: not a list")
+                raise GitHubError(f"unexpected answer for the {what}: not a list")
             links = _parse_link(resp.link)
             last = None
             m = re.search(r"[?&]page=(\d+)", links.get("last", ""))
@@ -471,6 +525,7 @@ class GitHubClient:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(entry, fh)
+                self.cache_written += fh.tell()
             os.replace(tmp, path)  # atomic: readers see the old entry or the new one
         except OSError:
             pass  # a cache that cannot be written only costs a later request
@@ -483,6 +538,7 @@ class GitHubClient:
             if cached is None:
                 raise OfflineMissError(f"offline: {what} is not in the cache (GET {url}); run once without --offline")
             self.stats.offline_hits += 1
+            _touch(cpath)
             return _Response(200, cached["body"].encode("utf-8"), cached.get("etag"), cached.get("last_modified"), cached.get("link"), True)
         headers: dict[str, str] = {}
         if accept:
@@ -495,6 +551,7 @@ class GitHubClient:
         resp = self._send(url, headers, what)
         if resp.status_code == 304 and cached is not None:
             self.stats.not_modified += 1
+            _touch(cpath)
             return _Response(200, cached["body"].encode("utf-8"), cached.get("etag"), cached.get("last_modified"), cached.get("link"), True)
         body = resp.content
         result = _Response(
@@ -621,6 +678,103 @@ class GitHubClient:
             self._remaining = int(remaining)
         if reset is not None:
             self._reset_at = _float_or_none(reset)
+
+
+# -- the bounded HTTP cache -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheUsage:
+    """What the HTTP cache holds, and (after pruning) what was removed."""
+
+    path: str
+    files: int
+    bytes: int
+    oldest_used: float | None  # epoch seconds of the least recently used entry
+    removed: int = 0
+    freed: int = 0
+
+
+def http_cache_dir(settings: Settings) -> Path:
+    return settings.cache_dir / "http"
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)  # the entry was used: the last to go when the cache is pruned
+    except OSError:
+        pass
+
+
+def _entries(root: Path) -> list[tuple[float, int, Path]]:
+    """(last used, size, path) of every cache file, and stray temporaries."""
+    out: list[tuple[float, int, Path]] = []
+    try:
+        shards = list(os.scandir(root))
+    except OSError:
+        return out
+    for shard in shards:
+        if not shard.is_dir(follow_symlinks=False):
+            continue
+        try:
+            files = list(os.scandir(shard.path))
+        except OSError:
+            continue
+        for f in files:
+            try:
+                st = f.stat(follow_symlinks=False)
+            except OSError:
+                continue  # removed meanwhile by another process
+            out.append((st.st_mtime, st.st_size, Path(f.path)))
+    return out
+
+
+def cache_usage(settings: Settings) -> CacheUsage:
+    """Files, bytes and the least recent use in the HTTP cache."""
+    root = http_cache_dir(settings)
+    entries = _entries(root)
+    return CacheUsage(str(root), len(entries), sum(e[1] for e in entries), min((e[0] for e in entries), default=None))
+
+
+def prune_cache(
+    settings: Settings, max_bytes: int | None = CACHE_MAX_BYTES, max_age_s: float | None = CACHE_MAX_AGE_S,
+    now: float | None = None,
+) -> CacheUsage:
+    """Remove entries unused for longer than `max_age_s`, then the least recently used ones until
+    the cache holds at most `max_bytes`. Temporaries of interrupted writes older than an hour go
+    too. Returns what is left, with what was removed. Safe while other clients use the cache: a
+    removed entry is only a miss for them."""
+    root = http_cache_dir(settings)
+    now = time.time() if now is None else now
+    entries = sorted(_entries(root), key=lambda e: e[0])  # least recently used first
+    total = sum(e[1] for e in entries)
+    removed = freed = 0
+    kept: list[tuple[float, int, Path]] = []
+    for used, size, path in entries:
+        stale_tmp = path.name.startswith(".tmp-") and now - used > 3600
+        too_old = max_age_s is not None and now - used > max_age_s
+        too_big = max_bytes is not None and total > max_bytes
+        if stale_tmp or too_old or too_big:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                kept.append((used, size, path))
+                continue
+            removed += 1
+            freed += size
+            total -= size
+        else:
+            kept.append((used, size, path))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        mark = root / _PRUNE_MARK
+        mark.touch()
+        os.utime(mark, (now, now))
+    except OSError:
+        pass
+    return CacheUsage(str(root), len(kept), total, min((e[0] for e in kept), default=None), removed, freed)
 
 
 def _float_or_none(value: str | None) -> float | None:

@@ -23,7 +23,16 @@ from typing import IO, Any
 
 from sftl.config import Settings
 from sftl.errors import GitHubError, InputError, NotFoundError, OfflineMissError, SftlError
-from sftl.github import GitHubClient, issue_from_json, issue_to_json, parse_repo, parse_target
+from sftl.github import (
+    GitHubClient,
+    Page,
+    comment_from_json,
+    comment_issue_number,
+    issue_from_json,
+    issue_to_json,
+    parse_repo,
+    parse_target,
+)
 from sftl.model import Comment, Issue
 from sftl.store import Store
 
@@ -121,7 +130,7 @@ def load_issue(target: str, settings: Settings, store: Store, via: str = "api") 
     except InputError as exc:
         raise GitHubError(f"GitHub sent a malformed issue for {t.repo}#{t.number}: {exc}") from None
     # the whole thread was fetched (or there is none): it replaces what was stored
-    store.upsert_threads([(replace(issue, comments=()), raw, list(issue.comments))])
+    store.upsert_threads([(replace(issue, comments=()), raw, list(issue.comments))], authoritative=True)
     return store.get_issue(issue.repo, issue.number) or issue
 
 
@@ -138,7 +147,10 @@ class CrawlStats:
     issues_seen: int = 0
     issues_written: int = 0
     pulls_skipped: int = 0
-    comment_threads: int = 0  # issues whose comments were (re)fetched
+    comment_threads: int = 0  # issues whose comments were (re)fetched one issue at a time
+    comment_pages: int = 0  # pages of the repository-wide comment listing read
+    comments_listed: int = 0  # comments of stored issues taken from that listing
+    comment_mode: str = "none"  # how owed threads were fetched: none, per-issue, listing
     requests: int = 0  # HTTP requests sent, 304s and retries included
     not_modified: int = 0
     retries: int = 0
@@ -161,6 +173,7 @@ class CrawlProgress:
     total_pages: int | None
     issues_seen: int
     issues_written: int
+    phase: str = "issues"  # "comments": page/total_pages count the repository-wide comment listing
 
 
 def normalize_since(text: str) -> str:
@@ -210,9 +223,13 @@ def crawl(
     began by GitHub's clock (the Date header), less a minute, so anything updated while it ran
     is listed again next time. Resumable: after each page, its issues and the cursor to the
     next page are committed together; an interrupted crawl continues from that cursor.
-    Comments are fetched only for issues whose comment count is non-zero and changed since
-    they were last stored. Pull requests are skipped. On a rate limit or network failure the
-    error is raised with how much was stored; everything committed stays.
+    Comment threads are owed only by issues whose comment count is non-zero and changed since
+    they were last stored; they are queued in the store with each page and fetched after the
+    listing, whichever way costs fewer requests: one request per thread, or the repository-wide
+    comment listing (100 comments per request, all issues and pull requests alike, since the
+    same mark). A thread still short of its count afterwards is fetched on its own. Pull requests
+    are skipped. On a rate limit or network failure the error is raised with how much was
+    stored; everything committed stays, and the next run continues where this one stopped.
     """
     repo = check_crawl_args(repo, state, limit)
     if since:
@@ -224,17 +241,21 @@ def crawl(
     start_url: str | None = None
     high_water: str | None = None
     mark: str | None = None  # the high-water mark this crawl will leave behind
+    cycle_since: str | None = None  # the since of the listing this run continues or starts
     if saved is not None:
         high_water = saved.get("high_water")
         if not saved.get("done") and saved.get("next_url") and since is None:
             start_url = saved["next_url"]
             stats.resumed = True
             mark = high_water  # set when this crawl first began
+            cycle_since = saved.get("since")
     if start_url is None:
         since = since or high_water
+        cycle_since = since
     latest_seen: str | None = None
-    stats.since = since
+    stats.since = since if start_url is None else cycle_since
     client = GitHubClient(settings)
+    listing_done = False
     try:
         for page in client.iter_issue_pages(repo, since=since, state=state, labels=labels, start_url=start_url):
             stats.pages += 1
@@ -257,13 +278,12 @@ def crawl(
             stats.issues_seen += len(parsed)
             known = store.comment_counts(repo, [i.number for i, _ in parsed])
             rows: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]] = []
+            owed: list[tuple[int, bool]] = []
             for issue, obj in parsed:
                 old = known.get(issue.number)
                 comments: list[Comment] | None = None
                 if issue.comments_count > 0 and (old is None or old[0] != issue.comments_count or old[1] is None):
-                    raw_comments = client.get_comments(repo, issue.number)
-                    comments = list(issue_from_json({**obj, "comments": raw_comments}).comments)
-                    stats.comment_threads += 1
+                    owed.append((issue.number, _listing_covers(issue, old, cycle_since)))
                 elif issue.comments_count == 0 and old is not None and old[0] > 0:
                     comments = []  # the thread was deleted
                 if latest_seen is None or issue.updated_at > latest_seen:
@@ -275,16 +295,20 @@ def crawl(
             done = next_url is None
             # without GitHub's clock (offline, from the cache) the latest update seen is the best mark
             high_water = mark or latest_seen or high_water
-            stats.issues_written += store.save_crawl_page(repo, query, rows, next_url, high_water, done)
+            stats.issues_written += store.save_crawl_page(
+                repo, query, rows, next_url, high_water, done, queue=owed, since=cycle_since
+            )
             stats.high_water = high_water
-            stats.done = done
+            listing_done = done
             if progress is not None:
                 progress(CrawlProgress(stats.pages, stats.total_pages, stats.issues_seen, stats.issues_written))
             if cut or (limit is not None and stats.issues_seen >= limit):
                 break
         else:
             if stats.pages == 0:
-                stats.done = True
+                listing_done = True
+        _sync_threads(client, store, repo, stats, progress)
+        stats.done = listing_done and not store.thread_queue(repo)
     except SftlError as exc:
         _fill(stats, client, started)
         raise type(exc)(
@@ -294,6 +318,94 @@ def crawl(
         client.close()
     _fill(stats, client, started)
     return stats
+
+
+def _listing_covers(issue: Issue, old: tuple[int, str | None] | None, since: str | None) -> bool:
+    """Will a comment listing since `since` bring every comment this issue's stored thread lacks?
+    Only an estimate for choosing how to fetch: the thread is checked against its count after."""
+    if since is None or issue.created_at >= since:
+        return True  # all of its comments are that recent
+    return old is not None and old[1] is not None and issue.comments_count > old[0]  # only additions
+
+
+_PROBE_MIN_REQUESTS = 3  # fewer threads than this are fetched one by one without asking the listing's size
+
+
+def _thread_requests(count: int) -> int:
+    return max(1, -(-count // 100))
+
+
+def _sync_threads(
+    client: GitHubClient, store: Store, repo: str, stats: CrawlStats, progress: Callable[[CrawlProgress], None] | None
+) -> None:
+    """Fetch the threads the store says are owed: resume or start the repository-wide comment
+    listing when it costs fewer requests than fetching each thread, then fetch one by one the
+    threads that are still short of their count."""
+    queue = store.thread_queue(repo)
+    listing = store.comment_listing(repo)
+    if not queue and listing is None:
+        return
+    pages: Iterator[Page] | None = None
+    list_since: str | None = None
+    if listing is not None:  # an interrupted listing: continue from its cursor
+        list_since = listing["since"]
+        pages = client.iter_comment_pages(repo, start_url=listing["next_url"])
+        stats.comment_mode = "listing"
+    else:
+        covered = [q for q in queue if q["covered"]]
+        one_by_one = sum(_thread_requests(q["comments_count"]) for q in covered)
+        if one_by_one >= _PROBE_MIN_REQUESTS:
+            sinces = [q["since"] for q in covered]
+            list_since = None if any(x is None for x in sinces) else min(sinces)
+            pages = client.iter_comment_pages(repo, since=list_since)
+            first = next(pages, None)
+            if first is not None:
+                # the first page's Link rel="last" tells what the whole listing costs
+                if (first.last_page or 1) <= one_by_one:
+                    stats.comment_mode = "listing"
+                    _save_comment_page(store, repo, first, list_since, stats, keep_cursor=True)
+                else:
+                    _save_comment_page(store, repo, first, list_since, stats, keep_cursor=False)
+                    pages = None
+                if progress is not None:
+                    progress(CrawlProgress(stats.comment_pages, first.last_page, stats.issues_seen, stats.issues_written, "comments"))
+            else:
+                pages = None
+    total = None
+    for page in pages or ():
+        total = page.last_page or total
+        _save_comment_page(store, repo, page, list_since, stats, keep_cursor=True)
+        if progress is not None:
+            progress(CrawlProgress(stats.comment_pages, total, stats.issues_seen, stats.issues_written, "comments"))
+    store.settle_threads(repo)
+    for q in store.thread_queue(repo):
+        if stats.comment_mode == "none":
+            stats.comment_mode = "per-issue"
+        try:
+            raw = client.get_comments(repo, q["number"])
+        except NotFoundError:
+            store.save_thread(repo, q["number"], [])  # deleted or moved since it was listed
+            continue
+        try:
+            thread = [comment_from_json(c) for c in raw]
+        except InputError as exc:
+            raise GitHubError(f"GitHub sent a malformed comment of {repo}#{q['number']}: {exc}") from None
+        store.save_thread(repo, q["number"], thread)
+        stats.comment_threads += 1
+
+
+def _save_comment_page(store: Store, repo: str, page: Page, since: str | None, stats: CrawlStats, *, keep_cursor: bool) -> None:
+    rows: list[tuple[int, Comment]] = []
+    for obj in page.items:
+        number = comment_issue_number(obj)
+        if number is None:
+            raise GitHubError(f"GitHub sent a comment without an issue_url in {page.url}")
+        try:
+            rows.append((number, comment_from_json(obj)))
+        except InputError as exc:
+            raise GitHubError(f"GitHub sent a malformed comment in {page.url}: {exc}") from None
+    stats.comment_pages += 1
+    stats.comments_listed += store.save_comment_page(repo, rows, page.next_url if keep_cursor else None, since)
 
 
 _MARK_OVERLAP_S = 60.0  # re-list the last minute next time: GitHub's listing may lag its clock
@@ -319,8 +431,9 @@ def _fill(stats: CrawlStats, client: GitHubClient, started: float) -> None:
 @dataclass
 class ImportStats:
     lines: int = 0
-    imported: int = 0  # written (new or newer)
-    unchanged: int = 0  # already stored at that version or newer
+    imported: int = 0  # written: new, or a newer version than the one stored
+    comments_added: int = 0  # the version already stored, whose comment thread was completed or edited
+    unchanged: int = 0  # already stored at that version (identical) or a newer one
     pulls_skipped: int = 0
     bad: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
 
@@ -413,9 +526,13 @@ def _import(source: IO[bytes], store: Store, stats: ImportStats) -> ImportStats:
             (replace(issue, comments=()), raw, list(issue.comments) if isinstance(raw.get("comments"), list) else None)
             for issue, raw in batch
         ]
-        written = store.upsert_threads(rows)
-        stats.imported += written
-        stats.unchanged += len(rows) - written
+        for status in store.write_threads(rows):
+            if status in ("new", "updated"):
+                stats.imported += 1
+            elif status == "comments":
+                stats.comments_added += 1
+            else:
+                stats.unchanged += 1
         batch.clear()
 
     last = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from sftl.errors import StoreError
 from sftl.model import Comment, Issue, to_jsonable
 
-SCHEMA_VERSION = 2  # 2: issue_labels table
+SCHEMA_VERSION = 3  # 2: issue_labels table; 3: thread_queue, comment_listings, crawls.since
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -40,8 +40,19 @@ CREATE TABLE IF NOT EXISTS comments (
 );
 CREATE TABLE IF NOT EXISTS crawls (
     repo TEXT NOT NULL, query TEXT NOT NULL, next_url TEXT, high_water TEXT,
-    done INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL, since TEXT,
     PRIMARY KEY (repo, query)
+);
+-- issues whose comment thread a crawl still owes: listed with a changed, non-zero count
+CREATE TABLE IF NOT EXISTS thread_queue (
+    repo TEXT NOT NULL, number INTEGER NOT NULL,
+    since TEXT,  -- the listing's since when queued: the comments it lacks were updated after it
+    covered INTEGER NOT NULL,  -- 1: a comment listing since `since` brings every comment it lacks
+    PRIMARY KEY (repo, number)
+);
+-- a repository-wide comment listing in progress: where to continue
+CREATE TABLE IF NOT EXISTS comment_listings (
+    repo TEXT PRIMARY KEY, since TEXT, next_url TEXT NOT NULL, updated REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS screenings (
     repo TEXT NOT NULL, number INTEGER NOT NULL, method TEXT NOT NULL,
@@ -100,13 +111,18 @@ class Store:
             raise StoreError(
                 f"the store {self.path} has schema {row['value']}, newer than this sftl ({SCHEMA_VERSION}); upgrade sftl"
             )
-        elif int(row["value"]) < 2:
-            with self.transaction() as db:  # 1 -> 2: fill issue_labels from the issues' label lists
-                for r in db.execute("SELECT repo, number, labels FROM issues").fetchall():
-                    db.executemany(
-                        "INSERT OR IGNORE INTO issue_labels VALUES (?,?,?)",
-                        [(r["repo"], r["number"], name) for name in json.loads(r["labels"])],
-                    )
+        elif int(row["value"]) < SCHEMA_VERSION:
+            version = int(row["value"])
+            with self.transaction() as db:
+                if version < 2:  # 1 -> 2: fill issue_labels from the issues' label lists
+                    for r in db.execute("SELECT repo, number, labels FROM issues").fetchall():
+                        db.executemany(
+                            "INSERT OR IGNORE INTO issue_labels VALUES (?,?,?)",
+                            [(r["repo"], r["number"], name) for name in json.loads(r["labels"])],
+                        )
+                # 2 -> 3: the crawl remembers the since of its listing (a resumed run queues threads by it)
+                if "since" not in {c["name"] for c in db.execute("PRAGMA table_info(crawls)")}:
+                    db.execute("ALTER TABLE crawls ADD COLUMN since TEXT")
                 db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     @contextmanager
@@ -148,11 +164,25 @@ class Store:
         return written
 
     def _upsert_issue(self, db: sqlite3.Connection, issue: Issue, raw: dict[str, Any] | None) -> bool:
-        row = db.execute(
-            "SELECT updated_at FROM issues WHERE repo=? AND number=?", (issue.repo, issue.number)
-        ).fetchone()
-        if row is not None and issue.updated_at and row["updated_at"] > issue.updated_at:
+        status = self._write_issue(db, issue, raw)
+        if status == "older":
             return False
+        if issue.comments:
+            self._set_thread(db, issue.repo, issue.number, issue.comments, issue.updated_at, replace=status in ("new", "updated"))
+        return True
+
+    def _write_issue(self, db: sqlite3.Connection, issue: Issue, raw: dict[str, Any] | None) -> str:
+        """Write the issue's own fields (not its thread) -> "new", "updated" (a newer version),
+        "revised" (the version stored, with other fields), "same" (this very copy is stored
+        already: nothing written) or "older" (a newer one is stored: kept)."""
+        row = db.execute("SELECT * FROM issues WHERE repo=? AND number=?", (issue.repo, issue.number)).fetchone()
+        revised = False
+        if row is not None:
+            if issue.updated_at and row["updated_at"] > issue.updated_at:
+                return "older"
+            if _same_issue(row, issue, raw):
+                return "same"
+            revised = row["updated_at"] == issue.updated_at
         db.execute(
             """INSERT INTO issues (repo, number, title, body, state, labels, author, created_at, updated_at,
                    comments_count, is_pull_request, html_url, raw, fetched_at)
@@ -184,9 +214,43 @@ class Store:
         db.executemany(
             "INSERT OR IGNORE INTO issue_labels VALUES (?,?,?)", [(issue.repo, issue.number, n) for n in issue.labels]
         )
-        if issue.comments:
-            self._replace_comments(db, issue.repo, issue.number, issue.comments, issue.updated_at)
-        return True
+        return "new" if row is None else "revised" if revised else "updated"
+
+    def _set_thread(
+        self,
+        db: sqlite3.Connection,
+        repo: str,
+        number: int,
+        comments: tuple[Comment, ...] | list[Comment],
+        synced_at: str,
+        *,
+        replace: bool,
+    ) -> bool:
+        """Store a thread; True when anything changed. `replace`: it is the whole thread of a newer
+        version (deleted comments go). Otherwise (the same issue version again) it is merged: new
+        comments are added and newer edits win, but nothing stored is dropped."""
+        stored = {
+            r["id"]: (r["author"], r["body"], r["created_at"], r["updated_at"])
+            for r in db.execute("SELECT * FROM comments WHERE repo=? AND number=?", (repo, number))
+        }
+        given = {c.id: (c.author, c.body, c.created_at, c.updated_at) for c in comments}
+        if replace:
+            changed = stored != given
+            if changed:
+                self._replace_comments(db, repo, number, comments, synced_at)
+        else:
+            fresh = [c for c in comments if c.id not in stored or (given[c.id] != stored[c.id] and c.updated_at >= stored[c.id][3])]
+            changed = bool(fresh)
+            db.executemany(
+                "INSERT OR REPLACE INTO comments VALUES (?,?,?,?,?,?,?)",
+                [(repo, number, c.id, c.author, c.body, c.created_at, c.updated_at) for c in fresh],
+            )
+        if not changed or not replace:
+            db.execute(
+                "UPDATE issues SET comments_synced_at=MAX(COALESCE(comments_synced_at, ''), ?) WHERE repo=? AND number=?",
+                (synced_at, repo, number),
+            )
+        return changed
 
     def replace_comments(
         self, repo: str, number: int, comments: tuple[Comment, ...] | list[Comment], synced_at: str
@@ -280,15 +344,10 @@ class Store:
         return dict(row) if row else None
 
     def save_crawl_state(
-        self, repo: str, query: str, next_url: str | None, high_water: str | None, done: bool
+        self, repo: str, query: str, next_url: str | None, high_water: str | None, done: bool, since: str | None = None
     ) -> None:
         with self.transaction() as db:
-            db.execute(
-                """INSERT INTO crawls VALUES (?,?,?,?,?,?) ON CONFLICT (repo, query) DO UPDATE SET
-                   next_url=excluded.next_url, high_water=excluded.high_water, done=excluded.done,
-                   updated=excluded.updated""",
-                (repo, query, next_url, high_water, int(done), time.time()),
-            )
+            self._save_crawl(db, repo, query, next_url, high_water, done, since)
 
     def save_crawl_page(
         self,
@@ -298,37 +357,162 @@ class Store:
         next_url: str | None,
         high_water: str | None,
         done: bool,
+        *,
+        queue: Sequence[tuple[int, bool]] = (),
+        since: str | None = None,
     ) -> int:
         """One crawl page and the cursor after it, in ONE transaction: a crash leaves either the
         page and its cursor, or neither, so a resumed crawl has no gaps. A non-None comment list
-        replaces the stored thread (an empty list clears it). Returns the number of issues written."""
+        replaces the stored thread (an empty list clears it). `queue` names issues whose threads
+        the crawl still owes ((number, covered by a comment listing since `since`)); they stay
+        queued until fetched, across crashes. Returns the number of issues written."""
         with self.transaction() as db:
-            written = self._write_threads(db, issues)
-            db.execute(
-                """INSERT INTO crawls VALUES (?,?,?,?,?,?) ON CONFLICT (repo, query) DO UPDATE SET
-                   next_url=excluded.next_url, high_water=excluded.high_water, done=excluded.done,
-                   updated=excluded.updated""",
-                (repo, query, next_url, high_water, int(done), time.time()),
+            written = sum(1 for st in self._write_threads(db, issues, authoritative=True) if st not in ("unchanged", "older"))
+            db.executemany(
+                """INSERT INTO thread_queue VALUES (?,?,?,?) ON CONFLICT (repo, number) DO UPDATE SET
+                   since=CASE WHEN thread_queue.since IS NULL OR excluded.since IS NULL THEN NULL
+                              ELSE MIN(thread_queue.since, excluded.since) END,
+                   covered=MIN(thread_queue.covered, excluded.covered)""",
+                [(repo, n, since, int(covered)) for n, covered in queue],
             )
+            self._save_crawl(db, repo, query, next_url, high_water, done, since)
         return written
 
-    def upsert_threads(self, issues: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]]) -> int:
+    def _save_crawl(
+        self, db: sqlite3.Connection, repo: str, query: str, next_url: str | None, high_water: str | None, done: bool,
+        since: str | None,
+    ) -> None:
+        db.execute(
+            """INSERT INTO crawls (repo, query, next_url, high_water, done, updated, since) VALUES (?,?,?,?,?,?,?)
+               ON CONFLICT (repo, query) DO UPDATE SET next_url=excluded.next_url, high_water=excluded.high_water,
+               done=excluded.done, updated=excluded.updated, since=excluded.since""",
+            (repo, query, next_url, high_water, int(done), time.time(), since),
+        )
+
+    def upsert_threads(
+        self, issues: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]], *, authoritative: bool = False
+    ) -> int:
         """Issues with their comment threads, in one transaction (all or nothing). A non-None
-        comment list replaces the stored thread; None keeps it. Returns how many were written
-        (an older copy never overwrites a newer one)."""
+        comment list is the thread: for a newer version (or with `authoritative`, e.g. fetched
+        just now) it replaces the stored one, for the version already stored it is merged (added
+        and edited comments; a thread fetched later is never lost); None keeps it. Returns how
+        many issues changed (an older copy never overwrites a newer one; an identical one is
+        not written)."""
+        statuses = self.write_threads(issues, authoritative=authoritative)
+        return sum(1 for st in statuses if st not in ("unchanged", "older"))
+
+    def write_threads(
+        self, issues: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]], *, authoritative: bool = False
+    ) -> list[str]:
+        """Like `upsert_threads`, with one status per issue: "new", "updated" (a newer version),
+        "comments" (the same version, its thread completed or edited), "unchanged" or "older"."""
         with self.transaction() as db:
-            return self._write_threads(db, issues)
+            return self._write_threads(db, issues, authoritative)
 
     def _write_threads(
-        self, db: sqlite3.Connection, issues: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]]
-    ) -> int:
-        written = 0
+        self,
+        db: sqlite3.Connection,
+        issues: list[tuple[Issue, dict[str, Any] | None, list[Comment] | None]],
+        authoritative: bool = False,
+    ) -> list[str]:
+        out: list[str] = []
         for issue, raw, comments in issues:
-            if self._upsert_issue(db, issue, raw):
-                written += 1
-                if comments is not None:
-                    self._replace_comments(db, issue.repo, issue.number, comments, issue.updated_at)
-        return written
+            status = self._write_issue(db, issue, raw)
+            if status == "older":
+                out.append(status)
+                continue
+            # only a newer version's thread (or one fetched just now) may drop stored comments
+            replace = authoritative or status in ("new", "updated")
+            changed = False
+            for thread in (issue.comments or None, comments):
+                if thread is not None:
+                    changed |= self._set_thread(db, issue.repo, issue.number, thread, issue.updated_at, replace=replace)
+            if comments is not None:
+                self._settle(db, issue.repo, [issue.number], force=replace)
+            if status == "revised":
+                status = "updated"
+            out.append(status if status != "same" else "comments" if changed else "unchanged")
+        return out
+
+    # -- comment threads a crawl owes ---------------------------------------------------------------
+
+    def thread_queue(self, repo: str) -> list[dict[str, Any]]:
+        """Queued threads: number, since, covered, comments_count, stored (comments held now)."""
+        rows = self._db.execute(
+            """SELECT q.number, q.since, q.covered, i.comments_count,
+                      (SELECT COUNT(*) FROM comments c WHERE c.repo=q.repo AND c.number=q.number) AS stored
+               FROM thread_queue q JOIN issues i ON i.repo=q.repo AND i.number=q.number
+               WHERE q.repo=? ORDER BY q.number""",
+            (repo,),
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+    def comment_listing(self, repo: str) -> dict[str, Any] | None:
+        """The repository-wide comment listing in progress (since, next_url), if any."""
+        row = self._db.execute("SELECT since, next_url FROM comment_listings WHERE repo=?", (repo,)).fetchone()
+        return dict(row) if row else None
+
+    def save_comment_page(
+        self, repo: str, comments: list[tuple[int, Comment]], next_url: str | None, since: str | None
+    ) -> int:
+        """One page of the repository-wide comment listing and the cursor after it, in ONE
+        transaction. Comments of stored issues are upserted (an edit wins, a stale copy does not);
+        others (pull requests, issues never crawled) are ignored. Returns how many were applied."""
+        with self.transaction() as db:
+            numbers = sorted({n for n, _ in comments})
+            known: set[int] = set()
+            for i in range(0, len(numbers), 500):
+                chunk = numbers[i : i + 500]
+                known.update(
+                    r[0] for r in db.execute(
+                        f"SELECT number FROM issues WHERE repo=? AND number IN ({','.join('?' * len(chunk))})", (repo, *chunk)
+                    )
+                )
+            rows = [(repo, n, c.id, c.author, c.body, c.created_at, c.updated_at) for n, c in comments if n in known]
+            db.executemany(
+                """INSERT INTO comments VALUES (?,?,?,?,?,?,?) ON CONFLICT (repo, number, id) DO UPDATE SET
+                   author=excluded.author, body=excluded.body, created_at=excluded.created_at,
+                   updated_at=excluded.updated_at WHERE excluded.updated_at >= comments.updated_at""",
+                rows,
+            )
+            if next_url:
+                db.execute(
+                    "INSERT OR REPLACE INTO comment_listings VALUES (?,?,?,?)", (repo, since, next_url, time.time())
+                )
+            else:
+                db.execute("DELETE FROM comment_listings WHERE repo=?", (repo,))
+            return len(rows)
+
+    def settle_threads(self, repo: str) -> int:
+        """Dequeue every queued thread that is now whole (as many comments stored as the issue
+        counts); returns how many are left to fetch one by one."""
+        with self.transaction() as db:
+            numbers = [r[0] for r in db.execute("SELECT number FROM thread_queue WHERE repo=?", (repo,))]
+            self._settle(db, repo, numbers, force=False)
+            return int(db.execute("SELECT COUNT(*) FROM thread_queue WHERE repo=?", (repo,)).fetchone()[0])
+
+    def save_thread(self, repo: str, number: int, comments: list[Comment]) -> None:
+        """The whole thread of a stored issue, fetched just now: replaces the stored one, dequeued."""
+        with self.transaction() as db:
+            row = db.execute("SELECT updated_at FROM issues WHERE repo=? AND number=?", (repo, number)).fetchone()
+            if row is not None:
+                self._set_thread(db, repo, number, comments, row["updated_at"], replace=True)
+                db.execute(
+                    "UPDATE issues SET comments_synced_at=? WHERE repo=? AND number=?", (row["updated_at"], repo, number)
+                )
+            db.execute("DELETE FROM thread_queue WHERE repo=? AND number=?", (repo, number))
+
+    def _settle(self, db: sqlite3.Connection, repo: str, numbers: list[int], *, force: bool) -> None:
+        for n in numbers:
+            row = db.execute(
+                """SELECT updated_at, comments_count,
+                          (SELECT COUNT(*) FROM comments c WHERE c.repo=i.repo AND c.number=i.number) AS stored
+                   FROM issues i WHERE repo=? AND number=?""",
+                (repo, n),
+            ).fetchone()
+            if row is not None and (force or row["stored"] == row["comments_count"]):
+                db.execute("DELETE FROM thread_queue WHERE repo=? AND number=?", (repo, n))
+                db.execute("UPDATE issues SET comments_synced_at=? WHERE repo=? AND number=?", (row["updated_at"], repo, n))
 
     def comment_counts(self, repo: str, numbers: list[int]) -> dict[int, tuple[int, str | None]]:
         """number -> (stored comments_count, comments_synced_at) for the given issues that are stored."""
@@ -423,3 +607,25 @@ class Store:
     def iter_results(self, kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
         for row in self._db.execute("SELECT key, payload FROM results WHERE kind=? ORDER BY key", (kind,)).fetchall():
             yield row["key"], json.loads(row["payload"])
+
+
+def _without_comments(raw: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in raw.items() if k != "comments"}
+
+
+def _same_issue(row: sqlite3.Row, issue: Issue, raw: dict[str, Any] | None) -> bool:
+    """Is `issue` (and its raw object, when given) exactly what the row holds? The thread aside:
+    a raw object's `comments` is a count or an inline list, and threads are compared apart."""
+    if (
+        row["title"] != issue.title or row["body"] != issue.body or row["state"] != issue.state
+        or json.loads(row["labels"]) != list(issue.labels) or row["author"] != issue.author
+        or row["created_at"] != issue.created_at or row["updated_at"] != issue.updated_at
+        or row["comments_count"] != issue.comments_count or bool(row["is_pull_request"]) != issue.is_pull_request
+        or row["html_url"] != issue.html_url
+    ):
+        return False
+    if raw is None:
+        return True
+    if not row["raw"]:
+        return False
+    return bool(_without_comments(json.loads(row["raw"])) == _without_comments(raw))

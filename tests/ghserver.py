@@ -1,7 +1,8 @@
 """A real loopback GitHub REST (and issue-page HTML) server for tests and benchmarks.
 
 Serves data you give it, the way api.github.com does: issue listings with `per_page`/`page`,
-`state`, `since`, `labels`, `sort`/`direction` and `Link` headers; single issues; comments;
+`state`, `since`, `labels`, `sort`/`direction` and `Link` headers; single issues; comments, per
+issue and repository-wide (`/repos/o/r/issues/comments` with `since`, `sort`, `direction`);
 git trees; raw file contents; ETags with 304s (which cost no rate limit); rate-limit headers;
 and HTML pages (for the browser crawler) at `/{owner}/{repo}/issues/{n}`. Faults are injected
 per path pattern: a status (502, 403 + Retry-After, ...), extra headers, a delay (a stalled
@@ -134,7 +135,7 @@ class GitHubServer:
         self.rate_limit = rate_limit
         self.remaining = rate_limit
         self.reset_at = int(time.time()) + 3600
-        self.page_delay = page_delay  # seconds added to every issue-listing page
+        self.page_delay = page_delay  # seconds added to every page of the issue and comment listings
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
@@ -232,6 +233,9 @@ class GitHubServer:
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues", path)
         if m:
             return self._listing(m.group(1), path, query)
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/comments", path)
+        if m:
+            return self._comment_listing(m.group(1), path, query)
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", path)
         if m:
             obj = self.issues.get(m.group(1), {}).get(int(m.group(2)))
@@ -284,6 +288,21 @@ class GitHubServer:
             items = [i for i in items if want <= {lab["name"] for lab in i["labels"]}]
         key = "updated_at" if query.get("sort") == "updated" else "created_at"
         items.sort(key=lambda i: (i[key], i["number"]), reverse=query.get("direction", "desc") == "desc")
+        if self.page_delay:
+            time.sleep(self.page_delay)
+        return self._paginate(path, query, items)
+
+    def _comment_listing(self, repo: str, path: str, query: dict[str, str]) -> tuple[int, dict[str, str], bytes, bool]:
+        """Every comment of the repository's issues and pull requests, as GitHub lists them:
+        `since` keeps comments updated at or after it; `sort` created (default) or updated;
+        `direction` asc (default) or desc."""
+        if repo not in self.issues:
+            return _not_found()
+        items = [c for (r, _), thread in list(self.comments.items()) if r == repo for c in thread]
+        if query.get("since"):
+            items = [c for c in items if c["updated_at"] >= query["since"]]
+        key = "updated_at" if query.get("sort") == "updated" else "created_at"
+        items.sort(key=lambda c: (c[key], c["id"]), reverse=query.get("direction", "asc") == "desc")
         if self.page_delay:
             time.sleep(self.page_delay)
         return self._paginate(path, query, items)

@@ -49,7 +49,7 @@ def gh():
         yield server
 
 
-def test_full_crawl_stores_every_issue_once_skips_prs_and_fetches_only_commented_threads(gh: GitHubServer, tmp_path: Path) -> None:
+def test_full_crawl_stores_every_issue_once_skips_prs_and_lists_comments_repo_wide(gh: GitHubServer, tmp_path: Path) -> None:
     populate(gh, "o/r", 420, commented_every=50, prs=(7, 300))
     s = settings_for(tmp_path, gh)
     seen: list[CrawlProgress] = []
@@ -60,13 +60,18 @@ def test_full_crawl_stores_every_issue_once_skips_prs_and_fetches_only_commented
         assert store.get_issue("o/r", 7) is None
         assert [c.id for c in store.get_issue("o/r", 50).comments] == [500, 501]  # type: ignore[union-attr]
     assert stats.pulls_skipped == 2 and stats.issues_seen == 418 and stats.done
-    assert stats.pages == 5 and stats.comment_threads == 7  # 50..400, but 300 is a PR
-    assert gh.count(r"/comments$") == 7 and gh.count(r"/repos/o/r/issues$") == 5
-    assert stats.requests == 12
+    # 7 threads owed (50..400, but 300 is a PR): one page of the repository-wide listing, not 7 requests
+    assert stats.pages == 5 and stats.comment_threads == 0 and stats.comment_mode == "listing"
+    assert stats.comment_pages == 1 and stats.comments_listed == 14  # PR 300's 2 comments are not stored
+    assert gh.count(r"/repos/o/r/issues/\d+/comments$") == 0 and gh.count(r"/repos/o/r/issues$") == 5
+    assert stats.requests == 6
+    listing = [r for r in gh.requests if r.path == "/repos/o/r/issues/comments"]
+    assert listing[0].query == {"sort": "updated", "direction": "asc", "per_page": "100"}
     # the mark is when the crawl began by the server's clock, less a minute of overlap
     mark = datetime.strptime(stats.high_water or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     assert 55 <= time.time() - mark <= 70
-    assert [p.page for p in seen] == [1, 2, 3, 4, 5] and seen[0].total_pages == 5
+    assert [(p.phase, p.page) for p in seen] == [("issues", n) for n in range(1, 6)] + [("comments", 1)]
+    assert seen[0].total_pages == 5
     first = [r for r in gh.requests if r.path == "/repos/o/r/issues"][0]
     assert first.query["per_page"] == "100" and first.query["sort"] == "created" and first.query["direction"] == "asc"
 

@@ -146,10 +146,37 @@ def test_import_reads_pretty_printed_gh_paginate_output(tmp_path: Path) -> None:
         stats = import_jsonl("-", store, stdin=io.BytesIO(data))
         assert stats.imported == 5 and not stats.bad
         cut = import_jsonl("-", store, stdin=io.BytesIO(data[: len(data) - 40]))
-        assert cut.bad and cut.bad[0][1].startswith("truncated JSON") and cut.imported == 3  # the first page is whole
+        assert cut.bad and cut.bad[0][1].startswith("truncated JSON")
+        assert cut.unchanged == 3 and cut.imported == 0  # the first page is whole, and identical to what is stored
 
 
 def test_import_a_single_pretty_printed_issue_file(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db") as store:
         stats = import_jsonl(FIX / "issue_with_inline_comments_gcrde.json", store)
         assert stats.imported == 1 and len(store.get_issue("pytorch/pytorch", 113524).comments) == 2  # type: ignore[union-attr]
+
+
+def test_import_statistics_are_honest_and_keep_a_later_fetched_thread(tmp_path: Path) -> None:
+    plain = make_issue("o/r", 1, comments=2, updated_at="2024-03-01T00:00:00Z")
+    with_thread = {**plain, "comments": [make_comment("o/r", 1, 7), make_comment("o/r", 1, 8)]}
+
+    def feed(store: Store, *objs: dict) -> object:
+        return import_jsonl("-", store, stdin=io.BytesIO(b"".join(json.dumps(o).encode() + b"\n" for o in objs)))
+
+    with Store(tmp_path / "s.db") as store:
+        first = feed(store, plain)
+        assert (first.imported, first.comments_added, first.unchanged) == (1, 0, 0)  # type: ignore[attr-defined]
+        again = feed(store, plain)
+        assert (again.imported, again.comments_added, again.unchanged) == (0, 0, 1)  # type: ignore[attr-defined]
+        threaded = feed(store, with_thread)  # the same version, now with its thread
+        assert (threaded.imported, threaded.comments_added, threaded.unchanged) == (0, 1, 0)  # type: ignore[attr-defined]
+        assert [c.id for c in store.get_issue("o/r", 1).comments] == [7, 8]  # type: ignore[union-attr]
+        bare = feed(store, plain, with_thread)  # copies of that version, without the thread or with it again
+        assert (bare.imported, bare.comments_added, bare.unchanged) == (0, 0, 2)  # type: ignore[attr-defined]
+        assert [c.id for c in store.get_issue("o/r", 1).comments] == [7, 8]  # type: ignore[union-attr]
+        emptied = feed(store, {**plain, "comments": []})  # the same version claiming no comments: the thread stays
+        assert emptied.imported == 1 and [c.id for c in store.get_issue("o/r", 1).comments] == [7, 8]  # type: ignore[attr-defined,union-attr]
+        newer = feed(store, {**plain, "title": "edited", "updated_at": "2024-04-01T00:00:00Z"})
+        assert newer.imported == 1 and store.get_issue("o/r", 1).title == "edited"  # type: ignore[attr-defined,union-attr]
+        old = feed(store, plain)
+        assert (old.imported, old.unchanged) == (0, 1) and store.get_issue("o/r", 1).title == "edited"  # type: ignore[attr-defined,union-attr]

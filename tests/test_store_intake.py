@@ -36,7 +36,13 @@ def test_threads_replace_keep_or_clear_comments(tmp_path: Path) -> None:
         store.upsert_threads([(issue(1), None, None)])  # None keeps the thread
         assert store.get_issue("o/r", 1).comments == tuple(c)  # type: ignore[union-attr]
         assert store.comment_counts("o/r", [1, 2]) == {1: (0, "2024-01-01T00:00:00Z")}
-        store.upsert_threads([(issue(1), None, [])])  # an empty list clears it
+        # the same version again with an empty thread: a thread fetched later is never lost
+        assert store.upsert_threads([(issue(1), None, [])]) == 0
+        assert store.get_issue("o/r", 1).comments == tuple(c)  # type: ignore[union-attr]
+        store.upsert_threads([(issue(1, "2024-02-01T00:00:00Z"), None, [])])  # a newer version's empty thread clears it
+        assert store.get_issue("o/r", 1).comments == ()  # type: ignore[union-attr]
+        store.upsert_threads([(issue(1, "2024-02-01T00:00:00Z"), None, c)])
+        store.upsert_threads([(issue(1, "2024-02-01T00:00:00Z"), None, [])], authoritative=True)  # fetched just now
         assert store.get_issue("o/r", 1).comments == ()  # type: ignore[union-attr]
 
 
@@ -84,3 +90,50 @@ def test_labels_are_a_table_and_a_version_1_store_is_migrated(tmp_path: Path) ->
     with Store(tmp_path / "s.db") as store:
         assert [i.number for i in store.iter_issues(label="triaged")] == [2]
         assert store._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+def test_comment_pages_touch_only_stored_issues_and_an_edit_wins(tmp_path: Path) -> None:
+    def c(cid: int, body: str, updated: str) -> Comment:
+        return Comment(cid, "a", body, "2024-01-01T00:00:00Z", updated)
+
+    with Store(tmp_path / "s.db") as store:
+        store.upsert_threads([(issue(1, comments=2), None, None)])
+        applied = store.save_comment_page(
+            "o/r", [(1, c(10, "first", "2024-01-02T00:00:00Z")), (99, c(11, "on a PR", "2024-01-02T00:00:00Z"))],
+            "http://x/?page=2", "2024-01-01T00:00:00Z")
+        assert applied == 1 and store.comment_listing("o/r") == {"since": "2024-01-01T00:00:00Z", "next_url": "http://x/?page=2"}
+        store.save_comment_page("o/r", [(1, c(10, "edited", "2024-01-03T00:00:00Z")), (1, c(12, "second", "2024-01-03T00:00:00Z"))], None, None)
+        store.save_comment_page("o/r", [(1, c(10, "stale copy", "2024-01-01T12:00:00Z"))], None, None)
+        assert [(x.id, x.body) for x in store.get_issue("o/r", 1).comments] == [(10, "edited"), (12, "second")]  # type: ignore[union-attr]
+        assert store.comment_listing("o/r") is None and store.get_issue("o/r", 99) is None
+
+
+def test_owed_threads_stay_queued_until_whole(tmp_path: Path) -> None:
+    one = Comment(10, "a", "x", "2024-01-01T00:00:00Z", "2024-01-01T00:00:00Z")
+    with Store(tmp_path / "s.db") as store:
+        store.save_crawl_page("o/r", "q", [(issue(1, comments=2), None, None), (issue(2, comments=1), None, None)],
+                              None, "2024-01-01T00:00:00Z", True, queue=[(1, True), (2, False)], since="2023-12-01T00:00:00Z")
+        assert [(q["number"], q["covered"], q["stored"]) for q in store.thread_queue("o/r")] == [(1, 1, 0), (2, 0, 0)]
+        store.save_comment_page("o/r", [(1, one), (2, replace(one, id=20))], None, None)
+        assert store.settle_threads("o/r") == 1  # issue 2 is whole, issue 1 has 1 of 2
+        assert [q["number"] for q in store.thread_queue("o/r")] == [1]
+        store.save_thread("o/r", 1, [one, replace(one, id=11)])
+        assert store.thread_queue("o/r") == [] and store.comments_synced_at("o/r", 1) == "2024-01-01T00:00:00Z"
+        assert store.crawl_state("o/r", "q")["since"] == "2023-12-01T00:00:00Z"  # type: ignore[index]
+
+
+def test_a_version_2_store_gains_the_crawl_since_column(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    db = sqlite3.connect(path)
+    db.executescript("""CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '2');
+        CREATE TABLE crawls (repo TEXT NOT NULL, query TEXT NOT NULL, next_url TEXT, high_water TEXT,
+            done INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL, PRIMARY KEY (repo, query));
+        INSERT INTO crawls VALUES ('o/r', 'q', 'http://x/?page=3', '2024-01-01T00:00:00Z', 0, 0);""")
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        state = store.crawl_state("o/r", "q")
+        assert state is not None and state["next_url"] == "http://x/?page=3" and state["since"] is None
+        store.save_crawl_state("o/r", "q", None, "2024-02-01T00:00:00Z", True, since="2024-01-01T00:00:00Z")
+        assert store.crawl_state("o/r", "q")["since"] == "2024-01-01T00:00:00Z"  # type: ignore[index]

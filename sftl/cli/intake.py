@@ -138,7 +138,8 @@ def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
         task = bar.add_task(args.repo, total=None, issues=0)
 
         def progress(p: CrawlProgress) -> None:
-            bar.update(task, completed=p.page, total=p.total_pages, issues=p.issues_seen)
+            name = args.repo if p.phase == "issues" else f"{args.repo} comments"
+            bar.update(task, description=name, completed=p.page, total=p.total_pages, issues=p.issues_seen)
 
         stats = crawl(args.repo, ctx.settings, store, since=since, state=args.state, labels=args.labels,
                       limit=args.limit, progress=progress)
@@ -152,7 +153,10 @@ def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
     how = "resumed" if stats.resumed else f"since {stats.since}" if stats.since else "full"
     ctx.out.write(
         f"{stats.repo}: {stats.issues_seen} issues listed ({how}), {stats.issues_written} written, "
-        f"{stats.pulls_skipped} pull requests skipped, {stats.comment_threads} comment threads fetched; "
+        f"{stats.pulls_skipped} pull requests skipped, {stats.comment_threads} comment threads fetched"
+        + (f" + {stats.comments_listed} comments from {stats.comment_pages} repository-wide comment pages"
+           if stats.comment_pages else "")
+        + "; "
         f"{stats.requests} requests ({stats.requests_per_issue:.3f}/issue, {stats.not_modified} not modified, "
         f"{stats.retries} retried) in {stats.seconds:.1f} s; {total} issues stored"
         + ("" if stats.done else "; not finished: run again to continue")
@@ -176,7 +180,9 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
         ctx.print_json(to_jsonable(stats))
     else:
         ctx.out.write(
-            f"{name}: {stats.imported} issues imported, {stats.unchanged} unchanged, "
+            f"{name}: {stats.imported} issues imported, "
+            + (f"{stats.comments_added} with new comments, " if stats.comments_added else "")
+            + f"{stats.unchanged} unchanged, "
             f"{stats.pulls_skipped} pull requests skipped, {len(stats.bad)} bad lines\n"
         )
     return EXIT_USAGE if stats.bad else EXIT_OK
