@@ -236,6 +236,20 @@ def _redirect_mode(torch, device):
             if on_gpu and name in _RNG_LIKE:
                 kwargs["device"] = "cpu"
                 return func(args[0].cpu(), *args[1:], **kwargs).to(args[0].device)
+            if on_gpu and name in _RNG_FUNCS:
+                # random masks/samples from the CPU generator too (dropout in training mode,
+                # multinomial, ...); .cpu()/.to() are differentiable, so autograd still flows
+                cuda = args[0].device
+                cpu_args = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+                cpu_kwargs = dict((k, v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items())
+                if cpu_kwargs.get("inplace"):
+                    cpu_kwargs["inplace"] = False
+                out = func(*cpu_args, **cpu_kwargs)
+                out = out.to(cuda) if isinstance(out, torch.Tensor) else out
+                if kwargs.get("inplace") and isinstance(out, torch.Tensor):
+                    args[0].copy_(out)
+                    return args[0]
+                return out
             if name == "numpy" and args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
                 return args[0].detach().cpu().numpy()
             if "device" in kwargs:
@@ -256,6 +270,8 @@ def _redirect_mode(torch, device):
 _RNG_INPLACE = ("uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
                 "log_normal_")
 _RNG_LIKE = ("rand_like", "randn_like", "randint_like")
+_RNG_FUNCS = ("dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d",
+              "rrelu", "multinomial", "bernoulli", "poisson", "normal")
 _RANDOM_OPS = ("rand", "normal", "uniform", "bernoulli", "dropout", "multinomial", "exponential",
                "geometric", "cauchy", "log_normal", "poisson", "random")
 _SKIP_OPS = ("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
