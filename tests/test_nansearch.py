@@ -58,6 +58,15 @@ def test_whole_script_mode_searches_factory_tensors(settings) -> None:  # type: 
     assert r.inputs["op"][0]["min"] < 0
 
 
+def test_params_makes_module_parameters_search_variables(settings) -> None:  # type: ignore[no-untyped-def]
+    script = FIX / "learned_scale_module_params.py"
+    r = search_script(script, settings, entry="forward", params=True, budget=3.0, baseline=False)
+    assert r.variables == ("arg0", "model.scale")
+    assert r.found and r.op == "Tensor.div" and r.line == 11
+    with pytest.raises(InputError, match="--params needs --entry"):
+        search_script(script, settings, params=True, budget=1.0)
+
+
 def test_python_numeric_error_is_reported_at_its_line(settings) -> None:  # type: ignore[no-untyped-def]
     r = search_script(FIX / "python_zero_division.py", settings, budget=3.0, baseline=False)
     assert r.found and r.kind == "python" and r.op == "python ZeroDivisionError" and r.line == 6

@@ -7,6 +7,7 @@ the real stdout (C extensions, os.write) cannot be mistaken for it.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -99,6 +100,8 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         line = _script_line(exc, str(path))
         raise ScriptError(f"{path.name}{line}: fails while loading: {type(exc).__name__}: {exc}") from None
+    if start.error == "timeout" and not start.finding:
+        raise ScriptError(f"{path.name}: one run at its start point takes more than {max(budget, 20.0):.0f} s")
     if start.error and not start.finding:
         raise ScriptError(f"{path.name}: fails at its start point: {start.error}")
     names = [v.name for v in program.variables]
@@ -106,14 +109,14 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     if start.finding:  # the program is already broken at its own inputs: nothing to search
         hit = SearchResult(True, start.finding, 1, start.seconds, [v.start for v in program.variables], "the start point already produces NaN/INF", sorted(start.margins))
         return {"framework": framework, "variables": names, "search": _result(hit, dtypes), "baseline": _result(hit, dtypes) if request.get("baseline", True) else None}
-    # warm-up (first autograd call, lazy kernels) so neither search pays one-time costs in its timing
-    starts = [v.start for v in program.variables]
-    if start.normalized:
-        best = min(start.normalized, key=lambda s: start.normalized[s])
-        for _ in range(2):
-            program.run(starts, best, True, start_deadline)
-    program.run(starts, None, False, start_deadline)
+    # warm-up: a short throw-away search of each kind (other seeds), so that neither timed search pays
+    # one-time costs (first autograd call, lazily built kernels, numpy dispatch caches)
+    gradient_search(program, min(0.5, budget), seed + 7919, bound, start)
+    if request.get("baseline", True):
+        random_search(program, min(0.2, budget), seed + 7919, bound, start)
+    gc.collect()
     found = gradient_search(program, budget, seed, bound, start)
+    gc.collect()
     base = random_search(program, budget, seed, bound, start) if request.get("baseline", True) else None
     return {
         "framework": framework,
