@@ -250,6 +250,13 @@ def _redirect_mode(torch, device):
                     args[0].copy_(out)
                     return args[0]
                 return out
+            if (device == "gpu" and name in _RANDOM_FACTORIES and kwargs.get("device") is not None
+                    and torch.device(kwargs["device"]).type == "cuda" and not has_tensor(args)):
+                # torch.randn(..., device='cuda'): the CPU run drew these from the CPU generator
+                dev, grad = kwargs["device"], kwargs.pop("requires_grad", False)
+                kwargs["device"] = "cpu"
+                out = func(*args, **kwargs).to(dev)
+                return out.requires_grad_(True) if grad else out
             if name == "numpy" and args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
                 return args[0].detach().cpu().numpy()
             if "device" in kwargs:
@@ -261,7 +268,8 @@ def _redirect_mode(torch, device):
             if (device == "gpu" and not explicit and name not in ("cpu", "to", "__get__")
                     and isinstance(result, torch.Tensor) and result.device.type == "cpu"
                     and not has_tensor(args) and not has_tensor(kwargs.values())):
-                result = result.to(target)
+                leaf = result.requires_grad and result.is_leaf
+                result = result.detach().to(target).requires_grad_(True) if leaf else result.to(target)
             return result
 
     return Redirect()
@@ -270,6 +278,7 @@ def _redirect_mode(torch, device):
 _RNG_INPLACE = ("uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
                 "log_normal_")
 _RNG_LIKE = ("rand_like", "randn_like", "randint_like")
+_RANDOM_FACTORIES = ("rand", "randn", "randint", "randperm", "normal")
 _RNG_FUNCS = ("dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d",
               "rrelu", "multinomial", "bernoulli", "poisson", "normal")
 _RANDOM_OPS = ("rand", "normal", "uniform", "bernoulli", "dropout", "multinomial", "exponential",
