@@ -304,3 +304,11 @@ def test_device_words_in_the_title_do_not_make_plumbing_a_subject(mini: LocalTre
     assert loc.reason.startswith("ops: histc;")  # not "histc, cuda"
     assert "CUDA result wrong" in loc.reason
     assert all("for cuda" not in s.reason for s in loc.suspects)
+
+
+def test_no_operator_at_all_abstains_but_shows_the_content_guesses(mini: LocalTree) -> None:
+    issue, ex = report("weird histogram numbers on the gpu")
+    loc = localize_gcrde(issue, ex, mini)
+    assert loc.outcome is Outcome.ABSTAINED
+    assert "no operator found" in loc.reason
+    assert loc.suspects and all("TF-IDF" in s.reason for s in loc.suspects)

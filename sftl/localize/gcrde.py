@@ -473,6 +473,33 @@ class _TorchContext:
 _INDEX_MEMO: weakref.WeakKeyDictionary[object, nat.KernelIndex] = weakref.WeakKeyDictionary()
 
 
+_YAML_MEMO: weakref.WeakKeyDictionary[object, tuple[dict[str, list[nat.NativeFunction]] | None, str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _natives(source: SourceProvider) -> tuple[dict[str, list[nat.NativeFunction]] | None, str]:
+    """The release's native_functions.yaml entries, or None and what is wrong with the file."""
+    try:
+        return _YAML_MEMO[source]
+    except (KeyError, TypeError):
+        pass
+    text = source.read_text(nat.NATIVE_YAML)
+    result: tuple[dict[str, list[nat.NativeFunction]] | None, str]
+    if text is None:
+        result = (None, f"{nat.NATIVE_YAML} is not in {source.description}")
+    else:
+        try:
+            result = (nat.parse_native_functions(text), "")
+        except nat.NativeYamlError as exc:
+            result = (None, str(exc))
+    try:
+        _YAML_MEMO[source] = result
+    except TypeError:
+        pass
+    return result
+
+
 def _kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
     try:
         hit = _INDEX_MEMO.get(source)
@@ -502,16 +529,7 @@ def _localize_pytorch(
 ) -> Localization:
     label = method
     files = source.list_files()
-    yaml_text = source.read_text(nat.NATIVE_YAML)
-    natives: dict[str, list[nat.NativeFunction]] | None = None
-    yaml_problem = ""
-    if yaml_text is None:
-        yaml_problem = f"{nat.NATIVE_YAML} is not in {source.description}"
-    else:
-        try:
-            natives = nat.parse_native_functions(yaml_text)
-        except nat.NativeYamlError as exc:
-            yaml_problem = str(exc)
+    natives, yaml_problem = _natives(source)
     if method == "paper":
         if natives is None:
             return Localization(label, (), Outcome.ABSTAINED, yaml_problem)
@@ -557,6 +575,9 @@ def _localize_pytorch(
     lead = div.why
     if not structural:
         lead = "no operator resolved to a kernel: TF-IDF back-off only; " + lead
+        if not ops:  # nothing but title words: show the guesses, but do not claim a location
+            return Localization(label, tuple(suspects), Outcome.ABSTAINED,
+                                "; ".join(["no operator found in the report", lead, *notes]))
     opnames = ", ".join(o.name for o in ops[:5]) or "none"
     return Localization(label, tuple(suspects), Outcome.LOCATED, "; ".join([f"ops: {opnames}", lead, *notes]))
 
