@@ -72,6 +72,12 @@ def test_python_numeric_error_is_reported_at_its_line(settings) -> None:  # type
     assert r.found and r.kind == "python" and r.op == "python ZeroDivisionError" and r.line == 6
 
 
+def test_nan_gradient_of_the_programs_own_backward_is_found(settings) -> None:  # type: ignore[no-untyped-def]
+    r = search_script(FIX / "nan_gradient_in_backward.py", settings, budget=1.0, baseline=False)
+    assert r.found and r.kind == "backward" and r.op == "Tensor.backward" and r.line == 6
+    assert r.reason == "the start point already produces NaN/INF"
+
+
 def test_search_snippet_for_replay(settings) -> None:  # type: ignore[no-untyped-def]
     code = "import torch\nx = torch.randn(6)\ny = torch.exp(x * 3.0)\n"
     r = search_snippet(code, settings, budget=3.0, baseline=False)

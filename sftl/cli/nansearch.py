@@ -53,7 +53,8 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
             con.print(f"  op input  {_describe(arg)}", markup=False)
         for var in result.inputs.get("program", []):
             con.print(f"  program   {_describe(var)}", markup=False)
-        con.print(f"found after {result.steps} runs in {result.seconds:.3f} s")
+        con.print(f"found after {result.steps} runs in {result.seconds:.3f} s"
+                  + (f" ({result.reason})" if result.reason else ""))
     else:
         con.print(f"no NaN/INF found in {name} ({result.reason}; {result.steps} runs, {result.seconds:.1f} s)")
         if result.sites:
