@@ -138,6 +138,8 @@ class GitHubServer:
         self.page_delay = page_delay  # seconds added to every page of the issue and comment listings
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
+        self._version = 0  # bumped by every data change: listings sorted once per version, not per page
+        self._sorted: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -148,9 +150,11 @@ class GitHubServer:
         bucket = self.issues.setdefault(repo, {})
         for obj in issues:
             bucket[int(obj["number"])] = obj
+        self._version += 1
 
     def add_comments(self, repo: str, number: int, comments: list[dict[str, Any]]) -> None:
         self.comments[(repo, number)] = comments
+        self._version += 1
 
     def add_tree(self, repo: str, ref: str, paths: list[str]) -> None:
         self.trees[(repo, ref)] = paths
@@ -277,17 +281,21 @@ class GitHubServer:
     def _listing(self, repo: str, path: str, query: dict[str, str]) -> tuple[int, dict[str, str], bytes, bool]:
         if repo not in self.issues:
             return _not_found()
-        items = list(self.issues[repo].values())
-        state = query.get("state", "open")
-        if state != "all":
-            items = [i for i in items if i["state"] == state]
-        if query.get("since"):
-            items = [i for i in items if i["updated_at"] >= query["since"]]
-        if query.get("labels"):
-            want = set(query["labels"].split(","))
-            items = [i for i in items if want <= {lab["name"] for lab in i["labels"]}]
-        key = "updated_at" if query.get("sort") == "updated" else "created_at"
-        items.sort(key=lambda i: (i[key], i["number"]), reverse=query.get("direction", "desc") == "desc")
+        params = tuple(query.get(k) for k in ("state", "since", "labels", "sort", "direction"))
+        items = self._sorted.get(("issues", repo, self._version, params))
+        if items is None:
+            items = list(self.issues[repo].values())
+            state = query.get("state", "open")
+            if state != "all":
+                items = [i for i in items if i["state"] == state]
+            if query.get("since"):
+                items = [i for i in items if i["updated_at"] >= query["since"]]
+            if query.get("labels"):
+                want = set(query["labels"].split(","))
+                items = [i for i in items if want <= {lab["name"] for lab in i["labels"]}]
+            key = "updated_at" if query.get("sort") == "updated" else "created_at"
+            items.sort(key=lambda i: (i[key], i["number"]), reverse=query.get("direction", "desc") == "desc")
+            self._sorted[("issues", repo, self._version, params)] = items
         if self.page_delay:
             time.sleep(self.page_delay)
         return self._paginate(path, query, items)
@@ -298,11 +306,15 @@ class GitHubServer:
         `direction` asc (default) or desc."""
         if repo not in self.issues:
             return _not_found()
-        items = [c for (r, _), thread in list(self.comments.items()) if r == repo for c in thread]
-        if query.get("since"):
-            items = [c for c in items if c["updated_at"] >= query["since"]]
-        key = "updated_at" if query.get("sort") == "updated" else "created_at"
-        items.sort(key=lambda c: (c[key], c["id"]), reverse=query.get("direction", "asc") == "desc")
+        params = tuple(query.get(k) for k in ("since", "sort", "direction"))
+        items = self._sorted.get(("comments", repo, self._version, params))
+        if items is None:
+            items = [c for (r, _), thread in list(self.comments.items()) if r == repo for c in thread]
+            if query.get("since"):
+                items = [c for c in items if c["updated_at"] >= query["since"]]
+            key = "updated_at" if query.get("sort") == "updated" else "created_at"
+            items.sort(key=lambda c: (c[key], c["id"]), reverse=query.get("direction", "asc") == "desc")
+            self._sorted[("comments", repo, self._version, params)] = items
         if self.page_delay:
             time.sleep(self.page_delay)
         return self._paginate(path, query, items)
