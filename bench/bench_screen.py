@@ -164,8 +164,10 @@ def main() -> int:
         "Is CUDA available: True\nGPU models and configuration: GPU 0: NVIDIA A100-SXM4-80GB\n[pip3] torch==2.1.0\n"
     )
     big = []
+    big_truth = []
     for i in range(10_000):
         r = rng.choice(base)
+        big_truth.append(r.get("label"))
         big.append(Issue("o/r", i + 1, r["title"], template.format(body=r["body"], error=r.get("error") or "RuntimeError: x")))
     import os
 
@@ -185,6 +187,10 @@ def main() -> int:
           f"one process {wall1:.2f} s wall / {cpu1:.2f} s CPU; two processes {wall2:.2f} s wall "
           f"(load average {load:.1f} on {os.cpu_count()} cores); goal <= 10 s on 2 cores; "
           f"{sum(s.category.value != 'other' for s in res)} flagged")
+    if rows:
+        same = sum(1 for t, sc in zip(big_truth, res, strict=True) if t == sc.category.value)
+        print(f"  template robustness: the dev rows wrapped in PyTorch's template (collect_env, a torch traceback) "
+              f"keep their label in {same}/{len(res)} of the 10,000 copies")
     if min(wall1, wall2, cpu1) > 10:
         ok = False
         print("  GOAL MISSED: speed")

@@ -277,6 +277,9 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
                 flags["mme_user"] = 1.0
                 continue
             hits.append(m.group(0).strip(" :(`\""))
+    if hits and "'__main__' is not a package" in text:
+        hits = []  # the reporter's own package layout (a relative import run as a script)
+        flags["mme_user"] = 1.0
     if hits:
         flags["mme_match"] = 1.0
     if veto:
