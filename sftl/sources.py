@@ -78,7 +78,15 @@ _IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
 GITHUB_REPOS = {"pytorch": "pytorch/pytorch", "tensorflow": "tensorflow/tensorflow"}
 # the C++/CUDA parts a localizer reads; `sftl sources fetch --cxx` downloads these
 CXX_PREFIXES = {
-    "pytorch": ("aten/src/ATen/native/", "aten/src/THC/", "aten/src/TH/", "aten/src/THCUNN/", "aten/src/THNN/"),
+    "pytorch": (
+        "aten/src/ATen/native/",
+        "aten/src/THC/",
+        "aten/src/TH/",
+        "aten/src/THCUNN/",
+        "aten/src/THNN/",
+        "aten/src/ATen/Declarations.cwrap",  # old releases' TH bindings (op -> THTensor_ name)
+        "aten/src/ATen/nn.yaml",
+    ),
     "tensorflow": ("tensorflow/core/kernels/",),
 }
 _YAML_IN_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
