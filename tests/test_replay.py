@@ -106,7 +106,7 @@ def test_other_errors_no_error_no_snippet_no_env(settings) -> None:
 def test_first_divergent_operator_against_a_float64_reference(settings) -> None:
     """No GPU here: the same per-op mechanism runs CPU float32 against float64 and finds histc."""
     issue, extraction = _issue("gcrde_histc_edges_torch_2_13.json")
-    replay = replay_issue(issue, extraction, settings, cuda=False)
+    replay = replay_issue(issue, extraction, settings, cuda=False, repeats=1)
     assert replay.verdict is Outcome.NO_DEVICE, replay.reason
     assert replay.first_divergent_op == "aten::histc"
     report = replay.runs[0].details["opdiff"]
@@ -116,7 +116,7 @@ def test_first_divergent_operator_against_a_float64_reference(settings) -> None:
     ordinary = ("import torch\nprint('MARK')\nx = torch.randn(4096)\nw = torch.randn(64, 64)\n"
                 "y = (x * x).sum()\nz = (w @ w).softmax(dim=1).mean()\n"
                 "n = torch.nn.functional.layer_norm(w, (64,)).std()\nc = torch.cumsum(x, 0)\n")
-    clean = replay_snippet(ordinary, "pytorch", "2.13.0", settings, cuda=False)
+    clean = replay_snippet(ordinary, "pytorch", "2.13.0", settings, cuda=False, repeats=1)
     assert clean.first_divergent_op is None and clean.runs[0].details["opdiff"]["checked"] >= 8
 
 

@@ -118,8 +118,9 @@ def test_allocating_50_gb_fails_inside(box) -> None:
 
 
 def test_infinite_loop_is_killed_at_the_timeout(box) -> None:
-    res = _run(box, "while True:\n    pass\n")
-    assert res.limit == "timeout" and box.limits.timeout <= res.seconds < box.limits.timeout + 3
+    quick = Sandbox(box.settings, Limits(timeout=2), caps=box.caps)
+    res = _run(quick, "while True:\n    pass\n")
+    assert res.limit == "timeout" and 2 <= res.seconds < 2 + 3
 
 
 def test_writing_outside_scratch_fails(box) -> None:
