@@ -312,3 +312,12 @@ def test_no_operator_at_all_abstains_but_shows_the_content_guesses(mini: LocalTr
     assert loc.outcome is Outcome.ABSTAINED
     assert "no operator found" in loc.reason
     assert loc.suspects and all("TF-IDF" in s.reason for s in loc.suspects)
+
+
+def test_installed_torch_has_headers_but_no_kernels_so_sftl_skips() -> None:
+    issue, ex = report("histc wrong on cuda", ("torch.histc",))
+    src = SitePackages("pytorch")  # the real torch 2.13.0 of this venv: torch/include headers only
+    loc = localize_gcrde(issue, ex, src)
+    assert loc.outcome is Outcome.SKIPPED and "headers only" in loc.reason
+    paper = localize_gcrde(issue, ex, src, method="paper")  # names only: the yaml is enough to try
+    assert paper.outcome in (Outcome.LOCATED, Outcome.ABSTAINED)

@@ -536,10 +536,11 @@ def _localize_pytorch(
         return _paper_pytorch(issue, extraction, natives, files, top, divergent_op)
 
     kernel_files = nat.kernel_paths(files)
-    if not kernel_files:
+    if not any(f.endswith((".cpp", ".cu", ".cc", ".c")) for f in kernel_files):
+        # a wheel ships ATen headers (torch/include) but no kernel sources: ranking headers alone misleads
         return Localization(
             label, (), Outcome.SKIPPED,
-            f"{source.description} holds no ATen C++/CUDA kernel sources (wheels carry none); "
+            f"{source.description} holds no ATen C++/CUDA kernel sources (wheels carry headers only); "
             "give --source-root of a PyTorch checkout or run `sftl sources fetch pytorch==VERSION --cxx`",
         )
     index = _kernel_index(source, files)
