@@ -1,4 +1,4 @@
-"""CLI commands of the intake stage: fetch, crawl, import, show, export."""
+"""CLI commands of the intake stage: fetch, crawl, import, show, export, and cache (the HTTP cache's size and pruning)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--repo", metavar="OWNER/REPO", help="only this repository")
     add_common(p)
     p.set_defaults(handler=cmd_export)
+
+    cache = sub.add_parser("cache", help="the HTTP cache of GitHub answers: how big it is, prune it",
+                           description="GitHub's answers are cached under $SFTL_HOME/cache/http for ETag "
+                           "revalidation and --offline. Every client that writes to it keeps it under 1 GiB "
+                           "and drops entries unused for 180 days (checked at most hourly); `prune` does it now, "
+                           "with the bounds you give.")
+    add_common(cache)
+    inner = cache.add_subparsers(dest="cache_command", metavar="ACTION")
+    info = inner.add_parser("info", help="files, size and the least recent use (the default action)")
+    info.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_common(info)
+    info.set_defaults(handler=cmd_cache_info)
+    prune = inner.add_parser("prune", help="remove entries unused for longer than --max-age, then the least "
+                             "recently used ones until the cache fits in --max-size")
+    prune.add_argument("--max-size", metavar="SIZE", default="1G", help="e.g. 500M, 2G, 0 (default 1G)")
+    prune.add_argument("--max-age", metavar="AGE", default="180d", help="e.g. 30d, 12h, 90m, none (default 180d)")
+    prune.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_common(prune)
+    prune.set_defaults(handler=cmd_cache_prune)
+    cache.set_defaults(handler=cmd_cache_info, json=False)
 
 
 def _store(ctx: Context) -> Any:
@@ -194,4 +214,75 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     with _store(ctx) as store:
         for line in export_issues(store, args.format, args.repo):
             ctx.out.write(line + "\n")
+    return EXIT_OK
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_AGE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def parse_size(text: str) -> int | None:
+    """`500M`, `2G`, `1024`, `0` -> bytes; `none` -> no bound."""
+    import re
+
+    from sftl.errors import InputError
+
+    raw = text.strip()
+    if raw.lower() in ("none", "unlimited"):
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", raw, re.IGNORECASE)
+    if not m:
+        raise InputError(f"--max-size {text!r} is not a size: use e.g. 500M, 2G, 1024 or none")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
+
+
+def parse_age(text: str) -> float | None:
+    """`30d`, `12h`, `90m`, `3600` (seconds) -> seconds; `none` -> no bound."""
+    import re
+
+    from sftl.errors import InputError
+
+    raw = text.strip()
+    if raw.lower() in ("none", "unlimited"):
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", raw)
+    if not m:
+        raise InputError(f"--max-age {text!r} is not a duration: use e.g. 30d, 12h, 90m or none")
+    return float(m.group(1)) * _AGE_UNITS[m.group(2)]
+
+
+def _cache_payload(usage: Any) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    from sftl.model import to_jsonable
+
+    payload = to_jsonable(usage)
+    payload["oldest_used"] = (
+        datetime.fromtimestamp(usage.oldest_used, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if usage.oldest_used else None
+    )
+    return payload
+
+
+def cmd_cache_info(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.github import cache_usage
+
+    usage = cache_usage(ctx.settings)
+    payload = _cache_payload(usage)
+    if getattr(args, "json", False):
+        ctx.print_json({k: payload[k] for k in ("path", "files", "bytes", "oldest_used")})
+        return EXIT_OK
+    ctx.out.write(f"{usage.path}: {usage.files} entries, {usage.bytes / 1e6:.1f} MB"
+                  + (f", least recently used {payload['oldest_used']}" if usage.oldest_used else "") + "\n")
+    return EXIT_OK
+
+
+def cmd_cache_prune(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.github import prune_cache
+
+    usage = prune_cache(ctx.settings, parse_size(args.max_size), parse_age(args.max_age))
+    if args.json:
+        ctx.print_json(_cache_payload(usage))
+        return EXIT_OK
+    ctx.out.write(f"{usage.path}: removed {usage.removed} entries ({usage.freed / 1e6:.1f} MB); "
+                  f"{usage.files} entries, {usage.bytes / 1e6:.1f} MB left\n")
     return EXIT_OK
