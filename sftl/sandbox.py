@@ -75,6 +75,7 @@ class SandboxResult:
     left_running: int = 0  # processes that survived the kill (should always be 0)
     output_bytes: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cgroups: tuple[str, ...] = ()  # the run's own cgroups (removed by the time this is returned)
 
 
 def _own_cgroup(controller: str) -> Path | None:
@@ -99,7 +100,8 @@ class _Cgroup:
         parent = _own_cgroup(controller)
         if parent is None:
             raise OSError(f"no writable cgroup v1 '{controller}' hierarchy")
-        self.path = parent / f"sftl-{uuid.uuid4().hex[:12]}"
+        _sweep(parent)
+        self.path = parent / f"sftl-{int(time.time())}-{uuid.uuid4().hex[:8]}"
         self.path.mkdir()
         try:
             for name, value in settings.items():
@@ -142,6 +144,24 @@ class _Cgroup:
                 time.sleep(0.02)
 
 
+def _sweep(parent: Path, age: float = 60.0) -> None:
+    """Remove run cgroups left by an sftl that was killed before cleaning up: empty and old.
+
+    A live run's cgroup is empty only for the milliseconds between creation and the child
+    joining it, and between the kill and the removal, so an empty one a minute old is stale.
+    """
+    now = time.time()
+    for path in parent.glob("sftl-*"):
+        parts = path.name.split("-")
+        try:
+            created = float(parts[1]) if len(parts) == 3 else path.stat().st_mtime
+            if now - created < age or (path / "cgroup.procs").read_text().strip():
+                continue
+            path.rmdir()
+        except (OSError, ValueError):
+            continue
+
+
 @dataclass(frozen=True)
 class Capabilities:
     bwrap: str | None  # path when bubblewrap can create namespaces here
@@ -172,7 +192,10 @@ def probe(settings: Settings) -> Capabilities:
     unshare_exe = shutil.which("unshare", path=path)
     unshare: tuple[str, ...] | None = None
     # root can make a network namespace directly; others need a user namespace mapped to root
-    for args in (("--net",), ("--user", "--map-root-user", "--net")):
+    # a PID namespace too, where allowed: the snippet then cannot see or signal sftl's processes
+    for args in (("--net", "--pid", "--fork", "--mount", "--mount-proc"), ("--net",),
+                 ("--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc"),
+                 ("--user", "--map-root-user", "--net")):
         if unshare_exe is None:
             break
         try:
@@ -219,6 +242,8 @@ class Sandbox:
             network = "none (bubblewrap --unshare-all)"
         else:
             network = "none (unshare --net)"
+            if caps.unshare and "--pid" not in caps.unshare:
+                degraded.append("no PID namespace: the snippet can see and signal other processes")
         if caps.bwrap:
             filesystem = "read-only system, writable scratch (bubblewrap)"
         else:
@@ -412,7 +437,8 @@ class Sandbox:
         if pids_hit and limit in (None, "timeout"):
             limit = "processes"
         return SandboxResult(proc.returncode, _tail(heads[id(out)], out), _tail(heads[id(err)], err), seconds, limit, result, containment, left,
-                             total, tuple(notes))
+                             total, tuple(notes),
+                             tuple(str(cg.path) for cg in (pids_cg, mem_cg) if cg is not None))
 
 
 def _int(text: str) -> int:
