@@ -438,7 +438,7 @@ class CachedSource:
 
     framework: str
     version: str
-    kind: str  # "wheel" | "github"
+    kind: str  # "wheel" | "github" | "tree" (registered local tree; files/size not counted)
     path: str
     files: int
     size_bytes: int
@@ -453,6 +453,9 @@ def list_cached(settings: Settings) -> list[CachedSource]:
             framework, _, version = folder.name.partition("-")
             for whl in sorted(folder.glob("*.whl")):
                 out.append(CachedSource(framework, version, "wheel", str(whl), 1, whl.stat().st_size))
+    for fw in FRAMEWORKS:
+        for version, root in registered_trees(settings, fw).items():
+            out.append(CachedSource(fw, version, "tree", str(root), 0, 0))
     github = sources_cache(settings) / "github"
     if github.is_dir():
         for repo_dir in sorted(github.iterdir()):
@@ -567,6 +570,55 @@ def fetch_cxx(framework: str, version: str, settings: Settings, prefixes: Sequen
     return source.fetch(prefixes or CXX_PREFIXES[source.framework])
 
 
+def trees_dir(settings: Settings) -> Path:
+    return sources_cache(settings) / "trees"
+
+
+def register_tree(settings: Settings, framework: str, version: str, root: str | Path) -> Path:
+    """Remember a local source tree (a checkout, an unpacked source package) as `framework==version`."""
+    framework = normalize_framework(framework)
+    tree = LocalTree(root, framework, version)  # validates the directory
+    if not any(p.startswith(("aten/", "tensorflow/", "torch/")) for p in tree.list_files()[:5000]):
+        raise SourceError(f"{tree.root} does not look like a {framework} repository (no aten/, torch/ or tensorflow/)")
+    entry = trees_dir(settings) / f"{framework}-{version}.json"
+    _atomic_write(entry, json.dumps({"framework": framework, "version": version, "path": str(tree.root.resolve())}))
+    return entry
+
+
+def registered_trees(settings: Settings, framework: str) -> dict[str, Path]:
+    """version -> root of every tree registered with `sftl sources add` that still exists."""
+    out: dict[str, Path] = {}
+    folder = trees_dir(settings)
+    if not folder.is_dir():
+        return out
+    for entry in sorted(folder.glob(f"{framework}-*.json")):
+        try:
+            data = json.loads(entry.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        root = Path(str(data.get("path", "")))
+        if data.get("framework") == framework and root.is_dir():
+            out[str(data.get("version"))] = root
+    return out
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    parts = re.findall(r"\d+", version.split("+")[0])[:3]
+    return tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
+
+
+def nearest_version(version: str, candidates: Iterable[str]) -> str | None:
+    """The candidate release closest to `version` (same major first, then by distance)."""
+    want = _version_key(version)
+
+    def distance(v: str) -> tuple[int, int, int]:
+        have = _version_key(v)
+        return (abs(have[0] - want[0]), abs(have[1] - want[1]), abs(have[2] - want[2]))
+
+    ordered = sorted(candidates, key=distance)
+    return ordered[0] if ordered else None
+
+
 def open_source(
     framework: str,
     version: str | None,
@@ -576,9 +628,11 @@ def open_source(
 ) -> SourceProvider:
     """The best source of the release's files: `source_root`, else what is cached, else fetched.
 
-    Order when nothing is given: the cached GitHub C++ tree (contents the localizers read) layered
-    over the cached wheel (Python files and native_functions.yaml). Offline with nothing cached
-    raises SourceError naming the `sftl sources fetch` command to run.
+    Order when nothing is given: a tree registered for exactly this release (`sftl sources add`);
+    else the cached GitHub C++ tree layered over the cached (or, online, fetched) wheel; when that
+    holds no C++ sources, the registered tree of the NEAREST release is layered first, and the
+    provider's description says so. Offline with nothing at all raises SourceError naming the
+    `sftl sources fetch` command to run.
     """
     framework = normalize_framework(framework)
     if source_root is not None:
@@ -586,16 +640,35 @@ def open_source(
     if not version:
         raise SourceError(f"the report names no {framework} version, so no source of the right release can be chosen")
     offline = offline or settings.offline
+    trees = registered_trees(settings, framework)
+    if version in trees:
+        return LocalTree(trees[version], framework, version)
     layers: list[SourceProvider] = []
     github = GitHubSource(framework, version, settings.with_overrides(offline=True) if offline else settings)
     if github.tree_cached and github.cached_file_count():
         layers.append(github)
     wheel = cached_wheel(settings, framework, version)
+    fetch_problem: SourceError | None = None
     if wheel is None and not offline:
-        wheel = fetch_wheel(framework, version, settings)
+        try:
+            wheel = fetch_wheel(framework, version, settings)
+        except SourceError as exc:
+            fetch_problem = exc
     if wheel is not None:
         layers.append(WheelSource(wheel, framework, version))
+    near = nearest_version(version, trees) if not layers or layers[0] is not github else None
+    if near is not None:
+        tree = LocalTree(trees[near], framework, near)
+        layered = LayeredSource([tree, *layers])
+        layered.version = version
+        layered.description = (
+            f"nearest registered tree {framework} {near} at {tree.root} (no C++ sources of {version} cached)"
+            + (f" + {' + '.join(p.description for p in layers)}" if layers else "")
+        )
+        return layered
     if not layers:
+        if fetch_problem is not None:
+            raise fetch_problem
         raise SourceError(
             f"no cached sources for {framework} {version} (offline); "
             f"run `sftl sources fetch {framework}=={version}` (add --cxx for C++/CUDA kernels) while online"

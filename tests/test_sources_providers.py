@@ -329,3 +329,58 @@ def test_layered_source_exposes_the_github_index_cache(tmp_path: Path) -> None:
     wheel = WheelSource(make_wheel(tmp_path), "pytorch")
     assert LayeredSource([github, wheel]).index_cache_path() == github.index_cache_path()
     assert LayeredSource([wheel]).index_cache_path() is None
+
+
+def test_registered_trees_serve_their_release_and_the_nearest_ones(tmp_path: Path, fixtures_dir: Path) -> None:
+    from sftl.sources import nearest_version, register_tree, registered_trees
+
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    root = fixtures_dir / "sources" / "mini_pytorch"
+    register_tree(settings, "torch", "2.6.0", root)
+    assert registered_trees(settings, "pytorch") == {"2.6.0": root.resolve()}
+    exact = open_source("pytorch", "2.6.0", settings)
+    assert isinstance(exact, LocalTree) and exact.version == "2.6.0"
+    # 2.3.0 has nothing of its own cached: the 2.6.0 tree stands in, and says so
+    near = open_source("pytorch", "2.3.0", settings)
+    assert "nearest registered tree pytorch 2.6.0" in near.description and near.version == "2.3.0"
+    assert near.read_text(NATIVE_FUNCTIONS) is not None
+    # with the release's own wheel cached, its Python files come along, the tree's C++ first
+    make_wheel(wheel_cache_dir(settings, "pytorch", "2.3.0"), "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl")
+    both = open_source("pytorch", "2.3.0", settings)
+    assert "torch/nn/modules/module.py" in both.list_files() and "nearest" in both.description
+    assert "- func: histc.out" in (both.read_text(NATIVE_FUNCTIONS) or "")
+    assert nearest_version("1.0.1", ["1.13.1", "2.6.0"]) == "1.13.1"
+    assert nearest_version("2.7", ["1.13.1", "2.6.0"]) == "2.6.0"
+    assert nearest_version("1.0", []) is None
+    with pytest.raises(SourceError, match="does not look like"):
+        register_tree(settings, "pytorch", "1.0", tmp_path)
+    assert ("pytorch", "2.6.0", "tree") in {(e.framework, e.version, e.kind) for e in list_cached(settings)}
+
+
+def test_a_nearest_tree_is_named_in_the_localization(tmp_path: Path, fixtures_dir: Path) -> None:
+    from sftl.localize.gcrde import localize_gcrde
+    from sftl.model import Environment, Extraction, Issue
+    from sftl.sources import register_tree
+
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    register_tree(settings, "pytorch", "2.6.0", fixtures_dir / "sources" / "mini_pytorch")
+    issue = Issue("pytorch/pytorch", 1, "histc wrong on cuda", "")
+    ex = Extraction(None, None, Environment(framework="pytorch", version="2.1.0"), apis=("torch.histc",))
+    loc = localize_gcrde(issue, ex, open_source("pytorch", "2.1.0", settings))
+    assert loc.suspects[0].path.endswith("cuda/SummaryOps.cu")
+    assert "nearest registered tree pytorch 2.6.0" in loc.reason
+
+
+def test_sources_cli_add(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from sftl.cli import main
+
+    monkeypatch.setenv("SFTL_HOME", str(tmp_path / "home"))
+    out, err = io.StringIO(), io.StringIO()
+    root = str(fixtures_dir / "sources" / "mini_pytorch")
+    assert main(["sources", "add", "pytorch==2.6.0", root], out=out, err=err) == 0
+    assert main(["sources", "add", "pytorch==2.6.0", str(tmp_path / "missing")], out=out, err=err) == 5
+    out = io.StringIO()
+    assert main(["sources", "list", "--json"], out=out, err=err) == 0
+    assert json.loads(out.getvalue())[0]["kind"] == "tree"

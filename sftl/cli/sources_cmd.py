@@ -30,7 +30,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     fetch.add_argument("--json", action="store_true", help="print what was fetched as JSON")
     fetch.set_defaults(handler=_fetch)
 
-    lister = inner.add_parser("list", help="list cached wheels and GitHub trees")
+    add = inner.add_parser(
+        "add",
+        help="register a local source tree (a checkout, an unpacked source package) for a release",
+        description=(
+            "Remember DIR as the sources of FRAMEWORK==VERSION. `sftl locate` then uses it for that release, and "
+            "as the nearest tree for releases whose C++ sources are not cached (the report says so)."
+        ),
+    )
+    add_common(add)
+    add.add_argument("spec", metavar="FRAMEWORK==VERSION")
+    add.add_argument("root", metavar="DIR", help="a tree laid out like the framework's repository")
+    add.set_defaults(handler=_add)
+
+    lister = inner.add_parser("list", help="list cached wheels, GitHub trees and registered local trees")
     add_common(lister)
     lister.add_argument("--json", action="store_true", help="print a JSON list")
     lister.set_defaults(handler=_list)
@@ -56,6 +69,15 @@ def _fetch(args: argparse.Namespace, ctx: Any) -> int:
     return EXIT_OK
 
 
+def _add(args: argparse.Namespace, ctx: Any) -> int:
+    from sftl.sources import parse_spec, register_tree
+
+    framework, version = parse_spec(args.spec)
+    register_tree(ctx.settings, framework, version, args.root)
+    ctx.out.write(f"{framework} {version}: tree {args.root} registered\n")
+    return EXIT_OK
+
+
 def _list(args: argparse.Namespace, ctx: Any) -> int:
     from sftl.model import to_jsonable
     from sftl.sources import list_cached
@@ -71,6 +93,7 @@ def _list(args: argparse.Namespace, ctx: Any) -> int:
 
     table = Table("framework", "version", "kind", "files", "size", "path")
     for e in entries:
-        table.add_row(e.framework, e.version, e.kind, str(e.files), f"{e.size_bytes / 1e6:.1f} MB", e.path)
+        size = f"{e.size_bytes / 1e6:.1f} MB" if e.kind != "tree" else "-"
+        table.add_row(e.framework, e.version, e.kind, str(e.files) if e.kind != "tree" else "-", size, e.path)
     ctx.console().print(table)
     return EXIT_OK

@@ -341,10 +341,15 @@ def localize_gcrde(
     framework = _framework(issue, extraction, source)
     try:
         if framework == "tensorflow":
-            return _localize_tensorflow(issue, extraction, source, method, top, divergent_op)
-        return _localize_pytorch(issue, extraction, source, method, top, divergent_op)
+            loc = _localize_tensorflow(issue, extraction, source, method, top, divergent_op)
+        else:
+            loc = _localize_pytorch(issue, extraction, source, method, top, divergent_op)
     except SourceError as exc:
         return Localization(label, (), Outcome.SKIPPED, f"source unavailable: {exc}")
+    description = getattr(source, "description", "")
+    if "nearest" in description and loc.outcome is not Outcome.SKIPPED:  # not the report's own release
+        loc = Localization(loc.method, loc.suspects, loc.outcome, f"{loc.reason}; read from the {description}")
+    return loc
 
 
 def _framework(issue: Issue, extraction: Extraction, source: SourceProvider) -> str:
