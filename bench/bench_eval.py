@@ -63,11 +63,13 @@ def main() -> int:
     ap.add_argument("--methods", default="sftl,paper,vsm,bert")
     ap.add_argument("--home", default=str(Path(tempfile.gettempdir()) / "sftl-bench-eval-home"),
                     help="SFTL_HOME kept between bench runs, so its caches stay warm")
+    ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "sftl-bench-eval"),
+                    help="where the dev label files, mutated trees and the warm-up run live (kept between runs)")
     args = ap.parse_args()
     if not dev_labels.DEV.exists():
         print(f"skip: {dev_labels.DEV} not found")
         return 0
-    work = Path(tempfile.gettempdir()) / "sftl-bench-eval"
+    work = Path(args.work)
     paths = dev_labels.build(work)
     dev = [json.loads(x) for x in paths["all"].read_text().splitlines()]
     home = Path(args.home)
