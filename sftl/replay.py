@@ -26,7 +26,7 @@ from sftl.model import (
     Traceback,
     to_jsonable,
 )
-from sftl.sandbox import HARNESS, Limits, Sandbox, SandboxResult
+from sftl.sandbox import FILE_LIMIT, HARNESS, Limits, Sandbox, SandboxResult
 from sftl.store import Store
 
 DEFAULT_REPEATS = 2  # runs per device in a comparison: tells nondeterminism from a discrepancy
@@ -214,6 +214,7 @@ def _sandbox_payload(res: SandboxResult) -> dict[str, Any]:
 
 
 _MEMORY_WORDS = re.compile(r"can't allocate memory|cannot allocate memory|out of memory|std::bad_alloc", re.I)
+_SPACE_WORDS = re.compile(r"\[Errno (27|28)\]|File too large|No space left on device")
 
 
 def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, limits: Limits) -> ReplayRun:
@@ -255,6 +256,9 @@ def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, li
         exc = exc_name or "Exception"
         if expected is not None and same_error(expected, exc, msg):
             return ReplayRun(outcome=Outcome.REPRODUCED, exception=exc, message=msg, **common)
+        if msg and _SPACE_WORDS.search(msg):
+            return ReplayRun(outcome=Outcome.RESOURCE_LIMIT, exception=exc,
+                             message=f"{msg} (files are capped at {FILE_LIMIT} bytes in the sandbox)", **common)
         if exc == "MemoryError" or (msg and _MEMORY_WORDS.search(msg) and device is Device.CPU):
             return ReplayRun(outcome=Outcome.RESOURCE_LIMIT, exception=exc,
                              message=f"{msg or exc} (memory capped at {limits.memory} bytes)", **common)

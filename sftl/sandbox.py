@@ -170,6 +170,7 @@ class Capabilities:
     memory_cgroup: bool
     root: bool
     why: tuple[str, ...] = ()
+    tmpfs_size: bool = False  # bubblewrap >= 0.8 can cap the size of the tmpfs it mounts
 
 
 def probe(settings: Settings) -> Capabilities:
@@ -187,6 +188,13 @@ def probe(settings: Settings) -> Capabilities:
         if not ok:
             why.append("bubblewrap cannot create namespaces here")
             bwrap = None
+    sized = False
+    if bwrap:
+        try:
+            sized = subprocess.run([bwrap, "--ro-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "true"],
+                                   capture_output=True, timeout=10, env=env).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            sized = False
     else:
         why.append("bubblewrap (bwrap) is not installed")
     unshare_exe = shutil.which("unshare", path=path)
@@ -206,7 +214,7 @@ def probe(settings: Settings) -> Capabilities:
             unshare = (unshare_exe, *args)
             break
     return Capabilities(bwrap, unshare, _own_cgroup("pids") is not None, _own_cgroup("memory") is not None,
-                        os.geteuid() == 0, tuple(why))
+                        os.geteuid() == 0, tuple(why), sized)
 
 
 def _tail(head: bytearray, data: bytearray) -> str:
@@ -290,7 +298,9 @@ class Sandbox:
             if self.allow_network:
                 cmd.append("--share-net")
             cmd += ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                    "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+                    ]
+            for mount in ("/tmp", "/dev/shm"):  # RAM-backed: capped, or a snippet could fill memory there
+                cmd += (["--size", str(FILE_LIMIT)] if caps.tmpfs_size else []) + ["--tmpfs", mount]
             if gpu:  # the GPU's device nodes, which --dev /dev does not carry
                 for node in sorted(Path("/dev").glob("nvidia*")):
                     cmd += ["--dev-bind", str(node), str(node)]
