@@ -1,4 +1,11 @@
-"""Screening and extraction benchmark: quality on ../shared/data/dev/triage.jsonl (both modes) and speed on 10,000 issues."""
+"""Screening and extraction benchmark: quality on ../shared/data/dev/triage.jsonl (both modes) and speed on 10,000 issues.
+
+    python bench/bench_screen.py [-v] [--data FILE.jsonl] [--train FILE.jsonl]
+
+--data scores another labelled set of the same format (title, body, error, label, framework, version)
+instead of the dev set; with it, the learned mode is also trained on --train (default: the dev set)
+and scored on --data, besides the cross-validation on --data itself.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +21,21 @@ DEV = ROOT.parent / "shared" / "data" / "dev" / "triage.jsonl"
 CATS = ("mme", "gcrde", "other")
 
 
-def load_dev() -> list[dict]:
-    return [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+def load_dev(path: Path = DEV) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _opt(name: str) -> Path | None:
+    if name in sys.argv:
+        i = sys.argv.index(name)
+        if i + 1 < len(sys.argv):
+            return Path(sys.argv[i + 1])
+    return None
 
 
 def as_issue_body(row: dict) -> str:
     """The dev row as a report: the body, then the machine output line in a code block."""
-    body = row["body"]
+    body = row.get("body") or ""
     if row.get("error"):
         body += f"\n\n```\n{row['error']}\n```"
     return body
@@ -62,17 +77,25 @@ def main() -> int:
     from sftl.screen import KeywordScreener, LearnedScreener, prepare
 
     verbose = "-v" in sys.argv
-    if not DEV.exists():
-        print(f"no dev set at {DEV}; skipping the quality part")
+    data = _opt("--data") or DEV
+    train_path = _opt("--train") or DEV
+    if not data.exists():
+        print(f"no labelled set at {data}; skipping the quality part")
         rows = []
     else:
-        rows = load_dev()
+        rows = load_dev(data)
+        print(f"labelled set: {data} ({len(rows)} issues)")
     ok = True
+    repo = {"pytorch": "pytorch/pytorch", "tensorflow": "tensorflow/tensorflow"}
+
+    def to_docs(rs: list[dict]) -> tuple[list, list]:
+        iss = [Issue(repo.get(r.get("framework") or "", ""), i + 1, r.get("title") or "", as_issue_body(r))
+               for i, r in enumerate(rs)]
+        return iss, [prepare(x, extract_text(x.title, x.body, x.repo)) for x in iss]
+
     if rows:
         truth = [r["label"] for r in rows]
-        repo = {"pytorch": "pytorch/pytorch", "tensorflow": "tensorflow/tensorflow"}
-        issues = [Issue(repo.get(r["framework"], ""), i + 1, r["title"], as_issue_body(r)) for i, r in enumerate(rows)]
-        docs = [prepare(iss, extract_text(iss.title, iss.body, iss.repo)) for iss in issues]
+        issues, docs = to_docs(rows)
 
         # keyword mode: IDF fitted on the whole corpus (unsupervised; labels are not used)
         kw = KeywordScreener().fit(docs)
@@ -88,12 +111,19 @@ def main() -> int:
 
         pred = [""] * len(rows)
         abstained = [False] * len(rows)
-        for train, test in StratifiedKFold(5, shuffle=True, random_state=0).split(docs, truth):
+        folds = max(2, min(5, *(truth.count(c) for c in CATS)))
+        for train, test in StratifiedKFold(folds, shuffle=True, random_state=0).split(docs, truth):
             model = LearnedScreener().fit([docs[i] for i in train], [truth[i] for i in train])
             for i, s in zip(test, model.screen_docs([docs[i] for i in test]), strict=True):
                 pred[i] = s.category.value
                 abstained[i] = s.abstained
-        res_l = print_quality("learned mode (5-fold stratified cross-validation)", truth, pred)
+        res_l = print_quality(f"learned mode ({folds}-fold stratified cross-validation)", truth, pred)
+        if data.resolve() != train_path.resolve() and train_path.exists():
+            train_rows = load_dev(train_path)
+            _, train_docs = to_docs(train_rows)
+            model = LearnedScreener().fit(train_docs, [r["label"] for r in train_rows])
+            print_quality(f"learned mode trained on {train_path.name} ({len(train_rows)}), scored on {data.name}",
+                          truth, model.predict(docs))
         kept = [i for i in range(len(rows)) if not abstained[i]]
         if kept:
             print_quality(
