@@ -252,8 +252,11 @@ def localize_paper(
         cname = max(classes, key=lambda c: nw_similarity(owner, c))
         cls = ClassRef(mod_file, classes[cname])
         lacks = missing.name not in code.members(cls)
+        has_suggestion = bool(missing.suggestion) and missing.suggestion in code.members(cls)
         verdict = (
-            f"class {cname} lacks {missing.name}" if lacks else f"class {cname} defines {missing.name}"
+            (f"class {cname} defines {missing.suggestion} but not {missing.name}" if has_suggestion else f"class {cname} lacks {missing.name}")
+            if lacks
+            else f"class {cname} defines {missing.name}"
         )
         out.append(
             _suspect(
@@ -455,7 +458,10 @@ def _owner_candidates(code: Code, ev: _Ev, owner: str) -> list[_Candidate]:
             ref = ClassRef(p, node)
             if ref not in seen:
                 seen.add(ref)
-                out.append(_Candidate(ref, f"class {owner} is defined in {p}", 0.5))
+                # generated and test code rarely holds the class a report is about
+                odd = bool(re.search(r"(_generated|_pb2|/tests?/|/testing/|_test\.py$)", p))
+                out.append(_Candidate(ref, f"class {owner} is defined in {p}", 0.2 if odd else 0.5))
+    out.sort(key=lambda c: -c.weight)
     return out
 
 
@@ -511,6 +517,9 @@ def _class_evidence(code: Code, k: ClassRef, name: str, suggestion: str | None) 
 def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) -> Localization:
     name = missing.name
     owner = missing.owner
+    if owner not in _BUILTIN_OWNERS:
+        # the whole-tree searches this may need, done in one pass (only run when first needed)
+        code.defer_prefetch(_attribute_patterns(owner, name, missing.suggestion))
     caller = _caller(code, ev, name)
     raising = ev.raising
     hook = ev.frames[-1] if ev.frames and ev.frames[-1][1].function in ("__getattr__", "__getattribute__") else None
@@ -576,7 +585,10 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
     user_note = ""
     if _user_frame(ev) and not any(c.weight >= 0.9 for c, _, _ in lacking):
         verdicts = [_user_call_verdict(code, c.cls, mro, missing, version) for c, mro, _ in lacking[:4]]
-        verdict = next((v for v in verdicts if not v.startswith("abstain:")), verdicts[0])
+        # a located verdict wins; among abstentions the most specific explanation is given
+        verdict = next((v for v in verdicts if not v.startswith("abstain:")), None) or min(
+            verdicts, key=lambda v: ("(a user error)" not in v, "misspelling" not in v)
+        )
         if verdict.startswith("abstain:"):
             return Localization("sftl", (), Outcome.ABSTAINED, verdict.split(":", 1)[1].strip())
         user_note = verdict
@@ -626,13 +638,23 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
     return _located(out, top)
 
 
+def _attribute_patterns(owner: str | None, name: str, suggestion: str | None) -> list[str]:
+    pats = [rf"self\.{re.escape(name)}\b", rf"^\s+def\s+{re.escape(name)}\b"]
+    if owner:
+        pats.append(rf"^\s*class\s+{re.escape(owner)}\b")
+    if suggestion:
+        pats.append(rf"^\s*(?:def\s+{re.escape(suggestion)}\b|{re.escape(suggestion)}\s*[:=])")
+    return pats
+
+
 def _sibling_votes(code: Code, name: str, mro: list[ClassRef]) -> tuple[dict[ClassRef, int], int]:
     """Other classes whose code reads `self.<name>`: votes for the ancestors they share with the owner
     when they expect to inherit the name, and a count of those that define it themselves."""
     in_mro = set(mro)
     votes: dict[ClassRef, int] = {}
     own = 0
-    for path in code.grep(rf"self\.{re.escape(name)}\b")[:80]:
+    hits = code.grep(rf"self\.{re.escape(name)}\b")
+    for path in sorted(hits, key=lambda p: -_shared_prefix(p, mro[0].path if mro else ""))[:80]:
         for node in code.classes(path).values():
             ref = ClassRef(path, node)
             if ref in in_mro or not code.self_refs(ref, name):
@@ -652,18 +674,34 @@ def _sibling_votes(code: Code, name: str, mro: list[ClassRef]) -> tuple[dict[Cla
     return votes, own
 
 
-def _subclass_definer(code: Code, name: str, mro: list[ClassRef]) -> ClassRef | None:
-    """A class that defines `name` and has the owner's hierarchy among its ancestors."""
+def _related_definer(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassRef, ClassRef] | None:
+    """A class that defines `name` and shares an ancestor with the owner: (that class, the shared
+    ancestor); the owner itself when it is a subclass of the owner."""
     in_mro = set(mro)
-    for path in code.grep(rf"^\s+def\s+{re.escape(name)}\b")[:40]:
+    hits = code.grep(rf"^\s+def\s+{re.escape(name)}\b")
+    sibling: tuple[ClassRef, ClassRef] | None = None
+    for path in sorted(hits, key=lambda p: -_shared_prefix(p, mro[0].path if mro else ""))[:60]:
         for node in code.classes(path).values():
             ref = ClassRef(path, node)
             if ref in in_mro or name not in code.members(ref):
                 continue
             smro, _ = code.mro(ref)
             if mro and mro[0] in smro[1:]:
-                return ref
-    return None
+                return ref, mro[0]
+            shared = next((k for k in smro[1:] if k in in_mro), None)
+            if sibling is None and shared is not None:
+                sibling = (ref, shared)
+    return sibling
+
+
+def _shared_prefix(a: str, b: str) -> int:
+    """How many leading directories two paths share (nearer files are searched first)."""
+    n = 0
+    for x, y in zip(a.split("/")[:-1], b.split("/")[:-1], strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _edit_distance(a: str, b: str) -> int:
@@ -692,9 +730,14 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     documented = [k for k in mro if len(call.findall(code.class_text(k))) >= 2]
     if documented:
         return f"called from user code, but {documented[0].name}'s documentation calls .{name}(): the framework lost it"
-    sub = _subclass_definer(code, name, mro)
-    if sub is not None:
-        return f"abstain: {name} is defined on {sub.name} ({sub.path}), a subclass of {owner.name}: the object is not a {sub.name} (a user error)"
+    related = _related_definer(code, name, mro)
+    if related is not None:
+        other, common = related
+        kin = f"a subclass of {owner.name}" if common == owner else f"a sibling of {owner.name} under {common.name}"
+        return (
+            f"abstain: {name} is defined on {other.name} ({other.path}), {kin}: "
+            f"the object is a {owner.name}, not a {other.name} (a user error)"
+        )
     return f"abstain: {owner.name} has no {name} in {version} and the error comes from user code: a removed or misspelled API"
 
 

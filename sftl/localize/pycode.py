@@ -56,6 +56,7 @@ class Code:
         self._members: dict[tuple[str, int, bool], frozenset[str]] = {}
         self._py_files: list[str] | None = None
         self._grep: dict[str, list[str]] = {}
+        self._deferred: list[str] = []
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -98,15 +99,32 @@ class Code:
     def grep(self, pattern: str) -> list[str]:
         """Files whose text matches the regex `pattern` (a whole-tree scan, cached per pattern)."""
         if pattern not in self._grep:
-            rx = re.compile(pattern, re.M)
-            hits = []
-            for path in self.py_files():
-                text = self.source.read_text(path)
-                if text and rx.search(text):
-                    hits.append(path)
-                    self._text[path] = text
-            self._grep[pattern] = hits
+            self.prefetch([pattern, *self._deferred])
+            self._deferred = []
         return self._grep[pattern]
+
+    def defer_prefetch(self, patterns: list[str]) -> None:
+        """Searches to run along with the first whole-tree scan, if one is ever needed."""
+        self._deferred.extend(patterns)
+
+    def prefetch(self, patterns: list[str]) -> None:
+        """Run several whole-tree searches in one pass over the files (reading is what costs)."""
+        todo = [(p, re.compile(p, re.M)) for p in dict.fromkeys(patterns) if p not in self._grep]
+        if not todo:
+            return
+        hits: dict[str, list[str]] = {p: [] for p, _ in todo}
+        for path in self.py_files():
+            text = self._text.get(path) or self.source.read_text(path)
+            if not text:
+                continue
+            matched = False
+            for p, rx in todo:
+                if rx.search(text):
+                    hits[p].append(path)
+                    matched = True
+            if matched:
+                self._text[path] = text
+        self._grep.update(hits)
 
     # -- module structure -----------------------------------------------------------------------
 
@@ -118,7 +136,8 @@ class Code:
         tree = self.tree(path)
         package = module_of(path) if "/__init__.py" in path else module_of(path).rpartition(".")[0]
         if tree is not None:
-            nodes = list(tree.body) + [n for n in ast.walk(tree) if n not in tree.body]
+            top = {id(n) for n in tree.body}
+            nodes = list(tree.body) + [n for n in ast.walk(tree) if id(n) not in top]
             for node in nodes:
                 if isinstance(node, ast.Import):
                     for alias in node.names:
