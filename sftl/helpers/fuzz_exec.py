@@ -30,7 +30,8 @@ MEMORY_LIMIT = 8 * 2**30  # address space per worker: a runaway allocation fails
 
 @dataclass(frozen=True)
 class ExecResult:
-    """What one call did: `ok`, `error` (rejected input), `crash` (the worker died) or `timeout`."""
+    """What one call did: `ok`, `error` (rejected input), `crash` (the worker died), `timeout`, or `skipped`
+    (not run: the run had reached its crash limit)."""
 
     status: str
     exception: str | None = None
@@ -208,7 +209,7 @@ class WorkerPool:
 
     def __init__(self, framework: str, settings: Settings, workers: int | None = None, chunk: int = 32,
                  timeout: float = 10.0, cuda: bool = False, python: str | None = None,
-                 start_timeout: float = 120.0) -> None:
+                 start_timeout: float = 120.0, max_crashes: int = 8) -> None:
         self.framework = framework
         self.chunk = chunk
         self.timeout = timeout
@@ -226,6 +227,9 @@ class WorkerPool:
         self.workers = [Worker(framework, env, python or sys.executable, start_timeout) for _ in range(n)]
         self.crashes: list[Crash] = []
         self.restarts = 0
+        # each crash costs a worker restart (seconds for TensorFlow): past this many in one run the
+        # rest of the run is skipped rather than letting one crashing region eat the budget
+        self.max_crashes = max_crashes
         self._lock = threading.Lock()
 
     def __enter__(self) -> WorkerPool:
@@ -252,6 +256,7 @@ class WorkerPool:
         for k in range(0, len(jobs), self.chunk):
             todo.put(jobs[k:k + self.chunk])
         errors: list[BaseException] = []
+        crashed = [0]
 
         def drive(w: Worker) -> None:
             try:
@@ -261,6 +266,10 @@ class WorkerPool:
                     except queue.Empty:
                         return
                     while batch:
+                        if crashed[0] >= self.max_crashes:
+                            for j in batch:
+                                results[j["id"]] = ExecResult("skipped", None, "crash limit of the run reached")
+                            break
                         got, stop = w.run(batch, self.timeout)
                         for r in got:
                             results[r["id"]] = ExecResult(
@@ -276,6 +285,7 @@ class WorkerPool:
                         results[bad["id"]] = ExecResult("crash" if kind != "timeout" else "timeout",
                                                         sig or kind, tail[-300:])
                         with self._lock:
+                            crashed[0] += 1
                             self.crashes.append(Crash(kind, sig, spec.api, inputs[bad["id"]].call,
                                                       inputs[bad["id"]].seed, tail))
                             self.restarts += 1

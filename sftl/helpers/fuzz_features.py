@@ -16,7 +16,7 @@ from sftl.helpers.fuzz_specs import ApiSpec, ArgSpec
 
 MAX_LIST = 6  # list elements / tensor-list items looked at individually
 MAX_ITEMS = 3  # tensor-list items that take part in cross-argument relations
-FORMAT = 2  # bump when the feature layout changes: saved models of another format are retrained
+FORMAT = 3  # bump when the feature layout changes: saved models of another format are retrained
 
 
 def _dims(t: dict[str, Any] | None) -> list[int] | None:
@@ -110,6 +110,7 @@ class Featurizer:
     def _tensor_names(p: str, a: ArgSpec) -> list[str]:
         out = [f"{p}.rank", f"{p}.logn", f"{p}.zero_dim", f"{p}.min_dim", f"{p}.max_dim"]
         out += [f"{p}.d{i}" for i in range(MAX_RANK)] + [f"{p}.d-{i}" for i in (1, 2, 3)]
+        out += [f"{p}.d-1==d-2", f"{p}.d-1==d-3", f"{p}.d-2==d-3", f"{p}.d0==d1", f"{p}.all_dims_eq"]
         out += [f"{p}.float", f"{p}.int", f"{p}.bool", f"{p}.complex", f"{p}.half"]
         out += [f"{p}.dtype=={d}" for d in a.dtypes]
         return out
@@ -118,7 +119,7 @@ class Featurizer:
     @staticmethod
     def _tensor_feats(t: dict[str, Any] | None, a: ArgSpec) -> list[float]:
         if t is None:
-            return [-1.0] * (5 + MAX_RANK + 3 + 5 + len(a.dtypes))
+            return [-1.0] * (5 + MAX_RANK + 3 + 5 + 5 + len(a.dtypes))
         s = t["shape"]
         r = len(s)
         n = 1
@@ -128,6 +129,10 @@ class Featurizer:
         f: list[float] = [r, _log(n), float(0 in s), min(s) if s else -1, max(s) if s else -1]
         f += [s[i] if i < r else -1 for i in range(MAX_RANK)]
         f += [s[-i] if i <= r else -1 for i in (1, 2, 3)]
+        # relations inside one tensor: square matrices (inv, det, cholesky), equal spatial dims
+        f += [float(s[-1] == s[-2]) if r >= 2 else -1.0, float(s[-1] == s[-3]) if r >= 3 else -1.0,
+              float(s[-2] == s[-3]) if r >= 3 else -1.0, float(s[0] == s[1]) if r >= 2 else -1.0,
+              float(len(set(s)) <= 1)]
         f += [float(dt.startswith(("float", "bfloat"))), float(dt.startswith(("int", "uint"))),
               float(dt == "bool"), float(dt.startswith("complex")), float(dt in ("float16", "bfloat16"))]
         f += [float(dt == d) for d in a.dtypes]

@@ -14,7 +14,7 @@ from sftl.helpers.fuzz_specs import ApiSpec, ArgSpec
 MAX_RANK = 6
 MAX_DIM = 10
 INT_RANGE = (-100, 100)
-MAX_NUMEL = 200_000  # keeps every tensor small enough to build in microseconds
+MAX_NUMEL = 4096  # per tensor: products of inputs (kron, outer, cartesian_prod) stay small enough to run quickly
 ABSENT = "absent"  # level: leave the argument at its default
 NONE = "none"  # level: pass None
 
@@ -461,6 +461,9 @@ class InputGenerator:
         """
         total = len(valid)
         base = (sum(valid) + 1) / (total + 2)
+        if self.strategy == "pairwise":
+            self._prune(inputs, valid)
+            return
         new = []
         for p in self.params:
             counts = {repr(lv): [0, 0] for lv in p.levels}
@@ -478,6 +481,20 @@ class InputGenerator:
                 rate = (v + base) / (n + 1)  # shrunk towards the overall rate when a level was rarely drawn
                 adj.append(w * min(clip, max(1 / clip, rate / base)))
             new.append(replace(p, weights=tuple(adj)))
+        self.params = new
+
+    def _prune(self, inputs: Sequence[FuzzInput], valid: Sequence[bool], min_draws: int = 5) -> None:
+        """Pairwise: drop levels drawn often and never valid, so the covering array spends rows where inputs pass."""
+        new = []
+        for p in self.params:
+            seen: dict[str, list[int]] = {repr(lv): [0, 0] for lv in p.levels}
+            for inp, ok in zip(inputs, valid, strict=True):
+                if inp.levels is not None and p.name in inp.levels and repr(inp.levels[p.name]) in seen:
+                    c = seen[repr(inp.levels[p.name])]
+                    c[0] += 1
+                    c[1] += int(ok)
+            keep = tuple(lv for lv in p.levels if seen[repr(lv)][1] > 0 or seen[repr(lv)][0] < min_draws)
+            new.append(replace(p, levels=keep or p.levels, weights=None))
         self.params = new
 
     def _random_levels(self, rng: random.Random) -> dict[str, Any]:

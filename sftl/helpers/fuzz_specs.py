@@ -237,6 +237,39 @@ def _pick_overload(funcs: list[str], overload: str | None) -> tuple[str, list[Ar
     return func, args
 
 
+def _annotation_kind(ann: str, default: Any, name: str) -> str | None:
+    """The generator kind of a Python annotation (`int | None`, `list[int]`, `Tensor`, `_size`)."""
+    if name == "dtype":
+        return "dtype"
+    if ann == "None":  # BroadcastingList annotations evaluate to None at run time (F.unfold's kernel_size)
+        return "ints"
+    if not ann and default is None:
+        return "tensor"  # an unannotated required parameter of a torch wrapper is a tensor (tensordot's a, b)
+    a = ann.lower().replace("typing.", "").replace("torch.", "").replace(" ", "")
+    a = a.replace("optional[", "").replace("|none", "").replace("none|", "").rstrip("]")
+    if "tensor" in a and not any(w in a for w in ("list[tensor", "tuple[tensor", "sequence[tensor")):
+        return "tensor"
+    if any(w in a for w in ("list[tensor", "tuple[tensor", "sequence[tensor")):
+        return "tensors"
+    if a.startswith("bool") or isinstance(default, bool):
+        return "bool"
+    if a.startswith("int") or a.startswith("symint"):
+        return "int"
+    if any(w in a for w in ("list[int", "tuple[int", "sequence[int", "_size", "broadcastinglist")):
+        return "ints"
+    if a.startswith("float") or isinstance(default, float):
+        return "float"
+    if a.startswith("str") or isinstance(default, str):
+        return "str"
+    if a.startswith("dtype"):
+        return "dtype"
+    if isinstance(default, int):
+        return "int"
+    if name in ("input", "self", "weight", "bias", "target") and not a:
+        return "tensor"
+    return None
+
+
 def _inspect_args(fn: Any) -> list[ArgSpec] | None:
     """Argument specs of a Python-level function (e.g. torch.nn.functional.*) from its signature."""
     try:
@@ -245,30 +278,28 @@ def _inspect_args(fn: Any) -> list[ArgSpec] | None:
         return None
     args: list[ArgSpec] = []
     for p in sig.parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name.startswith("_") or p.name == "out":
             continue
         has_default = p.default is not p.empty
-        ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", str(p.annotation))
-        ann = str(ann)
-        d = p.default
-        kind: str | None = None
-        optional = has_default and d is None or "Optional" in ann or "None" in ann
-        if "Tensor" in ann and "List" not in ann and "list" not in ann or p.name in ("input", "self", "weight"):
-            kind = "tensor"
-        elif isinstance(d, bool) or ann == "bool":
-            kind = "bool"
-        elif isinstance(d, int) or ann == "int":
-            kind = "int"
-        elif isinstance(d, float) or ann == "float":
-            kind = "float"
-        elif isinstance(d, str) or ann == "str":
-            kind = "str"
-        elif "List[int]" in ann or "tuple" in ann.lower() or "_size" in ann:
-            kind = "ints"
+        if isinstance(p.annotation, str):
+            ann = p.annotation
+        elif p.annotation is p.empty:
+            ann = ""
+        elif p.annotation is None:
+            ann = "None"
+        elif isinstance(p.annotation, type):
+            ann = p.annotation.__name__
+        else:  # list[int], int | None, Optional[...]
+            ann = str(p.annotation)
+        d = None if not has_default else p.default
+        if not ann and has_default and d is not None:
+            ann = type(d).__name__
+        kind = _annotation_kind(str(ann), d, p.name)
         if kind is None:
             if has_default:
                 continue
             return None
+        optional = (has_default and d is None) or "None" in str(ann) or "Optional" in str(ann)
         choices: tuple[str, ...] = ()
         if kind == "str":
             choices = TORCH_STR_CHOICES.get(p.name, ()) or ((d,) if isinstance(d, str) else ())
@@ -279,12 +310,26 @@ def _inspect_args(fn: Any) -> list[ArgSpec] | None:
                 optional=bool(optional),
                 has_default=has_default,
                 keyword_only=p.kind == p.KEYWORD_ONLY,
-                dtypes=TORCH_DTYPES if kind == "tensor" else (),
+                dtypes=TORCH_DTYPES if kind in ("tensor", "tensors", "dtype") else (),
                 choices=choices,
-                type_text=ann,
+                type_text=str(ann),
             )
         )
-    return args
+    return args if any(a.kind in ("tensor", "tensors") for a in args) else None
+
+
+def _signature_disagrees(fn: Any, args: list[ArgSpec]) -> bool:
+    """A Python wrapper whose parameters are not the schema's (torch.tensordot's dims=, torch.split's names)."""
+    if not inspect.isfunction(fn):
+        return False
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return False
+    names = {p.name for p in params}
+    return any(a.name not in names for a in args[1:] if not a.keyword_only and not a.has_default)
 
 
 def torch_spec(api: str) -> ApiSpec:
@@ -301,7 +346,14 @@ def torch_spec(api: str) -> ApiSpec:
             break
     # a Python-level nn.functional wrapper has its own signature (F.unfold is im2col, not Tensor.unfold)
     python_wrapper = inspect.isfunction(fn) and target.startswith("torch.nn.functional.")
-    picked = _pick_overload(funcs, overload or None) if funcs and not python_wrapper else None
+    picked = _pick_overload(funcs, overload or None) if funcs else None
+    if picked is not None and (python_wrapper or _signature_disagrees(fn, picked[1])):
+        args_w = _inspect_args(fn)
+        if args_w is not None:  # the wrapper's own signature is what a call goes through
+            return ApiSpec("pytorch", api, target, f"{target}{inspect.signature(fn)}", "inspect",
+                           torch.__version__, tuple(args_w))
+        if python_wrapper:
+            picked = None
     if picked is not None:
         func, args = picked
         varargs = None

@@ -118,7 +118,9 @@ def train(spec: ApiSpec, pool: WorkerPool, inputs: Sequence[FuzzInput],
     """Label `inputs` by execution (unless given) and fit a classifier on them."""
     feats = Featurizer(spec)
     res = list(results) if results is not None else pool.run(spec, inputs)
-    keep = [i for i, r in enumerate(res) if r.status in ("ok", "error")]  # crashes/hangs: not labels
+    # a crash or hang counts as invalid (the filtered run should not spend a worker restart on it);
+    # inputs skipped after a run's crash limit carry no label
+    keep = [i for i, r in enumerate(res) if r.status != "skipped"]
     X = feats.transform([inputs[i].call for i in keep])
     y = [int(res[i].valid) for i in keep]
     return ValidityClassifier().fit(X, y), res
@@ -141,29 +143,25 @@ def fuzz(spec: ApiSpec, settings: Settings, pool: WorkerPool, budget: int = 500,
     generated = executed = valid_total = 0
     clf = None if retrain else load_model(settings.home, spec, feats.names)
     cached = clf is not None
-    seen: set[str] = set()
-    pass_rate_first = None
-    if clf is None or strategy == "random":
-        # two rounds: the second draws levels reweighted by what the first found valid (random strategy);
-        # a cached classifier still needs the first round's weights for the generator
-        n_train = train_budget or budget
-        first = gen.generate(n_train // 2 if clf is None else min(n_train // 2, 200), offset=0)
-        res_first = pool.run(spec, first)
-        pass_rate_first = sum(r.valid for r in res_first) / max(len(first), 1)
-        if strategy == "random":
-            gen.adapt(first, [r.valid for r in res_first])
-        train_inputs, train_res = list(first), list(res_first)
-        if clf is None:
-            second = gen.generate(n_train - len(first), offset=1)
-            train_inputs += second
-            train_res += pool.run(spec, second)
-            clf, _ = train(spec, pool, train_inputs, train_res)
-            if save:
-                save_model(settings.home, spec, clf, feats.names)
-        generated += len(train_inputs)
-        executed += len(train_inputs)
-        valid_total += sum(r.valid for r in train_res)
-        seen = {i.key() for i in train_inputs}
+    # two rounds: the second draws levels reweighted (random) or pruned (pairwise) by what the first
+    # found valid; a cached classifier still needs the first round's weights for the generator
+    n_train = train_budget or budget
+    first = gen.generate(n_train // 2 if clf is None else min(n_train // 2, 200), offset=0)
+    res_first = pool.run(spec, first)
+    pass_rate_first = sum(r.valid for r in res_first) / max(len(first), 1)
+    gen.adapt(first, [r.valid for r in res_first])
+    train_inputs, train_res = list(first), list(res_first)
+    if clf is None:
+        second = gen.generate(n_train - len(first), offset=1)
+        train_inputs += second
+        train_res += pool.run(spec, second)
+        clf, _ = train(spec, pool, train_inputs, train_res)
+        if save:
+            save_model(settings.home, spec, clf, feats.names)
+    generated += len(train_inputs)
+    executed += sum(r.status != "skipped" for r in train_res)
+    valid_total += sum(r.valid for r in train_res)
+    seen = {i.key() for i in train_inputs}
 
     # fresh inputs, never seen in training
     t0 = time.perf_counter()
@@ -187,18 +185,25 @@ def fuzz(spec: ApiSpec, settings: Settings, pool: WorkerPool, budget: int = 500,
 
     # filtered: batch inference, then run only what the classifier keeps
     t0 = time.perf_counter()
-    keep_mask = list(clf.predict(feats.transform([i.call for i in fresh]))) if fresh else []
+    if clf.model_ is None:  # nothing learned (one class only): everything is kept, no features needed
+        keep_mask = [True] * len(fresh)
+    else:
+        keep_mask = [bool(k) for k in clf.predict(feats.transform([i.call for i in fresh]))] if fresh else []
     t_pred = time.perf_counter() - t0
     kept = [inp for inp, k in zip(fresh, keep_mask, strict=True) if k]
     t0 = time.perf_counter()
     res_kept = pool.run(spec, kept) if kept else []
     t_kept = time.perf_counter() - t0
     valid_f = sum(r.valid for r in res_kept)
-    executed += len(fresh) + len(kept)
+    ran_all = [r.status != "skipped" for r in res_all]
+    ran_kept = sum(r.status != "skipped" for r in res_kept)
+    executed += sum(ran_all) + ran_kept
     valid_total += valid_u + valid_f
 
-    tp = sum(1 for k, v in zip(keep_mask, labels, strict=True) if k and v)
-    precision = tp / max(sum(keep_mask), 1) if any(keep_mask) else 0.0
+    # precision and recall over the fresh inputs that were actually run (and so have a label)
+    tp = sum(1 for k, v, ran in zip(keep_mask, labels, ran_all, strict=True) if k and v and ran)
+    n_keep = sum(1 for k, ran in zip(keep_mask, ran_all, strict=True) if k and ran)
+    precision = tp / n_keep if n_keep else 0.0
     recall = tp / valid_u if valid_u else 1.0
     errors: dict[str, int] = {}
     for r in res_all:
@@ -210,8 +215,8 @@ def fuzz(spec: ApiSpec, settings: Settings, pool: WorkerPool, budget: int = 500,
     return FuzzReport(
         api=spec.api, framework=spec.framework, version=spec.version, target=spec.target, schema=spec.schema,
         strategy=strategy, generated=generated, executed=executed, valid=valid_total,
-        pass_rate_unfiltered=valid_u / max(len(fresh), 1),
-        pass_rate_filtered=valid_f / len(kept) if kept else 0.0,
+        pass_rate_unfiltered=valid_u / max(sum(ran_all), 1),
+        pass_rate_filtered=valid_f / ran_kept if ran_kept else 0.0,
         precision=precision, recall=recall,
         valid_per_second_unfiltered=valid_u / max(t_gen + t_all, 1e-9),
         valid_per_second_filtered=valid_f / max(t_gen + t_pred + t_kept, 1e-9),
