@@ -106,6 +106,30 @@ TREE = {
                 for param in self.arg_constraints:
                     getattr(type(self), param)
         ''',
+    "torch/distributions/normal.py": '''
+        from torch.distributions.distribution import Distribution
+
+
+        class Normal(Distribution):
+            def sample(self, shape=()):
+                return self._extended_shape(shape)
+        ''',
+    "torch/distributions/categorical.py": '''
+        from torch.distributions.distribution import Distribution
+
+
+        class Categorical(Distribution):
+            def sample(self, shape=()):
+                return self._extended_shape(shape)
+        ''',
+    "torch/distributions/gamma.py": '''
+        from torch.distributions.distribution import Distribution
+
+
+        class Gamma(Distribution):
+            def rsample(self, shape=()):
+                return self._extended_shape(shape)
+        ''',
     "torch/distributions/bernoulli.py": '''
         from torch.distributions.distribution import Distribution
 
@@ -379,3 +403,13 @@ def test_error_line_alone_is_treated_with_user_code_caution(source: LocalTree) -
     )
     loc = localize_sftl(ISSUE, ex, source)
     assert loc.outcome == Outcome.ABSTAINED and "misspelling" in loc.reason
+
+
+def test_siblings_using_the_name_point_at_their_common_base(source: LocalTree) -> None:
+    ex = extraction(
+        [frame(None, 1, "<module>"), frame("torch/distributions/normal.py", 6, "sample", "return self._extended_shape(shape)")],
+        "AttributeError: 'Normal' object has no attribute '_extended_shape'",
+    )
+    loc = localize_sftl(ISSUE, ex, source)
+    assert paths(loc)[:2] == ["torch/distributions/distribution.py", "torch/distributions/normal.py"]
+    assert "other subclass(es) of Distribution use self._extended_shape" in loc.suspects[0].reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -53,6 +54,16 @@ def test_removed_module_in_user_code_abstains(sftl_home: Path) -> None:
         payload = report_json(locate(_issue("mme_removed_module_in_user_code.json"), settings, store))
     assert payload["outcome"] == "abstained" and payload["suspects"] == []
     assert "torch._six" in payload["reason"]
+
+
+def test_tensorflow_user_error_abstains_with_the_explanation(sftl_home: Path) -> None:
+    if importlib.util.find_spec("tensorflow") is None:  # its installed files are read, never imported
+        pytest.skip("tensorflow is not installed")
+    settings = load_settings(offline=True)
+    with Store(settings.db_path) as store:
+        payload = report_json(locate(_issue("mme_tf_numpy_in_tf_function_user_error.json"), settings, store))
+    assert payload["environment"]["framework"] == "tensorflow"
+    assert payload["outcome"] == "abstained" and "_EagerTensorBase" in payload["reason"] and "user error" in payload["reason"]
 
 
 def test_other_and_unreadable_sources_are_skipped_values(sftl_home: Path, tmp_path: Path) -> None:
