@@ -5,7 +5,9 @@ It never lets Selenium Manager fetch anything: the driver path is explicit (sett
 else /usr/bin/chromedriver or the one on PATH). `parse_issue_page(html, repo, number)` is pure and
 reads both github.com markups: the classic server-rendered one (`js-issue-title`,
 `timeline-comment`, `IssueLabel`) and the React one (`data-testid="issue-title"`, `issue-body`,
-`markdown-body`). Code blocks come back as fenced ``` blocks with their language.
+`markdown-body`). Code blocks come back as fenced ``` blocks with their language. Long threads
+hide their middle behind "Load more…" buttons (github.com fetches each batch by script); the
+crawler clicks them until none is left, so a thread is read whole or the fetch fails.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ CHROME_FLAGS = (
     "--window-size=1280,2000",
 )
 _TITLE_CSS = ".js-issue-title, [data-testid='issue-title'], bdi.markdown-title"
+# "Load more…" of the classic timeline (a form fetching hidden items) and of the React one
+_LOAD_MORE_XPATH = (
+    "//button[contains(@class, 'ajax-pagination-btn')"
+    " or starts-with(@data-testid, 'issue-timeline-load-more')"
+    " or starts-with(normalize-space(.), 'Load more')]"
+)
+_MAX_LOAD_MORE = 200  # batches per page: a script that keeps adding buttons must not hold us forever
 
 
 def web_root(settings: Settings) -> str:
@@ -377,12 +386,16 @@ class BrowserCrawler:
                 except TimeoutException:
                     pass  # parsed below; a page without an issue is retried like a 5xx
                 final = driver.current_url
-                source = driver.page_source
                 self.pages_loaded += 1
-                if final.startswith("chrome-error://") or 'id="main-frame-error"' in source:
+                if final.startswith("chrome-error://"):
                     problem = "connection failed"
                 else:
-                    return final, source
+                    self.expand_hidden_items(driver, url)
+                    source = driver.page_source
+                    if 'id="main-frame-error"' in source:
+                        problem = "connection failed"
+                    else:
+                        return final, source
             except TimeoutException:
                 problem = f"timed out after {self.settings.page_timeout:g} s"
             except WebDriverException as exc:
@@ -396,6 +409,79 @@ class BrowserCrawler:
             delay = min(60.0, self.settings.backoff_base * 2**attempt * random.uniform(0.5, 1.5))
             self._sleep(delay)
             attempt += 1
+
+    def expand_hidden_items(self, driver: Any, url: str) -> int:
+        """Click every "Load more…" of a long thread until none is left (each click's batch may
+        bring another). A click whose batch does not arrive is retried with backoff like a failed
+        request; BrowserError after that, rather than a thread with a silent gap. Returns clicks."""
+        from selenium.common.exceptions import (
+            StaleElementReferenceException,
+            TimeoutException,
+            WebDriverException,
+        )
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        def visible_button() -> Any:
+            for button in driver.find_elements(By.XPATH, _LOAD_MORE_XPATH):
+                try:
+                    if button.is_displayed() and button.is_enabled():
+                        return button
+                except StaleElementReferenceException:
+                    continue
+            return None
+
+        def gone(button: Any) -> bool:
+            try:
+                return not button.is_displayed()
+            except StaleElementReferenceException:
+                return True  # replaced by the batch it fetched
+
+        clicks = 0
+        failures = 0
+        wait_s = min(10.0, self.settings.page_timeout)
+        while True:
+            button = visible_button()
+            if button is None:
+                return clicks
+            if clicks >= _MAX_LOAD_MORE:
+                raise BrowserError(f"{url}: still more hidden items after {clicks} 'Load more' clicks; giving up")
+            disabled_seen = False
+
+            def settled(_: Any, button: Any = button) -> bool:
+                # gone: the batch replaced it; enabled again after loading: the batch failed
+                nonlocal disabled_seen
+                try:
+                    if not button.is_displayed():
+                        return True
+                    if not button.is_enabled():
+                        disabled_seen = True
+                        return False
+                    return disabled_seen
+                except StaleElementReferenceException:
+                    return True
+
+            try:
+                # the page's handler disables the button as it starts fetching: seen here even when
+                # the fetch fails before the first poll below
+                disabled_seen = bool(driver.execute_script(
+                    "arguments[0].scrollIntoView({block: 'center'}); arguments[0].click(); return arguments[0].disabled;",
+                    button,
+                ))
+                WebDriverWait(driver, wait_s, poll_frequency=0.05).until(settled)
+                if gone(button):
+                    clicks += 1
+                    continue
+                problem = "its hidden items failed to load"
+            except TimeoutException:
+                problem = f"its hidden items did not load within {wait_s:g} s"
+            except WebDriverException as exc:
+                problem = ((exc.msg or type(exc).__name__).strip().splitlines() or [type(exc).__name__])[0]
+            # the batch did not come: wait until the button may be clicked again, then retry
+            if failures >= self.settings.max_retries:
+                raise BrowserError(f"cannot load the hidden items of {url} ('Load more'): {problem} after {failures + 1} attempts")
+            self._sleep(min(60.0, self.settings.backoff_base * 2**failures * random.uniform(0.5, 1.5)))
+            failures += 1
 
     def fetch_issue(self, repo: str, number: int) -> Issue:
         url = self.issue_url(repo, number)

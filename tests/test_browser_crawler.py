@@ -18,6 +18,9 @@ from sftl.store import Store
 PAGES = Path(__file__).resolve().parent.parent / "fixtures" / "github" / "pages"
 CLASSIC = (PAGES / "classic_open_issue_code_and_comments.html").read_text()
 REACT = (PAGES / "react_closed_issue_rendered_by_script.html").read_text()
+LONG = (PAGES / "classic_long_thread_hidden_items.html").read_text()
+MORE = [(PAGES / f"classic_long_thread_hidden_items.more{k}.html").read_text() for k in (1, 2)]
+MORE_PATH = "/_render_node/I_kwDOA-j9z85120001/timeline/more_items/{}"
 HAVE_CHROMIUM = bool(shutil.which("chromium") or shutil.which("chromium-browser")) and bool(
     Path("/usr/bin/chromedriver").is_file() or shutil.which("chromedriver")
 )
@@ -72,6 +75,10 @@ def site():
         gh.add_page("/pytorch/pytorch/issues/113524", CLASSIC)
         gh.add_page("/tensorflow/tensorflow/issues/61234", REACT)
         gh.add_page("/o/r/issues/2", CLASSIC)
+        for n in (120001, 120002, 120003):
+            gh.add_page(f"/pytorch/pytorch/issues/{n}", LONG)
+        for k, fragment in enumerate(MORE, 1):
+            gh.add_page(MORE_PATH.format(k), fragment)
         gh.add_redirect("/o/r/issues/6", "/o/r/pull/6")
         gh.add_page("/o/r/pull/6", "<html><head><title>PR</title></head><body></body></html>")
         yield gh
@@ -127,3 +134,39 @@ def test_cli_fetch_via_browser_stores_the_issue(site: GitHubServer, sftl_home: P
     with Store(sftl_home / "sftl.db") as store:
         stored = store.get_issue("pytorch/pytorch", 113524)
     assert stored is not None and len(stored.comments) == 2 and "```python" in stored.body
+
+
+def test_a_long_thread_without_its_script_shows_only_the_first_and_last_comments() -> None:
+    issue = parse_issue_page(LONG, "pytorch/pytorch", 120001)
+    assert [c.id for c in issue.comments] == [1905000001, 1905000002, 1905000008, 1905000009]
+    assert "hidden items" not in issue.body + "".join(c.body for c in issue.comments)
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_real_chromium_clicks_load_more_until_the_thread_is_whole(crawler: BrowserCrawler, site: GitHubServer) -> None:
+    site.inject(r"/more_items/1$", delay=0.5, times=1)  # a batch that takes its time
+    before = site.count(r"/more_items/")
+    issue = crawler.fetch_issue("pytorch/pytorch", 120001)
+    assert [c.id for c in issue.comments] == [1905000000 + k for k in range(1, 10)]  # page order, no gap
+    assert site.count(r"/more_items/") - before == 2  # two batches, the second revealed by the first
+    assert issue.state == "closed" and issue.labels == ("module: dataloader", "triaged")
+    repro = issue.comments[3].body
+    assert "```python\nloader = DataLoader(ds, num_workers=4, persistent_workers=True)\nfor epoch in range(1000):\n" in repro
+    assert 'File "train.py", line 42, in <module>' in issue.comments[6].body
+    assert issue.updated_at == "2024-04-12T18:30:00Z"
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_real_chromium_retries_a_batch_that_failed_and_gives_up_on_one_that_never_comes(
+    crawler: BrowserCrawler, site: GitHubServer
+) -> None:
+    site.inject(r"/more_items/2$", status=502, times=1, headers={"Content-Type": "text/html"}, body=b"<p>Unicorn!</p>")
+    assert len(crawler.fetch_issue("pytorch/pytorch", 120002).comments) == 9  # the button came back: clicked again
+    site.inject(r"/more_items/1$", status=502, times=100, headers={"Content-Type": "text/html"}, body=b"<p>Unicorn!</p>")
+    try:
+        with pytest.raises(BrowserError, match=r"cannot load the hidden items of .*/issues/120003 \('Load more'\): its hidden items failed to load after 3 attempts"):
+            crawler.fetch_issue("pytorch/pytorch", 120003)
+    finally:
+        site.faults.clear()
