@@ -154,7 +154,10 @@ def _dedent(lines: list[str]) -> str:
 _TB_HEAD = "Traceback (most recent call last)"
 _FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
 _FRAME_NEW_RE = re.compile(r"^\s*File (?P<path>\S+\.py):(?P<line>\d+), in (?P<func>[\w<>.]+)")
-_IPY_FRAME_RE = re.compile(r"^\s*(?P<path>(?:[~/A-Za-z]|<ipython)[^\s]*?(?:\.py|>)) in (?P<func>[\w<>.]+)\s*\(")
+_CELL_FRAME_RE = re.compile(r"^\s*(?P<path>Cell In\s?\[\d*\]), line (?P<line>\d+)")
+_IPY_FRAME_RE = re.compile(
+    r"^\s*(?:File\s+)?(?P<path>(?:[~/A-Za-z]|<ipython|\\)[^\s]*?(?:\.py|>))(?::\d+)? in (?P<func>[\w<>.]+)\s*(?:\(.*)?$"
+)
 _EXC_LINE = re.compile(
     r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z][\w]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Exceeded))"
     r"(?::\s?(?P<msg>.*))?$"
@@ -384,7 +387,21 @@ def _frame_lines(lines: list[str], start: int) -> tuple[list[Frame], int]:
     i = start
     while i < len(lines):
         line = lines[i]
-        m = _FRAME_RE.match(line) or _FRAME_NEW_RE.match(line)
+        m = _FRAME_RE.match(line) or _FRAME_NEW_RE.match(line) or _CELL_FRAME_RE.match(line)
+        if m and m.re is not _FRAME_RE:
+            # IPython 8: "File ~/x.py:12, in f(a)" / "Cell In[3], line 2": context lines, "-> 12 code" marks the line
+            j = i + 1
+            src = ""
+            while j < len(lines) and (lines[j].startswith((" ", "\t")) or re.match(r"-+>", lines[j])):
+                mm = re.match(r"\s*-+>\s*\d+\s?(.*)", lines[j])
+                if mm:
+                    src = mm.group(1).strip()
+                j += 1
+            path = m.group("path")
+            func = (m.groupdict().get("func") or "<module>").strip()
+            frames.append(Frame(path, int(m.group("line")), func, src, map_frame_path(path)))
+            i = j
+            continue
         if m:
             src = ""
             j = i + 1

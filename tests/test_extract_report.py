@@ -204,3 +204,40 @@ def test_device_labelled_output_is_output_not_annotations() -> None:
     # "cpu: tensor([...])" parses as a Python annotation; it is printed output
     assert classify_block("cpu: tensor([ 1., nan, -1.])\ngpu: tensor([1., 1., -1.], device='cuda:0')")[0] == "output"
     assert classify_block("x: int = 3\nprint(x)")[0] == "python"
+
+
+IPY7 = """---------------------------------------------------------------------------
+AttributeError                            Traceback (most recent call last)
+<ipython-input-5-1b2c3d> in <module>
+      1 import torch
+----> 2 y = model(x)
+
+~/anaconda3/lib/python3.7/site-packages/torch/nn/modules/module.py in __call__(self, *input, **kwargs)
+    488         else:
+--> 489             result = self.forward(*input, **kwargs)
+    490         for hook in self._forward_hooks.values():
+
+AttributeError: 'Net' object has no attribute 'fc'
+"""
+
+IPY8 = """AttributeError                            Traceback (most recent call last)
+Cell In[3], line 2
+      1 import torch
+----> 2 y = model(x)
+
+File ~/miniconda3/lib/python3.10/site-packages/torch/nn/modules/module.py:1501, in Module._call_impl(self, *args)
+   1496 # If we don't have any hooks, we want to skip the rest of the logic in
+-> 1501     return forward_call(*args, **kwargs)
+
+AttributeError: 'Net' object has no attribute 'fc'
+"""
+
+
+def test_ipython_and_jupyter_tracebacks() -> None:
+    for text, func in ((IPY7, "__call__"), (IPY8, "Module._call_impl")):
+        (tb,) = parse_tracebacks(text)
+        assert (tb.exception, tb.message) == ("AttributeError", "'Net' object has no attribute 'fc'")
+        user, fw = tb.frames
+        assert (user.line, user.source, user.repo_path) == (2, "y = model(x)", None)
+        assert (fw.function, fw.repo_path) == (func, "torch/nn/modules/module.py")
+        assert fw.source.startswith(("result = self.forward", "return forward_call"))
