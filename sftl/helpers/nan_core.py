@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-ETA0 = 0.5  # first relative signed step
-ETA_GROWTH = 3.0  # per accepted signed step: overshooting into the invalid region is the goal
+ETA0 = 1.0  # first relative signed step
+ETA_GROWTH = 4.0  # per accepted signed step: overshooting into the invalid region is the goal
 ETA_MAX = 64.0  # a step may multiply a value's magnitude by up to ~65
 ETA_MIN = 1e-6  # below this the target site is given up
 MAX_TRIES = 80  # steps on one site before moving to the next
@@ -58,7 +58,10 @@ class RunOutcome:
 class Backend(Protocol):
     variables: list[Variable]
 
-    def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float) -> RunOutcome: ...
+    def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
+            grad_below: float = math.inf) -> RunOutcome:
+        """One run; the target's gradient is taken only where its margin falls below `grad_below`."""
+        ...
 
 
 @dataclass
@@ -109,10 +112,10 @@ def gradient_search(
     seen: set[str] = set()
     steps = 0
 
-    def run(values: list[np.ndarray], target: str | None) -> RunOutcome:
+    def run(values: list[np.ndarray], target: str | None, grad_below: float = math.inf) -> RunOutcome:
         nonlocal steps
         steps += 1
-        out = backend.run(values, target, target is not None, deadline)
+        out = backend.run(values, target, target is not None, deadline, grad_below)
         seen.update(out.margins)
         return out
 
@@ -163,7 +166,7 @@ def gradient_search(
                     continue
                 step = eta * np.maximum(np.abs(xi), tau)  # relative far from 0, so 0 itself can be reached
                 proposal.append(np.clip(xi - np.sign(gi) * step, -lim, lim))
-        new = run(proposal, target)
+        new = run(proposal, target, out.margins[target])  # no gradient for a step that will be rejected
         if new.finding:
             return _done(new.finding, steps, t0, proposal, seen, c0)
         tries += 1

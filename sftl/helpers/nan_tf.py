@@ -201,9 +201,11 @@ class TFProgram:
         return None, ""
 
     # -- running ----------------------------------------------------------------------------------
-    def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float) -> RunOutcome:
+    def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
+            grad_below: float = math.inf) -> RunOutcome:
         t0 = time.perf_counter()
         st = _State(target, want_grad)
+        st.target_best = grad_below
         tf.random.set_seed(self.seed)
         leaves = [tf.constant(v, dtype=self.fixed[slot].dtype) for v, slot in zip(values, self.var_slots, strict=True)]
         inputs = list(self.fixed)

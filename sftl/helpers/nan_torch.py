@@ -361,8 +361,9 @@ class TorchProgram:
         ]
         return out
 
-    def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float) -> RunOutcome:
-        st = RunState(values, target, want_grad, self.filename)
+    def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
+            grad_below: float = math.inf) -> RunOutcome:
+        st = RunState(values, target, want_grad, self.filename, target_best=grad_below)
         return self._execute(st, deadline)
 
     def _execute(self, st: RunState, deadline: float) -> RunOutcome:
