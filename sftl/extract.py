@@ -895,7 +895,11 @@ def _extract(title: object, body: object, repo: str, problems: list[str]) -> Ext
     code = snippet.code if snippet else ""
     framework = framework_from(repo, code, f"{title_s}\n{body_s}")
     env = parse_environment(f"{title_s}\n{body_s}", framework)
-    apis = extract_apis(code, env.framework) if code else ()
+    if len(code) > 200_000:  # a pasted dump, not a repro: read its calls by pattern
+        problems.append(f"the snippet is {len(code)} characters; its API calls were read by pattern")
+        apis = _apis_regex(code[:200_000])
+    else:
+        apis = extract_apis(code, env.framework) if code else ()
     if not apis:
         inline = " ".join(re.findall(r"`([^`\n]+)`", body_s))
         apis = _apis_regex(f"{title_s} {inline} {body_s}")
