@@ -413,3 +413,21 @@ def test_siblings_using_the_name_point_at_their_common_base(source: LocalTree) -
     loc = localize_sftl(ISSUE, ex, source)
     assert paths(loc)[:2] == ["torch/distributions/distribution.py", "torch/distributions/normal.py"]
     assert "other subclass(es) of Distribution use self._extended_shape" in loc.suspects[0].reason
+
+
+def test_module_name_bound_only_under_a_platform_check(tmp_path: Path) -> None:
+    (tmp_path / "torch" / "distributed").mkdir(parents=True)
+    (tmp_path / "torch" / "__init__.py").write_text("")
+    (tmp_path / "torch" / "distributed" / "__init__.py").write_text(
+        "def is_available():\n    return False\n\n\nif is_available():\n    from torch.distributed.c10d import init_process_group\n"
+    )
+    (tmp_path / "torch" / "optim.py").write_text("import torch\n\n\ndef zero(p):\n    torch.distributed.init_process_group()\n")
+    source = LocalTree(tmp_path, "pytorch", "9.9.0")
+    error = "AttributeError: module 'torch.distributed' has no attribute 'init_process_group'"
+    user = extraction([frame(None, 1, "<module>", "torch.distributed.init_process_group()")], error)
+    loc = localize_sftl(ISSUE, user, source)
+    assert loc.outcome == Outcome.ABSTAINED and "only when `is_available()`" in loc.reason
+    fw = extraction([frame(None, 1, "<module>"), frame("torch/optim.py", 5, "zero", "torch.distributed.init_process_group()")], error)
+    loc = localize_sftl(ISSUE, fw, source)
+    assert paths(loc) == ["torch/optim.py", "torch/distributed/__init__.py"]
+    assert "without checking `is_available()`" in loc.suspects[0].reason

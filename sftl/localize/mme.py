@@ -810,6 +810,32 @@ def _module_defines(code: Code, module: str, name: str) -> tuple[str | None, boo
     return path, name in names or lazy or "*dynamic*" in names, sub
 
 
+def _binding_condition(code: Code, path: str, name: str) -> str | None:
+    """The test of the module-level `if` under which `name` is bound, when it is bound nowhere else."""
+    tree = code.tree(path)
+    if tree is None:
+        return None
+
+    def binds(stmts: list[ast.stmt]) -> bool:
+        for node in stmts:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+                return True
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                return True
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+            if isinstance(node, (ast.ImportFrom)) and any(a.name == "*" for a in node.names):
+                return True
+        return False
+
+    if binds(tree.body):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and binds(node.body) and not binds(node.orelse):
+            return ast.unparse(node.test)[:80]
+    return None
+
+
 def _definers(code: Code, package: str, name: str) -> list[str]:
     """Files under a package that define `name` at top level."""
     prefix = package.replace(".", "/") + "/"
@@ -826,6 +852,16 @@ def _module_attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: 
     if path is None:
         return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not in the {version} source")
     user = _user_frame(ev)
+    condition = _binding_condition(code, path, name) if binds else None
+    if binds and condition:
+        # bound only under a module-level `if` (a platform/build check): absent where it is false
+        if user:
+            return Localization("sftl", (), Outcome.ABSTAINED, f"{module} binds {name} only when `{condition}` ({path}); the user's build/platform does not meet it")
+        caller = _caller(code, ev, name)
+        out = [_suspect(path, 0.45, f"{module} binds {name} only when `{condition}`, and the condition was false at run time")]
+        if caller is not None:
+            out.insert(0, _suspect(caller[2], 0.6, f"traceback frame {caller[0]} ({caller[1].function}) uses {module}.{name} without checking `{condition}`"))
+        return _located(out, top)
     if binds:
         if user:
             return Localization("sftl", (), Outcome.ABSTAINED, f"{module}.{name} exists in {version} ({path}); the error comes from user code: a different installed version or a shadowed module")
