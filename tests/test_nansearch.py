@@ -58,6 +58,12 @@ def test_whole_script_mode_searches_factory_tensors(settings) -> None:  # type: 
     assert r.inputs["op"][0]["min"] < 0
 
 
+def test_in_place_unsafe_op_is_judged_on_its_input(settings) -> None:  # type: ignore[no-untyped-def]
+    r = search_script(FIX / "in_place_log.py", settings, budget=2.0, baseline=False)
+    assert r.found and r.op == "Tensor.log_" and r.line == 6
+    assert r.inputs["op"][0]["min"] <= 0  # the input before log_ overwrote it
+
+
 def test_params_makes_module_parameters_search_variables(settings) -> None:  # type: ignore[no-untyped-def]
     script = FIX / "learned_scale_module_params.py"
     r = search_script(script, settings, entry="forward", params=True, budget=3.0, baseline=False)

@@ -166,22 +166,32 @@ class _Watcher(TorchFunctionMode):
             return self.program.factory(self.state, func, name, args, kwargs)
         if name == "backward":
             return self._backward(func, args, kwargs)
-        result = func(*args, **kwargs)
         if name in NOT_COMPUTATIONS or name in OTHER_FACTORIES or name in DATA_FACTORIES:
-            return result
+            return func(*args, **kwargs)
+        spec = UNSAFE_OPS.get(canonical(name))
+        # an in-place op overwrites its input: judge the input (and the margin) before it runs
+        in_place = name.endswith("_") and not name.endswith("__")
+        finite_before = in_place and all(_finite(i) for i in _flat((args, kwargs), []))
+        if in_place and spec is not None and spec.margin is not None:
+            self._margin(func, spec.margin, args, kwargs, None)
+        summary = None  # what an unsafe in-place op's inputs were, for the report
+        if finite_before and spec is not None:
+            summary = [tensor_summary(a, f"arg{i}") for i, a in enumerate(args[:2])]
+        result = func(*args, **kwargs)
         outs = [o for o in _flat(result, []) if isinstance(o, torch.Tensor)]
         if outs and not all(_finite(o) for o in outs):
-            inputs = _flat((args, kwargs), [])
-            if all(_finite(i) for i in inputs):
-                self._found(func, "forward", args, kwargs)
-        spec = UNSAFE_OPS.get(canonical(name))
-        if spec is not None and spec.margin is not None:
+            if finite_before or (not in_place and all(_finite(i) for i in _flat((args, kwargs), []))):
+                self._found(func, "forward", args, kwargs, summary)
+        if not in_place and spec is not None and spec.margin is not None:
             self._margin(func, spec.margin, args, kwargs, result)
         return result
 
-    def _found(self, func: Any, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _found(self, func: Any, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+               summary: list[dict[str, Any]] | None = None) -> None:
         line, code = self.program.user_line()
-        inputs = [tensor_summary(a, f"arg{i}") for i, a in enumerate(args) if isinstance(a, (torch.Tensor, float, int))]
+        inputs = summary or [
+            tensor_summary(a, f"arg{i}") for i, a in enumerate(args) if isinstance(a, (torch.Tensor, float, int))
+        ]
         inputs += [tensor_summary(v, k) for k, v in kwargs.items() if isinstance(v, (torch.Tensor, float, int))]
         self.state.finding = Finding(op_display(func), line, code, kind, inputs[:4])
         raise Found()
