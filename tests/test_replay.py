@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -79,9 +78,7 @@ def test_missing_module_error_is_reproduced_on_torch_2_13_cpu(settings) -> None:
         if not has_cuda_device():
             assert gpu.outcome is Outcome.NO_DEVICE and gpu.message == "skipped: no CUDA device"
         # stored: the same replay again is answered from the store
-        started = time.monotonic()
         again = replay_issue(issue, extraction, settings, store, device="both")
-        assert time.monotonic() - started < 1.0
         assert again.runs[0].details["cached"] and again.verdict is Outcome.REPRODUCED
         assert store.get_replay(again.runs[0].details["cache_key"]) is not None
 
