@@ -299,7 +299,7 @@ _ENV_MENTION = re.compile(
     r"|\b(?:geforce\s+)?(?:gtx|rtx|tesla|quadro|titan)\s*\w*|\b(?:a100|v100|k80|p100|t4|h100)\b|cu\d{3}\b"
 )
 _CPU = re.compile(r"(?i)\bcpus?\b|cpu:0|tensorflow-cpu|\.cpu\(\)")
-_GPU = re.compile(r"(?i)\bgpus?\b|\bcuda\b|\bmps\b|\brocm\b|tensorflow-gpu|\.cuda\(\)|cuda:\d|gpu:\d")
+_GPU = re.compile(r"(?i)\bgpus?\b|\bcuda\b|\bmps\b|\brocm\b|tensorflow-gpu|tensorflow-metal|\.cuda\(\)|cuda:\d|gpu:\d")
 _NO_GPU = re.compile(
     r"(?i)\b(?:no|without(?: a| any)?|not using(?: a| the)?|(?:don't|do not|doesn't|does not|didn't) have(?: a| any)?) "
     r"(?:gpus?|cuda)\b|\bcpu[- ]only\b"
@@ -316,7 +316,7 @@ _CONTRAST = re.compile(
     r"\bthe same\b|\bon the other hand\b|\bunlike\b"
 )
 # "on the CPU ..., but on the GPU ...": two devices on either side of a contrast, in one sentence
-_DEV = r"(?:cpus?|gpus?|cuda|mps|tensorflow-gpu|tensorflow-cpu)"
+_DEV = r"(?:cpus?|gpus?|cuda|mps|tensorflow-gpu|tensorflow-cpu|tensorflow-metal)"
 _CONTRAST_PAIR = re.compile(
     rf"(?i)\b{_DEV}\b(?:[^.\n]|\.(?!\s)){{0,160}}?(?:\bbut\b|\bwhile\b|\bwhereas\b|\bhowever\b|\binstead\b|\bthan\b|\bvs\.?|"
     rf"\bversus\b|\bunlike\b)(?:[^.\n]|\.(?!\s)){{0,160}}?\b{_DEV}\b"
@@ -360,6 +360,16 @@ _AXIS = re.compile(
     r"(?i)jit_compile|\bxla\b|\beager\b.{0,40}\bgraph\b|\bgraph\b.{0,40}\beager\b|linux\b.{0,60}\bwindows|"
     r"windows\b.{0,60}\blinux|torch\.compile|inductor|\bnumpy(?:'s)?\.?\w* (?:gives|returns)|than numpy|to numpy\.argmax"
 )
+# "runs on the CPU instead of the GPU", "GPU not detected": where it runs, not what it computes
+_PLACEMENT = re.compile(
+    r"(?i)(?:cpu|gpu|cuda) instead of (?:the )?(?:cpu|gpu|cuda)|(?:only|still|always) (?:runs?|running|uses?|using|trains?) "
+    r"(?:on |the )?(?:the )?(?:cpu|gpu)|(?:runs?|running|uses?|using|trains?|training|placed|falls? back|executes?) (?:\w+ ){0,2}"
+    r"on (?:the )?cpu (?:instead|rather|not|even)|(?:not|never|doesn't|does not|isn't|is not|cannot|can't|won't|unable to) "
+    r"(?:\w+ ){0,2}(?:detect\w*|find|found|see|recogni[sz]\w*|access\w*) (?:the |my |any )?(?:gpus?|cuda)"
+    r"|(?:doesn't|does not|isn't|is not|won't|can't|cannot|never) (?:\w+ ){0,2}(?:use|using|utili[sz]\w*) (?:the |my |any )?(?:gpus?|cuda)"
+    r"|(?:gpus?|cuda) (?:is |are |was )?(?:not|never) (?:being )?(?:used|detected|found|available|recogni[sz]ed|utili[sz]ed)"
+    r"|no (?:gpu|cuda) (?:devices? )?(?:was |were )?(?:detected|found|available)|(?:cpu|gpu) usage|device placement"
+)
 _BUILD = re.compile(r"(?i)\bcmake\b|\bbazel\b|build(?:ing)? from source|compil(?:e|ing|ation) (?:from|pytorch|tensorflow)")
 _SENT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z`(])|\n+")
 
@@ -370,10 +380,11 @@ def _lower_re(pat: re.Pattern[str]) -> re.Pattern[str]:
 
 
 _L = {name: _lower_re(p) for name, p in (("cpu", _CPU), ("gpu", _GPU), ("diff", _DIFF), ("contrast", _CONTRAST),
+                                          ("placement", _PLACEMENT),
                                           ("pair", _CONTRAST_PAIR), ("asym", _ASYM), ("both", _BOTH), ("perf", _PERF),
                                           ("nondet", _NONDET), ("oom", _OOM), ("setup", _SETUP), ("axis", _AXIS),
                                           ("build", _BUILD))}
-_GPU_WORDS = ("gpu", "cuda", "mps", "rocm")
+_GPU_WORDS = ("gpu", "cuda", "mps", "rocm", "metal")
 _CODE_CPU = re.compile(r"""['"]/?(?:device:)?cpu(?::0)?['"]|\.cpu\(\)|device\s*=\s*['"]cpu|\b\w+_cpu\b|\bcpu_\w+""")
 _CODE_GPU = re.compile(
     r"""['"]/?(?:device:)?(?:gpu|cuda|mps)(?::\d)?['"]|\.cuda\(\)|\.to\(['"](?:cuda|mps)|\b\w+_(?:gpu|cuda|mps)\b|"""
@@ -402,6 +413,8 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
               "driver", "kernel", "initiali", "cuda error", "cublas", "segmentation", "core dumped"),
     "axis": ("jit_compile", "xla", "eager", "windows", "compile", "inductor", "numpy"),
     "build": ("cmake", "bazel", "build", "compil"),
+    "placement": ("instead", "only", "still", "always", "on cpu", "on the cpu", "not", "never", "n't", "unable", "no gpu",
+                  "no cuda", "usage", "placement"),
 }
 
 
@@ -440,7 +453,7 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     sents = [x.lower() for x in _SENT.split(desc_raw) if x.strip()]
     narrative = f"{title}\n{desc_raw.lower()}"
     t_cpu, t_gpu = _devices(title)
-    if _has("perf", title) or _has("oom", title):  # "GPU slower than CPU" compares speed, not results
+    if _has("perf", title) or _has("oom", title) or _has("placement", title):  # speed or placement, not results
         t_cpu = t_gpu = False
     f["title_both"] = float(t_cpu and t_gpu)
     f["title_diff"] = float(_has("diff", title))
@@ -448,7 +461,7 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     devs = [_devices(x) for x in sents]
     both_sent = pair_sent = adjacent = 0
     for x, (c, g) in zip([*sents, title], [*devs, (t_cpu, t_gpu)], strict=True):
-        if c and g and not (_has("perf", x) or _same_on_both(x) or _has("oom", x)):
+        if c and g and not (_has("perf", x) or _same_on_both(x) or _has("oom", x) or _has("placement", x)):
             if _has("pair", x):
                 pair_sent += 1
             if x is not title and (_has("diff", x) or _has("contrast", x) or _has("asym", x)):
@@ -510,6 +523,7 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
         ("nondet", 2.0, "run-to-run nondeterminism"),
         ("setup", 2.0, "a device set-up/loader failure"),
         ("axis", 1.5, "a comparison that is not CPU vs GPU (XLA/compile/NumPy/OS)"),
+        ("placement", 3.0, "where it runs (CPU instead of GPU, GPU not used/detected)"),
         ("build", 1.0, "a build problem"),
     )
     full = f"{narrative}\n{sections.output.lower()}"
@@ -518,7 +532,7 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
         if name == "both":
             hit = _find("both", both_hits[0]) if both_hits else None
         else:
-            hit = _find(name, narrative if name in ("perf", "nondet", "axis") else full)
+            hit = _find(name, narrative if name in ("perf", "nondet", "axis", "placement") else full)
         f[name] = float(hit is not None)
         if hit:
             pts -= cost
@@ -792,7 +806,7 @@ def default_screener(corpus_texts: Iterable[Any]) -> KeywordScreener:
 FEATURE_NAMES = (
     "mme_match", "mme_veto", "mme_user", "mme_torchscript", "title_both", "title_diff", "title_one_device",
     "sent_both", "pair", "adjacent", "output_both", "code_both", "code_gpu_text_cpu", "narr_both", "narr_diff", "asym", "both", "perf",
-    "oom", "nondet", "setup", "axis", "build", "gcrde_points", "mme_rule", "gcrde_rule",
+    "oom", "nondet", "setup", "axis", "build", "placement", "gcrde_points", "mme_rule", "gcrde_rule",
 )
 CLASSES = ("gcrde", "mme", "other")
 

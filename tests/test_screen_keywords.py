@@ -183,3 +183,12 @@ def test_same_on_both_devices_unless_they_differ() -> None:
     differ = prepare(("torch.sort", "I ran it on both CPU and GPU and got different results for equal keys."))
     assert same.rules.gcrde < 2.5 and same.rules.flags["both"] == 1.0
     assert differ.rules.gcrde >= 2.5 and differ.rules.flags["both"] == 0.0
+
+
+def test_where_it_runs_is_not_a_discrepancy() -> None:
+    cpu_not_gpu = prepare(("TensorFlow runs on CPU instead of GPU", "Training only uses the CPU although I have a GPU."))
+    undetected = prepare(("GPU not detected", "list_physical_devices('GPU') is empty so it runs on the CPU, not the GPU."))
+    metal = prepare(("Different predictions with tensorflow-metal",
+                     "model.predict gives different results on the GPU (tensorflow-metal) than on the CPU."))
+    assert cpu_not_gpu.rules.gcrde < 2.5 and undetected.rules.gcrde < 2.5
+    assert metal.rules.gcrde >= 2.5
