@@ -431,3 +431,18 @@ def test_module_name_bound_only_under_a_platform_check(tmp_path: Path) -> None:
     loc = localize_sftl(ISSUE, fw, source)
     assert paths(loc) == ["torch/optim.py", "torch/distributed/__init__.py"]
     assert "without checking `is_available()`" in loc.suspects[0].reason
+
+
+def test_a_frame_that_only_forwards_the_object_yields_to_the_one_that_built_it(source: LocalTree) -> None:
+    ex = extraction(
+        [
+            frame(None, 1, "<module>"),
+            frame("torch/fx/symbolic_trace.py", 40, "symbolic_trace", "return GraphModule(torch.nn.Module(), graph)"),
+            frame("torch/fx/graph_module.py", 2, "_copy_attr", "orig = getattr(from_module, field)"),
+            frame("torch/nn/module.py", 3, "__getattr__", "raise AttributeError("),
+        ],
+        "AttributeError: 'Module' object has no attribute '_tensor_constant0'",
+    )
+    loc = localize_sftl(ISSUE, ex, source)
+    assert paths(loc)[:2] == ["torch/fx/symbolic_trace.py", "torch/fx/graph_module.py"]
+    assert "only forwards the object" in loc.suspects[0].reason

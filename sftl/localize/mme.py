@@ -562,7 +562,7 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
             having.append((cand, definer))
     if not lacking and not candidates:
         if _is_dynamic_name(name) and not _user_frame(ev) and ev.framework_frames:
-            return _located(_caller_chain_unknown(ev, name, owner), top)
+            return _located(_caller_chain_unknown(code, ev, name, owner), top)
         # owner unknown in source (a generated class such as `_FooBackward`): the suggestion or receiver leads
         lacking.extend(_fallback_lacking(code, ev, missing, others))
     if not lacking:
@@ -619,7 +619,7 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
         if best[0] < 0.5 and dynamic:
             # nothing marks any class, and the name is looked up dynamically (a __getattr__ hook,
             # a dunder, a generated `x0`): it is data the caller expected, so the callers are suspects
-            out.extend(_caller_chain(ev, name, cand.cls))
+            out.extend(_caller_chain(code, ev, name, cand.cls))
             continue
         if best[0] < 0.5:
             # no class is marked: the owner's own definition is the default culprit
@@ -745,34 +745,49 @@ def _is_dynamic_name(name: str) -> bool:
     return (name.startswith("__") and name.endswith("__")) or bool(re.search(r"[a-z_]\d+$", name))
 
 
-def _caller_chain(ev: _Ev, name: str, cls: ClassRef) -> list[Suspect]:
+def _chain_frames(code: Code, ev: _Ev, name: str) -> list[tuple[int, Frame, str, str]]:
+    """Framework frames from the innermost caller outwards, each with why it is suspect.
+
+    When the innermost caller reads the name generically (`getattr(obj, field)`, the name not on its
+    line), it only forwarded an object built further out: the first frame of another file then
+    leads, the forwarding file follows.
+    """
+    frames = [(n, f, p) for n, f, p in reversed(ev.framework_frames) if f.function not in ("__getattr__", "__getattribute__")]
+    if not frames:
+        return []
+    literal = re.compile(rf"(\.|['\"]){re.escape(name)}\b")
+    first_num, first, first_path = frames[0]
+    out = [(n, f, p, "") for n, f, p in frames]
+    if not literal.search(_frame_source(code, first_path, first)):
+        outer = next((i for i, (_, _, p) in enumerate(frames) if p != first_path), None)
+        if outer is not None:
+            n, f, p = frames[outer]
+            note = (
+                f"frame {first_num} ({first.function}) only forwards the object it was given "
+                f"(the name is not on its line); frame {n} ({f.function}) in another file supplied it"
+            )
+            out = [(n, f, p, note)] + [(a, b, c, "") for i, (a, b, c) in enumerate(frames) if i != outer]
+    return out
+
+
+def _caller_chain(code: Code, ev: _Ev, name: str, cls: ClassRef) -> list[Suspect]:
     """Framework frames from the innermost caller outwards, for attributes that are data, not definitions."""
     out: list[Suspect] = []
-    rank = 0
-    for num, frame, path in reversed(ev.framework_frames):
-        if frame.function in ("__getattr__", "__getattribute__"):
-            continue
-        out.append(
-            _suspect(
-                path,
-                0.5 / (1 + 0.5 * rank),
-                f"traceback frame {num} ({frame.function}) asked a {cls.name} for {name!r}, which no class in its "
-                "hierarchy is expected to define (looked up dynamically): the caller chain built or passed the wrong object",
-            )
+    for rank, (num, frame, path, note) in enumerate(_chain_frames(code, ev, name)):
+        why = (
+            f"traceback frame {num} ({frame.function}) asked a {cls.name} for {name!r}, which no class in its "
+            "hierarchy is expected to define (looked up dynamically): the caller chain built or passed the wrong object"
         )
-        rank += 1
+        out.append(_suspect(path, 0.5 / (1 + 0.5 * rank), f"{note}; {why}" if note else why))
     out.append(_suspect(cls.path, 0.15, f"{cls.name} is defined here and has no {name}"))
     return out
 
 
-def _caller_chain_unknown(ev: _Ev, name: str, owner: str | None) -> list[Suspect]:
+def _caller_chain_unknown(code: Code, ev: _Ev, name: str, owner: str | None) -> list[Suspect]:
     out = []
-    rank = 0
-    for num, frame, path in reversed(ev.framework_frames):
-        if frame.function in ("__getattr__", "__getattribute__"):
-            continue
-        out.append(_suspect(path, 0.5 / (1 + 0.5 * rank), f"traceback frame {num} ({frame.function}) asked a {owner} for {name!r}, a name no class defines statically"))
-        rank += 1
+    for rank, (num, frame, path, note) in enumerate(_chain_frames(code, ev, name)):
+        why = f"traceback frame {num} ({frame.function}) asked a {owner} for {name!r}, a name no class defines statically"
+        out.append(_suspect(path, 0.5 / (1 + 0.5 * rank), f"{note}; {why}" if note else why))
     return out
 
 
