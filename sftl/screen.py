@@ -207,9 +207,11 @@ def read_sections(title: str, body: str, error_line: str | None = None) -> Secti
 FRAMEWORK_MODULES = re.compile(
     r"^(?:torch|tensorflow|tensorflow_core|tf|keras|tf_keras|torchvision|torchaudio|torchtext|caffe2|functorch|"
     r"tensorboard|tensorflow_estimator|tensorflow_probability|_pywrap_tensorflow\w*|pywrap_tensorflow\w*|"
-    r"tensorflow_addons|tensorflow_hub|torch_\w+|triton|onnx|_C|"
-    # the frameworks' own dependencies: missing ones are raised by the framework's import
-    r"numpy|google\.protobuf|google|six|yaml|typing_extensions|sympy|networkx|jinja2|filelock|fsspec|absl|h5py|"
+    r"tensorflow_addons|tensorflow_hub|torch_\w+|triton|onnx|_C)(?:\.|$)"
+)
+# the frameworks' own dependencies: a missing one is raised by the framework's import
+FRAMEWORK_DEPS = re.compile(
+    r"^(?:numpy|google\.protobuf|google|six|yaml|typing_extensions|sympy|networkx|jinja2|filelock|fsspec|absl|h5py|"
     r"wrapt|termcolor|opt_einsum|astunparse|gast|flatbuffers|ml_dtypes|jax|jaxlib|packaging|mkl|dill|optree)(?:\.|$)"
 )
 _MME_PATTERNS = (
@@ -219,7 +221,7 @@ _MME_PATTERNS = (
     ("object-attr", re.compile(r"\btype object '(?P<owner>[\w.]+)' has no attribute '(?P<name>\w+)'")),
     ("object-attr", re.compile(r"AttributeError:?\s+(?P<owner>[\w.]+) (?:object )?has no attribute '?(?P<name>\w+)")),
     ("no-module", re.compile(r"(?i:no module named)\s+['‘’\"]?(?P<owner>[\w.]+)['‘’\"]?")),
-    ("import-name", re.compile(r"(?i:cannot import name)\s+['‘’\"]?(?P<name>\w+)['‘’\"]?(?:\s+from\s+['‘’\"]?(?P<owner>[\w.]+))?")),
+    ("import-name", re.compile(r"(?i:cannot import name)\s+['‘’\"]?(?P<name>\w+)['‘’\"]?(?:\s+from\s+(?:partially initialized module\s+)?['‘’\"]?(?P<owner>[\w.]+))?")),
 )
 _MME_VETO = re.compile(
     r"(?i)dll load failed|undefined symbol|winerror 126|\[winerror|illegal instruction|symbol not found|"
@@ -266,10 +268,12 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
             if name == "_render_traceback_":
                 continue  # IPython failing to render another error
             if kind == "no-module":
-                if owner.startswith("__main__") or (not FRAMEWORK_MODULES.match(owner) and not fw_frames):
+                ours = FRAMEWORK_MODULES.match(owner) or FRAMEWORK_DEPS.match(owner)
+                if owner.startswith("__main__") or (not ours and not fw_frames):
                     flags["mme_user"] = 1.0
                     continue
-            if kind == "module-attr" and owner and not FRAMEWORK_MODULES.match(owner) and not fw_frames:
+            if kind in ("module-attr", "import-name") and owner and not fw_frames and not (
+                    FRAMEWORK_MODULES.match(owner) or (kind == "import-name" and FRAMEWORK_DEPS.match(owner))):
                 flags["mme_user"] = 1.0
                 continue
             user_class = bool(owner) and re.search(rf"^\s*class {re.escape(owner)}\b", sections.code, re.M) is not None
@@ -288,7 +292,7 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
     if hits:
         return True, hits[0], flags
     if flags["mme_user"]:
-        return False, "the missing attribute/module belongs to the reporter's own code", flags
+        return False, "the missing attribute/module is not the framework's (the reporter's own code or another library)", flags
     if flags["mme_torchscript"]:
         return False, "a TorchScript compiler message, not a Python AttributeError", flags
     return False, "no missing-module/attribute error stated", flags
