@@ -68,7 +68,9 @@ def locate(
     if screening.category == Category.OTHER:
         loc = Localization(method, (), Outcome.SKIPPED, _other_reason(screening))
     else:
-        source, why = open_framework_source(extraction, settings, source_root, offline or settings.offline)
+        source, why = open_framework_source(
+            extraction, settings, source_root, offline or settings.offline, needs_cxx=screening.category == Category.GCRDE
+        )
         if source is None:
             loc = Localization(method, (), Outcome.SKIPPED, why)
         else:
@@ -141,12 +143,17 @@ def _base_version(version: str | None) -> str | None:
 
 
 def open_framework_source(
-    extraction: Extraction, settings: Settings, source_root: str | Path | None, offline: bool
+    extraction: Extraction,
+    settings: Settings,
+    source_root: str | Path | None,
+    offline: bool,
+    needs_cxx: bool = False,
 ) -> tuple[SourceProvider | None, str]:
     """The framework's sources at the report's release: (provider, a note) or (None, why not).
 
     Order: an explicit `--source-root`; the installed framework when it is that very release (no
-    download); the cached/fetched wheel and GitHub tree (`sftl.sources.open_source`).
+    download) -- after the cache when C++ kernels are needed, which wheels lack; the cached/fetched
+    wheel and GitHub tree (`sftl.sources.open_source`).
     """
     from sftl import sources
 
@@ -157,9 +164,15 @@ def open_framework_source(
     version = env.version
     if source_root is not None:
         try:
-            return sources.LocalTree(source_root, framework, version), ""
+            return sources.LocalTree(source_root, framework, version, cache_dir=settings.cache_dir), ""
         except SftlError as exc:
             return None, str(exc)
+    opener = getattr(sources, "open_source", None)
+    if needs_cxx and version and opener is not None:
+        try:  # the cache only: a C++ tree fetched earlier beats the installed wheel's headers
+            return opener(framework, version, settings, offline=True), ""
+        except SftlError:
+            pass
     installed = _installed(framework)
     if installed is not None:
         have = _base_version(getattr(installed, "installed_version", None))
@@ -170,7 +183,6 @@ def open_framework_source(
             return installed, ""
     if version is None:
         return None, f"the report names no {framework} version and none is installed"
-    opener = getattr(sources, "open_source", None)
     if opener is None:
         return None, f"no source of {framework} {version}: only the installed release is readable"
     try:
