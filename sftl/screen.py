@@ -6,9 +6,9 @@ Keyword mode (`KeywordScreener`), the published method:
     IDF(t)    = log(|D| / (1 + |{d in D: t in d}|)) (fitted on the stored corpus; floored at 0)
     score_c(d) = sum_{t in K_c} w_t * TF(t, d) * IDF(t)
 
-over unigrams to trigrams (scikit-learn's CountVectorizer with a fixed keyword vocabulary, lowercase,
-token pattern `\\b\\w+\\b`). A report is read in sections and each section's counts are weighted
-(`SECTION_WEIGHTS`): title 2, description 1, output/error 1, code 0.5, template 0 -- so PyTorch's
+over unigrams to trigrams (counts equal to scikit-learn's CountVectorizer with the keyword vocabulary,
+lowercase, token pattern `\\b\\w+\\b`, built without enumerating every n-gram; a test checks the equality). A report is read in sections
+and each section's counts are weighted (`SECTION_WEIGHTS`): title 2, description 1, output/error 1, code 0.5, template 0 -- so PyTorch's
 collect_env block ("Is CUDA available", "GPU models and configuration", "CUDA used to build") and
 TensorFlow's template ("CUDA/cuDNN version", "GPU model and memory") do not push every report to gcrde.
 
@@ -22,7 +22,12 @@ rule agrees (the keyword score alone confuses CPU/GPU-mentioning reports that ar
 * gcrde: device-comparison evidence (CPU and GPU/CUDA/MPS in one comparing sentence, code run on both
   devices, "works on GPU, fails on CPU"), minus the hard negatives (out of memory, speed comparisons,
   run-to-run nondeterminism, "on both CPU and GPU", XLA/jit_compile or NumPy or OS comparisons, cuDNN
-  and driver set-up failures). See `gcrde_evidence`.
+  and driver set-up failures, "runs on CPU instead of GPU"). Points (`gcrde_evidence`): title comparing
+  devices +2 (+3 with a difference word); one sentence "on the CPU ... but on the GPU" +3, else a
+  comparing sentence +2, else adjacent contrasting sentences +1/+1.5; snippet on both devices +1.5
+  (GPU snippet, CPU in the text +1); CPU, GPU and a difference word +1; device-labelled outputs +1;
+  "works on one device" +1; negatives: same on both -4, speed -3, out of memory -3, placement -3,
+  nondeterminism -2, set-up failure -2, other comparison axis -1.5, build -1. Fires at 2.5.
 
 Learned mode (`LearnedScreener`): logistic regression over TF-IDF of the same sections plus the rule
 features, calibrated (sigmoid), abstaining ("needs human triage") below the confidence that reached the
