@@ -7,9 +7,10 @@ Keyword mode (`KeywordScreener`), the published method:
     score_c(d) = sum_{t in K_c} w_t * TF(t, d) * IDF(t)
 
 over unigrams to trigrams (counts equal to scikit-learn's CountVectorizer with the keyword vocabulary,
-lowercase, token pattern `\\b\\w+\\b`, built without enumerating every n-gram; a test checks the equality). A report is read in sections
-and each section's counts are weighted (`SECTION_WEIGHTS`): title 2, description 1, output/error 1, code 0.5, template 0 -- so PyTorch's
-collect_env block ("Is CUDA available", "GPU models and configuration", "CUDA used to build") and
+lowercase, token pattern `\\b\\w+\\b`, built without enumerating every n-gram; a test checks the
+equality). A report is read in sections and each section's counts are weighted (`SECTION_WEIGHTS`):
+title 2, description 1, output/error 1, code 0.5, template 0 -- so PyTorch's collect_env block
+("Is CUDA available", "GPU models and configuration", "CUDA used to build") and
 TensorFlow's template ("CUDA/cuDNN version", "GPU model and memory") do not push every report to gcrde.
 
 A category fires when its score reaches its threshold (`THRESHOLDS`: mme 0.005, gcrde 0.005) AND its
