@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -39,14 +40,36 @@ _SKIP_DIRS = {".git", "__pycache__", "node_modules", "third_party", "build", ".v
 class LocalTree:
     """A local checkout laid out like the framework's repository (`--source-root DIR`)."""
 
-    def __init__(self, root: str | Path, framework: str, version: str | None = None) -> None:
+    def __init__(
+        self, root: str | Path, framework: str, version: str | None = None, cache_dir: str | Path | None = None
+    ) -> None:
         self.root = Path(root).expanduser()
         if not self.root.is_dir():
             raise SourceError(f"source root {self.root} is not a directory")
         self.framework = framework
         self.version = version
         self.description = f"local tree {self.root}"
+        # where localizers may keep indexes built from this tree (None: rebuild in every process)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._files: list[str] | None = None
+
+    def index_cache_path(self) -> Path | None:
+        """Where a localizer may keep an index of this tree: one file per tree, keyed by its real path."""
+        if self.cache_dir is None:
+            return None
+        ident = hashlib.sha1(str(self.root.resolve()).encode()).hexdigest()[:16]
+        return self.cache_dir / "index" / f"tree-{self.framework}-{ident}.pickle"
+
+    def manifest(self, paths: Iterable[str]) -> str:
+        """A stamp of these files' sizes and mtimes: an index built from them is stale when it changes."""
+        digest = hashlib.sha1(str(self.root.resolve()).encode())
+        for path in paths:
+            try:
+                st = os.stat(self.root / path)
+                digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            except OSError:
+                digest.update(f"{path}\0-\n".encode())
+        return digest.hexdigest()
 
     def list_files(self) -> list[str]:
         if self._files is None:
@@ -392,11 +415,23 @@ class LayeredSource:
             fn = getattr(provider, "index_cache_path", None)
             if callable(fn):
                 path = fn()
-                return path if isinstance(path, Path) else None
+                if not isinstance(path, Path):
+                    return None
+                if not isinstance(provider, LocalTree) or len(self.providers) == 1:
+                    return path
+                # a tree is also read alone (--source-root); layered it indexes more files: keep both warm
+                tag = hashlib.sha1("\n".join(p.description for p in self.providers).encode()).hexdigest()[:10]
+                return path.with_name(f"{path.stem}-layered-{tag}{path.suffix}")
         return None
 
     def cached_file_count(self) -> int:
         return sum(int(getattr(p, "cached_file_count", lambda: 0)()) for p in self.providers)
+
+    def manifest(self, paths: Iterable[str]) -> str:
+        """The local layers' stamps of these files (cached GitHub/wheel layers are counted by the caller)."""
+        wanted = list(paths)
+        stamps = [fn(wanted) for p in self.providers if callable(fn := getattr(p, "manifest", None))]
+        return hashlib.sha1("\n".join(stamps).encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
@@ -636,13 +671,13 @@ def open_source(
     """
     framework = normalize_framework(framework)
     if source_root is not None:
-        return LocalTree(source_root, framework, version)
+        return LocalTree(source_root, framework, version, cache_dir=settings.cache_dir)
     if not version:
         raise SourceError(f"the report names no {framework} version, so no source of the right release can be chosen")
     offline = offline or settings.offline
     trees = registered_trees(settings, framework)
     if version in trees:
-        return LocalTree(trees[version], framework, version)
+        return LocalTree(trees[version], framework, version, cache_dir=settings.cache_dir)
     layers: list[SourceProvider] = []
     github = GitHubSource(framework, version, settings.with_overrides(offline=True) if offline else settings)
     if github.tree_cached and github.cached_file_count():
@@ -658,7 +693,7 @@ def open_source(
         layers.append(WheelSource(wheel, framework, version))
     near = nearest_version(version, trees) if not layers or layers[0] is not github else None
     if near is not None:
-        tree = LocalTree(trees[near], framework, near)
+        tree = LocalTree(trees[near], framework, near, cache_dir=settings.cache_dir)
         layered = LayeredSource([tree, *layers])
         layered.version = version
         layered.description = (

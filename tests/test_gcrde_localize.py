@@ -321,3 +321,34 @@ def test_installed_torch_has_headers_but_no_kernels_so_sftl_skips() -> None:
     assert loc.outcome is Outcome.SKIPPED and "headers only" in loc.reason
     paper = localize_gcrde(issue, ex, src, method="paper")  # names only: the yaml is enough to try
     assert paper.outcome in (Outcome.LOCATED, Outcome.ABSTAINED)
+
+
+def test_local_tree_index_is_cached_on_disk_and_invalidated_by_edits(tmp_path: Path, fixtures_dir: Path) -> None:
+    import shutil
+
+    root = tmp_path / "tree"
+    shutil.copytree(fixtures_dir / "sources" / "mini_pytorch", root)
+    cache = tmp_path / "cache"
+    issue, ex = report("torch.histc gives a wrong last bin on CUDA", ("torch.histc",))
+    first = localize_gcrde(issue, ex, LocalTree(root, "pytorch", "2.6.0", cache_dir=cache))
+    pickles = sorted((cache / "index").glob("tree-pytorch-*.pickle"))
+    assert len(pickles) == 2  # the kernel index and the parsed native_functions.yaml
+    stamps = {p: p.stat().st_mtime_ns for p in pickles}
+    # a fresh provider object (a new process, as far as the memo knows) reads the saved index
+    again = localize_gcrde(issue, ex, LocalTree(root, "pytorch", "2.6.0", cache_dir=cache))
+    assert [s.path for s in again.suspects] == [s.path for s in first.suspects]
+    assert {p: p.stat().st_mtime_ns for p in pickles} == stamps
+    # an edit to an indexed file makes the saved index stale: the new definition is found
+    extra = root / NATIVE / "cuda" / "HistcFix.cu"
+    extra.write_text("namespace at::native {\nTensor& _histc_out_cuda(const Tensor& self, Tensor& out) {\n"
+                     "  return out;\n}\n}\n")
+    edited = localize_gcrde(issue, ex, LocalTree(root, "pytorch", "2.6.0", cache_dir=cache))
+    assert NATIVE + "cuda/HistcFix.cu" in [s.path for s in edited.suspects]
+    body = root / NATIVE / "cuda" / "SummaryOps.cu"
+    body.write_text(body.read_text().replace("_histc_cuda", "_renamed_cuda"))
+    renamed = localize_gcrde(issue, ex, LocalTree(root, "pytorch", "2.6.0", cache_dir=cache))
+    top = next(s for s in renamed.suspects if s.path.endswith("SummaryOps.cu")) if any(
+        s.path.endswith("SummaryOps.cu") for s in renamed.suspects) else None
+    assert top is None or "_histc_cuda" not in top.reason
+    # a tree without a cache dir works as before and writes nothing
+    assert localize_gcrde(issue, ex, LocalTree(root, "pytorch", "2.6.0")).outcome is Outcome.LOCATED

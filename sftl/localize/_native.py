@@ -166,6 +166,7 @@ _AT_CALL = re.compile(r"\b(?:at::|native::|at::native::|at::_ops::)(\w+)\s*[(<]"
 _METHOD_CALL = re.compile(r"\.\s*(\w+)\s*\(")
 _TENSORISH = re.compile(r"Tensor|Scalar|TensorIterator|IntArrayRef|SymInt")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_LOWER_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 @dataclass
@@ -217,6 +218,7 @@ class KernelIndex:
         self._lower: dict[str, str] = {}
         self._defs: dict[tuple[str, int, bool], list[Definition]] = {}
         self._tokens: dict[str, list[str]] | None = None
+        self._lower_tokens: tuple[str, dict[str, list[str]]] | None = None
 
     @classmethod
     def from_source(cls, source: object, paths: Iterable[str]) -> KernelIndex:
@@ -233,7 +235,8 @@ class KernelIndex:
     def save(self, path: Path, key: str) -> None:
         """Write the index (with its token index) for the next process; best effort, atomic."""
         self.files_with("")  # build the token index so it is saved too
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_lower", "_defs", "_doc_freq")}
+        skip = ("_lower", "_defs", "_doc_freq", "_lower_tokens")
+        state = {k: v for k, v in self.__dict__.items() if k not in skip}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -255,7 +258,7 @@ class KernelIndex:
             return None
         index = cls.__new__(cls)
         index.__dict__.update(state)
-        index._lower, index._defs, index._doc_freq = {}, {}, {}
+        index._lower, index._defs, index._doc_freq, index._lower_tokens = {}, {}, {}, None
         return index
 
     def resolve_include(self, include: str, from_path: str) -> str | None:
@@ -346,23 +349,56 @@ class KernelIndex:
 
     def doc_freq(self, term: str) -> int:
         if term not in self._doc_freq:
-            low = term.lower()
-            self._doc_freq[term] = sum(1 for p in self.texts if low in self.lower(p))
+            self._doc_freq[term] = len(self.files_containing(term))
         return self._doc_freq[term]
+
+    def files_containing(self, term: str) -> list[str]:
+        """Files whose lower-cased text contains the lower-cased term (a substring, not a token).
+
+        An identifier-shaped term can only occur inside identifier tokens, so the token index
+        answers it without scanning every file's text (the slow part of a query otherwise).
+        """
+        low = term.lower()
+        if not _LOWER_IDENT.fullmatch(low):
+            # 'torch.histc': only files holding every identifier part can hold the whole
+            parts = [m.group(0) for m in _LOWER_IDENT.finditer(low) if m.start() == 0 or not low[m.start() - 1].isdigit()]
+            if parts:
+                pool = set.intersection(*(set(self.files_containing(part)) for part in parts))
+                return [p for p in self.texts if p in pool and low in self.lower(p)]
+            return [p for p in self.texts if low in self.lower(p)]
+        if self._lower_tokens is None:
+            self.files_with("")  # the token index
+            assert self._tokens is not None
+            grouped: dict[str, list[str]] = defaultdict(list)
+            for tok in self._tokens:
+                grouped[tok.lower()].append(tok)
+            self._lower_tokens = ("\n".join(grouped), grouped)
+        joined, grouped = self._lower_tokens
+        found: set[str] = set()
+        start = joined.find(low)
+        while start >= 0:  # one C-speed scan of all distinct tokens, not a Python loop over them
+            line_start = joined.rfind("\n", 0, start) + 1
+            line_end = joined.find("\n", start)
+            line_end = len(joined) if line_end < 0 else line_end
+            for tok in grouped[joined[line_start:line_end]]:
+                found.update(self._tokens.get(tok, ()))  # type: ignore[union-attr]
+            start = joined.find(low, line_end)
+        return [p for p in self.texts if p in found]
 
     def tfidf(self, terms: Iterable[str], paths: Iterable[str] | None = None) -> dict[str, float]:
         """A plain TF-IDF of query terms over file contents (log tf, smoothed idf, length-normalised)."""
         n = max(1, len(self.texts))
         scores: dict[str, float] = defaultdict(float)
-        wanted = list(paths) if paths is not None else list(self.texts)
+        wanted = set(paths) if paths is not None else None
         for term in set(t for t in terms if len(t) > 2):
-            df = self.doc_freq(term)
+            holders = self.files_containing(term)
+            df = len(holders)
             if df == 0:
                 continue
             idf = math.log((n + 1) / (df + 1)) + 1.0
             low_term = term.lower()
-            for path in wanted:
-                if path not in self.texts:
+            for path in holders:
+                if wanted is not None and path not in wanted:
                     continue
                 tf = self.lower(path).count(low_term)
                 if tf:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
+import pickle
 import re
 import weakref
 from collections import defaultdict
@@ -495,7 +497,7 @@ def _natives(source: SourceProvider) -> tuple[dict[str, list[nat.NativeFunction]
         result = (None, f"{nat.NATIVE_YAML} is not in {source.description}")
     else:
         try:
-            result = (nat.parse_native_functions(text), "")
+            result = (_parse_natives_cached(source, text), "")
         except nat.NativeYamlError as exc:
             result = (None, str(exc))
     try:
@@ -503,6 +505,36 @@ def _natives(source: SourceProvider) -> tuple[dict[str, list[nat.NativeFunction]
     except TypeError:
         pass
     return result
+
+
+def _parse_natives_cached(source: SourceProvider, text: str) -> dict[str, list[nat.NativeFunction]]:
+    """Parse the yaml, or load the entries parsed by an earlier process from the same text."""
+    fn = getattr(source, "index_cache_path", None)
+    disk = fn() if callable(fn) else None
+    if not isinstance(disk, Path):
+        return nat.parse_native_functions(text)
+    cache = disk.with_name(disk.stem + "-natives.pickle")
+    key = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+    try:
+        with cache.open("rb") as fh:
+            fmt, saved_key, natives = pickle.load(fh)  # noqa: S301 - our own cache file
+        if fmt == _NATIVES_FORMAT and saved_key == key and isinstance(natives, dict):
+            return natives
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
+        pass
+    natives = nat.parse_native_functions(text)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(cache.name + f".tmp{os.getpid()}")
+        with tmp.open("wb") as fh:
+            pickle.dump((_NATIVES_FORMAT, key, natives), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # a cache: a read-only cache dir only costs time
+    return natives
+
+
+_NATIVES_FORMAT = "sftl-natives-1"
 
 
 def _kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
@@ -517,6 +549,9 @@ def _kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
     disk = cache_file() if callable(cache_file) else None
     disk = disk if isinstance(disk, Path) else None
     key = hashlib.sha1("\n".join(paths).encode() + str(getattr(source, "cached_file_count", int)()).encode())
+    stamp = getattr(source, "manifest", None)
+    if disk is not None and callable(stamp):  # a local tree: stale when any indexed file changed size or mtime
+        key.update(str(stamp(paths)).encode())
     index = nat.KernelIndex.load(disk, key.hexdigest()) if disk is not None else None
     if index is None:
         index = nat.KernelIndex.from_source(source, paths)
