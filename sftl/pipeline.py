@@ -139,7 +139,14 @@ def _screening_from_json(obj: dict[str, Any]) -> Screening:
 
 
 def _base_version(version: str | None) -> str | None:
-    return version.split("+", 1)[0].strip() if version else None
+    """'2.13.0+cpu' -> '2.13.0'; '2.21' -> '2.21.0' (a release named without its patch level)."""
+    if not version:
+        return None
+    base = version.split("+", 1)[0].strip().lstrip("vV")
+    parts = base.split(".")
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        base += ".0"
+    return base
 
 
 def open_framework_source(
