@@ -37,7 +37,8 @@ def _run(framework: str, apis: list[str], settings, n_train: int, n_fresh: int, 
     from sftl.helpers.validity import WorkerPool, api_spec, fuzz
 
     rows = []
-    with WorkerPool(framework, settings) as pool:
+    # a crash restarts a worker (seconds for TensorFlow): the bench stops a run after 3 of them
+    with WorkerPool(framework, settings, max_crashes=3) as pool:
         pool.info()
         for api in apis:
             t0 = time.perf_counter()

@@ -22,7 +22,7 @@ def _run(*argv: str) -> tuple[int, str, str]:
 
 
 def test_fuzz_json_is_the_documented_object(sftl_home: Path, fixtures_dir: Path) -> None:
-    rc, out, err = _run("fuzz", "topk", "--budget", "120", "--json", "--workers", "1",
+    rc, out, err = _run("fuzz", "topk", "--budget", "80", "--json", "--workers", "1",
                         "--seed-from", str(fixtures_dir / "fuzz" / "seed_topk.py"))
     assert rc == 0, err
     obj = json.loads(out)
@@ -35,14 +35,14 @@ def test_fuzz_json_is_the_documented_object(sftl_home: Path, fixtures_dir: Path)
     assert obj["classifier"]["cached"] is False
     # the model was saved under the home; a second run loads it
     assert list((sftl_home / "fuzz" / "models" / "pytorch").glob("topk-*.pkl"))
-    rc, out, _ = _run("fuzz", "topk", "--budget", "60", "--json", "--workers", "1")
+    rc, out, _ = _run("fuzz", "topk", "--budget", "30", "--json", "--workers", "1")
     assert rc == 0 and json.loads(out)["classifier"]["cached"] is True
 
 
 def test_fuzz_seeded_from_an_issue_with_replay(sftl_home: Path, fixtures_dir: Path) -> None:
     import torch
 
-    rc, out, err = _run("fuzz", "bmm", "--budget", "100", "--workers", "1", "--replay", "--variants", "3",
+    rc, out, err = _run("fuzz", "bmm", "--budget", "60", "--workers", "1", "--replay", "--variants", "3",
                         "--seed-from", str(fixtures_dir / "fuzz" / "issue_bmm_dtype_mismatch.json"))
     assert rc == 0, err
     assert "seed: torch.bmm(self=f32[4,3,5], mat2=f64[4,5,2])" in err

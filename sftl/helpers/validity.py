@@ -113,6 +113,18 @@ def _unique_crashes(spec: ApiSpec, crashes: Sequence[Crash]) -> tuple[dict[str, 
     return tuple(out)
 
 
+_INTERNAL = ("INTERNAL ASSERT FAILED", "please report a bug to PyTorch")
+
+
+def _internal_errors(spec: ApiSpec, inputs: Sequence[FuzzInput], results: Sequence[ExecResult]) -> list[Crash]:
+    """Rejections that are framework bugs, not input checks: PyTorch's internal asserts, TF's InternalError."""
+    out = []
+    for inp, r in zip(inputs, results, strict=True):
+        if r.status == "error" and (any(m in r.message for m in _INTERNAL) or r.exception == "InternalError"):
+            out.append(Crash("internal-error", None, spec.api, inp.call, inp.seed, f"{r.exception}: {r.message}"))
+    return out
+
+
 def train(spec: ApiSpec, pool: WorkerPool, inputs: Sequence[FuzzInput],
           results: Sequence[ExecResult] | None = None) -> tuple[ValidityClassifier, list[ExecResult]]:
     """Label `inputs` by execution (unless given) and fit a classifier on them."""
@@ -221,7 +233,8 @@ def fuzz(spec: ApiSpec, settings: Settings, pool: WorkerPool, budget: int = 500,
         valid_per_second_unfiltered=valid_u / max(t_gen + t_all, 1e-9),
         valid_per_second_filtered=valid_f / max(t_gen + t_pred + t_kept, 1e-9),
         classifier=summary,
-        crashes=_unique_crashes(spec, pool.crashes),
+        crashes=_unique_crashes(spec, list(pool.crashes) + _internal_errors(
+            spec, [*train_inputs, *fresh, *kept], [*train_res, *res_all, *res_kept])),
         seed={"call": describe_call(spec, seed.call), "line": seed.line, "source": seed.source,
               "unresolved": list(seed.unresolved)} if seed else None,
         examples=examples,
