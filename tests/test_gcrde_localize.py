@@ -148,6 +148,9 @@ def test_a_wheel_without_kernels_is_skipped_with_what_to_do(tmp_path: Path, mini
     issue, ex = report("histc", ("torch.histc",))
     loc = localize_gcrde(issue, ex, WheelSource(whl, "pytorch"))
     assert loc.outcome is Outcome.SKIPPED and "--cxx" in loc.reason
+    # the commands name the wheel's own release, ready to paste
+    assert "`sftl sources fetch pytorch==2.6.0 --cxx`" in loc.reason and "sftl sources add pytorch==2.6.0 DIR" in loc.reason
+    assert "--source-root" in loc.reason
     # the paper needs only names: it still answers from the yaml alone, and finds no file
     assert localize_gcrde(issue, ex, WheelSource(whl, "pytorch"), method="paper").outcome is Outcome.ABSTAINED
 

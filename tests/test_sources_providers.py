@@ -380,6 +380,9 @@ def test_sources_cli_add(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest
     out, err = io.StringIO(), io.StringIO()
     root = str(fixtures_dir / "sources" / "mini_pytorch")
     assert main(["sources", "add", "pytorch==2.6.0", root], out=out, err=err) == 0
+    # the kernels are indexed at registration, so the first locate on the tree finds its cache warm
+    assert "indexed" in err.getvalue() and "ATen kernel files" in err.getvalue()
+    assert list((tmp_path / "home").rglob("tree-pytorch-*.pickle"))
     assert main(["sources", "add", "pytorch==2.6.0", str(tmp_path / "missing")], out=out, err=err) == 5
     out = io.StringIO()
     assert main(["sources", "list", "--json"], out=out, err=err) == 0

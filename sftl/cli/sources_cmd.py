@@ -75,6 +75,15 @@ def _add(args: argparse.Namespace, ctx: Any) -> int:
     framework, version = parse_spec(args.spec)
     register_tree(ctx.settings, framework, version, args.root)
     ctx.out.write(f"{framework} {version}: tree {args.root} registered\n")
+    if framework == "pytorch":  # index the kernels now, so the first `sftl locate` on it is as fast as the next
+        import time
+
+        from sftl.localize.gcrde import prepare_index
+        from sftl.sources import open_source
+
+        started = time.perf_counter()
+        count = prepare_index(open_source(framework, version, ctx.settings))
+        ctx.err.write(f"indexed {count} ATen kernel files in {time.perf_counter() - started:.1f}s\n")
     return EXIT_OK
 
 

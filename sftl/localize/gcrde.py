@@ -507,6 +507,14 @@ def _natives(source: SourceProvider) -> tuple[dict[str, list[nat.NativeFunction]
     return result
 
 
+def prepare_index(source: SourceProvider) -> int:
+    """Build (and cache on disk, where the provider allows) the kernel index of a PyTorch tree; files indexed."""
+    files = source.list_files()
+    _natives(source)
+    index = _kernel_index(source, files)
+    return len(index.texts)
+
+
 def _parse_natives_cached(source: SourceProvider, text: str) -> dict[str, list[nat.NativeFunction]]:
     """Parse the yaml, or load the entries parsed by an earlier process from the same text."""
     fn = getattr(source, "index_cache_path", None)
@@ -580,8 +588,7 @@ def _localize_pytorch(
         # a wheel ships ATen headers (torch/include) but no kernel sources: ranking headers alone misleads
         return Localization(
             label, (), Outcome.SKIPPED,
-            f"{source.description} holds no ATen C++/CUDA kernel sources (wheels carry headers only); "
-            "give --source-root of a PyTorch checkout or run `sftl sources fetch pytorch==VERSION --cxx`",
+            _no_kernels_reason(source, extraction),
         )
     index = _kernel_index(source, files)
     ops, unknown = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op)
@@ -621,6 +628,19 @@ def _localize_pytorch(
                                 "; ".join(["no operator found in the report", lead, *notes]))
     opnames = ", ".join(o.name for o in ops[:5]) or "none"
     return Localization(label, tuple(suspects), Outcome.LOCATED, "; ".join([f"ops: {opnames}", lead, *notes]))
+
+
+def _no_kernels_reason(source: SourceProvider, extraction: Extraction) -> str:
+    """Why a source without kernel files cannot be ranked, and the commands that fix it, for this release."""
+    version = extraction.environment.version or getattr(source, "version", None)
+    release = (version or "VERSION").split("+", 1)[0]
+    spec = f"pytorch=={release}"
+    return (
+        f"{source.description} holds no ATen C++/CUDA kernel sources (wheels carry headers only), so no kernel "
+        f"file can be ranked; to get them: `sftl sources fetch {spec} --cxx` (online, once; GitHub API), or "
+        f"`sftl sources add {spec} DIR` for a PyTorch checkout or unpacked source package (a tree of a nearby "
+        "release also serves), or `--source-root DIR` for this run"
+    )
 
 
 _FOLLOW_SKIP = _TORCH_INCIDENTAL | {"resize_", "resize_output", "empty_strided", "new_empty", "is_same_size",
