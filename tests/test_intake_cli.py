@@ -143,3 +143,30 @@ def test_a_real_sftl_process_reports_a_bad_target_without_a_traceback(env: Path)
                           env={**os.environ, "SFTL_HOME": str(env)})
     assert done.returncode == 2
     assert done.stderr.decode() == "sftl: https://github.com/o/r/pull/1 is a pull request, not an issue; sftl triages issues only\n"
+
+
+def test_crawl_reports_the_repository_wide_comment_listing(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with GitHubServer() as server:
+        server.add_issues("o/r", [make_issue("o/r", n, comments=2) for n in range(1, 41)])
+        for n in range(1, 41):
+            server.add_comments("o/r", n, [make_comment("o/r", n, n * 10 + k) for k in range(2)])
+        monkeypatch.setenv("SFTL_GITHUB_API_URL", server.url)
+        code, out, err = run("crawl", "o/r", "--json")
+    figures = json.loads(out)
+    assert code == 0, err
+    assert figures["comment_mode"] == "listing" and figures["comment_pages"] == 1 and figures["comments_listed"] == 80
+    assert figures["comment_threads"] == 0 and figures["requests"] == 2 and figures["requests_per_issue"] == 0.05
+    code, out, _ = run("show", "o/r#40", "--json")
+    assert [c["id"] for c in json.loads(out)["comments"]] == [400, 401]
+
+
+def test_import_says_what_was_new_identical_or_only_new_comments(env: Path, tmp_path: Path) -> None:
+    plain = make_issue("o/r", 1, comments=1)
+    (tmp_path / "a.jsonl").write_text(json.dumps(plain) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps({**plain, "comments": [make_comment("o/r", 1, 5)]}) + "\n")
+    assert run("import", str(tmp_path / "a.jsonl"))[1].endswith(": 1 issues imported, 0 unchanged, 0 pull requests skipped, 0 bad lines\n")
+    assert run("import", str(tmp_path / "a.jsonl"))[1].endswith(": 0 issues imported, 1 unchanged, 0 pull requests skipped, 0 bad lines\n")
+    code, out, _ = run("import", str(tmp_path / "b.jsonl"))
+    assert code == 0 and out.endswith(": 0 issues imported, 1 with new comments, 0 unchanged, 0 pull requests skipped, 0 bad lines\n")
+    code, out, _ = run("import", str(tmp_path / "a.jsonl"), "--json")
+    assert json.loads(out)["unchanged"] == 1 and json.loads(run("show", "o/r#1", "--json")[1])["comments"][0]["id"] == 5
