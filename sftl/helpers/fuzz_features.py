@@ -16,7 +16,7 @@ from sftl.helpers.fuzz_specs import ApiSpec, ArgSpec
 
 MAX_LIST = 6  # list elements / tensor-list items looked at individually
 MAX_ITEMS = 3  # tensor-list items that take part in cross-argument relations
-FORMAT = 3  # bump when the feature layout changes: saved models of another format are retrained
+FORMAT = 4  # bump when the feature layout changes: saved models of another format are retrained
 
 
 def _dims(t: dict[str, Any] | None) -> list[int] | None:
@@ -84,7 +84,7 @@ class Featurizer:
         for i, ea in enumerate(ents):
             for eb in ents[i + 1:]:
                 q = f"{ea}~{eb}"
-                n += [f"{q}.rank_eq", f"{q}.broadcast", f"{q}.shape_eq", f"{q}.dtype_eq"]
+                n += [f"{q}.rank_eq", f"{q}.broadcast", f"{q}.shape_eq", f"{q}.dtype_eq", f"{q}.le", f"{q}.ge"]
                 n += [f"{q}.d{x}=={y}" for x in range(MAX_RANK) for y in range(MAX_RANK)]
                 n += [f"{q}.d-{x}==-{y}" for x in (1, 2, 3) for y in (1, 2, 3)]
         ints = [a for a in self.spec.args if a.kind in ("int", "scalar")]
@@ -199,11 +199,14 @@ class Featurizer:
             for b_name in names[i + 1:]:
                 tb = ents[b_name]
                 if ta is None or tb is None:
-                    f += [-1.0] * (4 + MAX_RANK * MAX_RANK + 9)
+                    f += [-1.0] * (6 + MAX_RANK * MAX_RANK + 9)
                     continue
                 sa, sb = ta["shape"], tb["shape"]
-                f += [float(len(sa) == len(sb)), float(_broadcastable(sa, sb)), float(sa == sb),
-                      float(ta["dtype"] == tb["dtype"])]
+                same = len(sa) == len(sb)
+                # elementwise size order (gather/scatter: index no larger than self outside `dim`)
+                f += [float(same), float(_broadcastable(sa, sb)), float(sa == sb), float(ta["dtype"] == tb["dtype"]),
+                      float(same and all(x <= y for x, y in zip(sa, sb, strict=True))),
+                      float(same and all(x >= y for x, y in zip(sa, sb, strict=True)))]
                 f += [(float(sa[x] == sb[y]) if x < len(sa) and y < len(sb) else -1.0)
                       for x in range(MAX_RANK) for y in range(MAX_RANK)]
                 f += [(float(sa[-x] == sb[-y]) if x <= len(sa) and y <= len(sb) else -1.0)
@@ -343,8 +346,13 @@ class Choice:
     threshold: float
 
 
+def _f2(c: Choice) -> float:
+    """F-beta with beta 2: recall counts more than precision (a filter must not hide valid inputs)."""
+    return 5 * c.precision * c.recall / max(4 * c.precision + c.recall, 1e-12)
+
+
 class ValidityClassifier:
-    """Predicts whether an input is valid; candidates compared by cross-validated precision at a target recall."""
+    """Predicts whether an input is valid; candidates compared by cross-validated F2 at a recall-targeted threshold."""
 
     def __init__(self, candidates: Sequence[str] = CANDIDATES, cv: int = 3, target_recall: float = 0.95,
                  min_class: int = 6, random_state: int = 0) -> None:
@@ -384,7 +392,7 @@ class ValidityClassifier:
             proba = cross_val_predict(_make(name, self.random_state), X, y, cv=folds, method="predict_proba")[:, 1]
             choice = self._at_recall(name, proba, y)
             self.cv_results_.append(choice)
-            if best is None or (choice.precision, choice.recall) > (best.precision, best.recall):
+            if best is None or (_f2(choice), choice.precision) > (_f2(best), best.precision):
                 best = choice
         assert best is not None
         self.name_ = best.name

@@ -16,6 +16,7 @@ MAX_DIM = 10
 INT_RANGE = (-100, 100)
 MAX_NUMEL = 4096  # per tensor: products of inputs (kron, outer, cartesian_prod) stay small enough to run quickly
 ABSENT = "absent"  # level: leave the argument at its default
+DEFAULT_WEIGHT = 3.0  # random strategy: how much likelier "left at its default" is than one other level
 NONE = "none"  # level: pass None
 
 # Dimension values, weighted: shapes of size 1..5 are where most constraints bite; 0 and 10 are edges.
@@ -70,7 +71,9 @@ def params_for(spec: ApiSpec) -> list[Param]:
         params.append(Param("_dtype", dts, tuple(4.0 if d == "float32" else 1.0 for d in dts)))
     for a in spec.args:
         extra = _absent_levels(a)
-        ew = tuple(1.0 for _ in extra)
+        # a default is a valid value by design: leaving arguments out often lets the first round find
+        # valid inputs of many-argument APIs (conv2d) at all, and adaptation rebalances from there
+        ew = tuple(DEFAULT_WEIGHT if lv == ABSENT else 1.0 for lv in extra)
         n = a.name
         if a.kind in ("tensor", "tensors"):
             if a.kind == "tensor":
