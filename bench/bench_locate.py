@@ -219,11 +219,13 @@ def bench_real(verbose: bool) -> None:
             print(f"  {method:<6} {row['url'].rsplit('/', 1)[-1]:>6}: {loc.outcome.value:<9} rank={r} top={top} ({loc.reason[:110]})")
 
 
-HELDOUT = Path(os.environ.get("SFTL_BENCH_CACHE", Path.home() / ".cache" / "sftl-bench")) / "mme_heldout_torch.jsonl"
+BENCH_CACHE = Path(os.environ.get("SFTL_BENCH_CACHE", Path.home() / ".cache" / "sftl-bench"))
+HELDOUT = BENCH_CACHE / "mme_heldout_torch.jsonl"
+HELDOUT_TF = BENCH_CACHE / "mme_heldout_tf.jsonl"  # made the same way for TensorFlow (optional)
 
 
 def bench_heldout(generate: bool, verbose: bool) -> None:
-    """Faults we inject ourselves into other torch classes (not the dev rows): a check of generality."""
+    """Faults we inject ourselves into other classes (not the dev rows): a check of generality."""
     if not HELDOUT.exists() or generate:
         if not generate:
             print(f"held-out: {HELDOUT} not generated (run with --held-out once; ~5 min)")
@@ -236,24 +238,29 @@ def bench_heldout(generate: bool, verbose: bool) -> None:
     if parse is None:
         print("held-out: needs sftl.extract.parse_tracebacks")
         return
-    rows = [json.loads(line) for line in HELDOUT.read_text().splitlines() if line.strip()]
     sp = site_packages()
-    results: dict[str, list[int | None]] = {}
-    for row in rows:
-        tb = parse(row["traceback"])[-1]
-        mutated = remove_member((sp / row["file"]).read_text(encoding="utf-8"), row["class"], row["name"])
-        source = Overlay(sp, "pytorch", "2.13.0", {row["file"]: mutated})
-        ex = Extraction(None, tb, Environment(framework="pytorch", version="2.13.0"), error_line=row["error"])
-        issue = Issue("pytorch/pytorch", 1, row["error"], "")
-        for method, fn in (("paper", localize_paper), ("sftl", localize_sftl)):
-            loc = fn(issue, ex, Category.MME, source, 10)
-            r = rank_of(loc.suspects, {row["file"]}) if loc.outcome == Outcome.LOCATED else None
-            results.setdefault(method, []).append(r)
-            if verbose and method == "sftl" and r != 1:
-                print(f"  miss {row['class']}.{row['name']}: rank {r} ({loc.outcome.value}) {loc.reason[:140]}")
-    print(f"held-out torch faults ({len(rows)} methods removed from {len({r['class'] for r in rows})} classes; {HELDOUT})")
-    for method, ranks in results.items():
-        print(f"  pytorch    {method:<6} {summarize(ranks)}")
+    for path in (HELDOUT, HELDOUT_TF):
+        if not path.exists():
+            continue
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        results: dict[str, list[int | None]] = {}
+        framework = "tensorflow" if path == HELDOUT_TF else "pytorch"
+        version = "2.21.0" if framework == "tensorflow" else "2.13.0"
+        for row in rows:
+            tb = parse(row["traceback"])[-1]
+            mutated = remove_member((sp / row["file"]).read_text(encoding="utf-8"), row["class"], row["name"])
+            source = Overlay(sp, framework, version, {row["file"]: mutated})
+            ex = Extraction(None, tb, Environment(framework=framework, version=version), error_line=row["error"])
+            issue = Issue(f"{framework}/{framework}", 1, row["error"], "")
+            for method, fn in (("paper", localize_paper), ("sftl", localize_sftl)):
+                loc = fn(issue, ex, Category.MME, source, 10)
+                r = rank_of(loc.suspects, {row["file"]}) if loc.outcome == Outcome.LOCATED else None
+                results.setdefault(method, []).append(r)
+                if verbose and method == "sftl" and r != 1:
+                    print(f"  miss {row['class']}.{row['name']}: rank {r} ({loc.outcome.value}) {loc.reason[:140]}")
+        print(f"held-out {framework} faults ({len(rows)} methods removed from {len({r['class'] for r in rows})} classes; {path})")
+        for method, ranks in results.items():
+            print(f"  {framework:<10} {method:<6} {summarize(ranks)}")
 
 
 def bench_cli() -> None:

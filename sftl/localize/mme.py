@@ -689,9 +689,14 @@ def _related_definer(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassR
             if mro and mro[0] in smro[1:]:
                 return ref, mro[0]
             shared = next((k for k in smro[1:] if k in in_mro), None)
-            if sibling is None and shared is not None:
+            if sibling is None and shared is not None and not _is_hub(code, shared):
                 sibling = (ref, shared)
     return sibling
+
+
+def _is_hub(code: Code, cls: ClassRef) -> bool:
+    """A base class with many subclasses (nn.Module): a sibling overriding a name says little there."""
+    return len(code.grep(rf"^\s*class\s+\w+\([^)]*\b{re.escape(cls.name)}\b")) > 20
 
 
 def _shared_prefix(a: str, b: str) -> int:
