@@ -826,10 +826,11 @@ class LearnedScreener:
 
     method = "learned"
 
-    def __init__(self, precision_target: float = 0.9, C: float = 4.0, calibration_cv: int = 3,
-                 random_state: int = 0) -> None:
+    def __init__(self, precision_target: float = 0.9, C: float = 1.0, calibration_cv: int = 3,
+                 random_state: int = 0, rule_weight: float = 2.0) -> None:
         self.precision_target = precision_target
         self.C = C
+        self.rule_weight = rule_weight  # rule features (0/1) count as much as a few strong words
         self.calibration_cv = calibration_cv
         self.random_state = random_state
 
@@ -871,7 +872,7 @@ class LearnedScreener:
         if min(counts.values()) < max(2, self.calibration_cv):
             raise InputError(f"too few labelled issues per category to train ({counts}); need >= {max(2, self.calibration_cv)} each")
         self.keywords_ = KeywordScreener().fit(docs)
-        self.rule_scale_ = 3.0  # rule features count as much as a handful of words
+        self.rule_scale_ = self.rule_weight
         self.tfidf_ = TfidfVectorizer(lowercase=True, ngram_range=(1, 2), min_df=2, sublinear_tf=True,
                                       token_pattern=r"(?u)\b[a-zA-Z_][\w]+\b", max_features=20000)
         self.tfidf_.fit([self._text(d) for d in docs])
