@@ -192,3 +192,18 @@ def test_where_it_runs_is_not_a_discrepancy() -> None:
                      "model.predict gives different results on the GPU (tensorflow-metal) than on the CPU."))
     assert cpu_not_gpu.rules.gcrde < 2.5 and undetected.rules.gcrde < 2.5
     assert metal.rules.gcrde >= 2.5
+
+
+def test_screening_never_raises_on_odd_reports(fitted: KeywordScreener) -> None:
+    import random
+
+    rng = random.Random(3)
+    pieces = ["```", "```python", ">>> ", "    ", "Traceback (most recent call last):", '  File "x.py", line 1, in f',
+              "AttributeError: 'X' object has no attribute 'y'", "No module named", "CPU", "GPU", " but ", " on the ",
+              "different", "\n", "\x00", "<!--", "-->", "### Versions", "PyTorch version: 2.0", "é", "cuda:0", "."]
+    items = [("".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40))),
+              "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 120)))) for _ in range(200)]
+    items += [("", ""), (None, None), ("x" * 10, "\ufffd" * 5000)]  # type: ignore[list-item]
+    results = fitted.screen_docs([prepare(it) for it in items])
+    assert len(results) == len(items)
+    assert all(r.category.value in ("mme", "gcrde", "other") for r in results)
