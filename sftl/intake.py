@@ -347,6 +347,7 @@ def _sync_threads(
         return
     pages: Iterator[Page] | None = None
     list_since: str | None = None
+    budget: int | None = None  # listing pages worth reading: beyond them, thread by thread is cheaper
     if listing is not None:  # an interrupted listing: continue from its cursor
         list_since = listing["since"]
         pages = client.iter_comment_pages(repo, start_url=listing["next_url"])
@@ -360,7 +361,9 @@ def _sync_threads(
             pages = client.iter_comment_pages(repo, since=list_since)
             first = next(pages, None)
             if first is not None:
-                # the first page's Link rel="last" tells what the whole listing costs
+                # the first page's Link rel="last" tells what the whole listing costs; without it
+                # (or if the repository grows meanwhile) the budget below stops a listing gone too long
+                budget = one_by_one
                 if (first.last_page or 1) <= one_by_one:
                     stats.comment_mode = "listing"
                     _save_comment_page(store, repo, first, list_since, stats, keep_cursor=True)
@@ -374,9 +377,12 @@ def _sync_threads(
     total = None
     for page in pages or ():
         total = page.last_page or total
-        _save_comment_page(store, repo, page, list_since, stats, keep_cursor=True)
+        over = budget is not None and stats.comment_pages + 1 >= budget and page.next_url is not None
+        _save_comment_page(store, repo, page, list_since, stats, keep_cursor=not over)
         if progress is not None:
             progress(CrawlProgress(stats.comment_pages, total, stats.issues_seen, stats.issues_written, "comments"))
+        if over:
+            break
     store.settle_threads(repo)
     for q in store.thread_queue(repo):
         if stats.comment_mode == "none":

@@ -136,6 +136,7 @@ class GitHubServer:
         self.remaining = rate_limit
         self.reset_at = int(time.time()) + 3600
         self.page_delay = page_delay  # seconds added to every page of the issue and comment listings
+        self.link_last = True  # False: Link headers without rel="last" (the size of a listing unknown)
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
         self._version = 0  # bumped by every data change: listings sorted once per version, not per page
@@ -331,7 +332,7 @@ class GitHubServer:
             return f'<{base}?{urlencode({**query, "page": p})}>; rel="{rel}"'
 
         if page < last:
-            links += [link(page + 1, "next"), link(last, "last")]
+            links += [link(page + 1, "next")] + ([link(last, "last")] if self.link_last else [])
         if page > 1:
             links += [link(1, "first"), link(page - 1, "prev")]
         headers = {"Link": ", ".join(links)} if links else {}

@@ -138,6 +138,18 @@ def test_per_issue_fetching_is_kept_where_the_listing_would_cost_more(gh: GitHub
     assert stats.requests <= 1 + 1 + 30 and stats.comment_threads == 30 - stats.comments_listed
 
 
+def test_a_listing_of_unknown_size_stops_once_it_costs_what_per_issue_fetching_would(gh: GitHubServer, tmp_path: Path) -> None:
+    counts = {i: 1 for i in range(1, 31)}
+    expected = populate(gh, 30, counts, prs={1000 + k: 100 for k in range(40)})
+    gh.link_last = False
+    s = settings_for(tmp_path, gh)
+    with Store(s.db_path) as store:
+        stats = crawl(REPO, s, store, state="all")
+        assert stored_threads(store) == expected and stats.done and store.comment_listing(REPO) is None
+    assert stats.comment_pages == 30 and stats.comment_threads == 30 - stats.comments_listed
+    assert stats.requests <= 1 + 30 + 30  # at worst twice what one request per thread costs
+
+
 def test_a_handful_of_threads_skip_the_listing(gh: GitHubServer, tmp_path: Path) -> None:
     expected = populate(gh, 150, {3: 2, 140: 4})
     s = settings_for(tmp_path, gh)
