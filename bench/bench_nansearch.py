@@ -3,8 +3,8 @@
 Each program declares `# expect: bug|clean` and optionally `# entry: FUNC`. For every program the
 gradient search and the random baseline get the same budget (default 10 s), once per seed. A baseline
 that finds nothing counts as taking the whole budget, so its speed-up is a lower bound (marked >=).
-Wall time on a shared machine is noisy at the millisecond scale, so CPU time and program runs are
-reported beside it; per program the median over seeds is taken.
+Wall time on a shared machine is noisy at the millisecond scale, so program runs are reported beside
+it (CPU time too, but it is counted in scheduler ticks); per program the median over seeds is taken.
 Usage: python bench/bench_nansearch.py [BUDGET] [--seeds N] [NAME-FILTER ...]
 """
 
@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
             assert b is not None
             g = f"{r.seconds:7.3f}s {r.cpu_seconds:6.3f}cpu {r.steps:5d} runs" if r.found else f"  none  {'':9} {r.steps:5d} runs"
             rs = f"{b.seconds:7.3f}s {b.cpu_seconds:6.3f}cpu {b.steps:5d} runs" if b.found else f"  none  {'':9} {b.steps:5d} runs"
-            sp = "" if not r.found else f"{'' if b.found else '>='}{_ratio(b.cpu_seconds, r.cpu_seconds):.1f}x"
+            sp = "" if not r.found else f"{'' if b.found else '>='}{_ratio(b.seconds, r.seconds):.1f}x"
             what = f"{r.op} @ line {r.line}" if r.found else r.reason
             print(f"{path.stem:32} {expect:5} grad {g} | random {rs} | {sp:>9} | {what}", flush=True)
     bugs = [(n, rs) for n, e, rs in rows if e == "bug"]
@@ -108,8 +108,9 @@ def main(argv: list[str]) -> int:
                   f"runs median {statistics.median(bruns):.1f}")
         print(f"speed-up over random, wall time (censored at the budget): median {statistics.median(wall):.1f}x, "
               f"geometric mean {statistics.geometric_mean(wall):.1f}x")
-        print(f"speed-up over random, CPU time (censored): median {statistics.median(cpu):.1f}x, "
-              f"geometric mean {statistics.geometric_mean(cpu):.1f}x, min {min(cpu):.2f}x")
+        # CPU time is accounted in scheduler ticks (4 ms here): shown only as a cross-check of long searches
+        print(f"speed-up over random, CPU time (censored; tick-granular, unreliable below ~20 ms): "
+              f"median {statistics.median(cpu):.1f}x")
         print(f"speed-up over random, program runs: median {statistics.median(runs):.1f}x")
         only = [p[0] for p in per_prog if p[6]]
         print(f"found by gradient search only: {len(only)} {only}")
