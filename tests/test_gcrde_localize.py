@@ -355,3 +355,42 @@ def test_local_tree_index_is_cached_on_disk_and_invalidated_by_edits(tmp_path: P
     assert top is None or "_histc_cuda" not in top.reason
     # a tree without a cache dir works as before and writes nothing
     assert localize_gcrde(issue, ex, LocalTree(root, "pytorch", "2.6.0")).outcome is Outcome.LOCATED
+
+
+@pytest.fixture
+def math_tree(fixtures_dir: Path) -> LocalTree:
+    return LocalTree(fixtures_dir / "sources" / "mini_pytorch_math", "pytorch", "2.6.0")
+
+
+def test_the_header_defining_the_cuda_math_ranks_right_after_the_kernel(math_tree: LocalTree) -> None:
+    issue, ex = report("torch.digamma returns a wrong value on CUDA", ("torch.digamma",))
+    loc = localize_gcrde(issue, ex, math_tree)
+    paths = [s.path for s in loc.suspects]
+    assert paths[0] == NATIVE + "cuda/UnaryGammaKernels.cu"
+    assert paths[1] == NATIVE + "cuda/Math.cuh"  # the device calc_digamma, above the generic launcher
+    math = loc.suspects[1]
+    assert math.side is Side.CUDA and "calc_digamma" in math.reason and "CUDA-only math" in math.reason
+    assert paths.index(NATIVE + "cuda/Math.cuh") < paths.index(NATIVE + "cuda/Loops.cuh")
+    # the host calc_digamma in Math.h is not what the CUDA kernel runs: never credited as its math
+    assert all("used by digamma_kernel_cuda" not in s.reason for s in loc.suspects if s.path.endswith("/Math.h"))
+
+
+def test_host_math_counts_as_cpu_code_for_a_cpu_divergence(math_tree: LocalTree) -> None:
+    issue, ex = report("digamma differs", ("torch.digamma",), body="The CPU result is wrong, the CUDA one is correct.")
+    loc = localize_gcrde(issue, ex, math_tree)
+    paths = [s.path for s in loc.suspects]
+    assert paths[0] == NATIVE + "cpu/UnaryOpsKernel.cpp"
+    host = next(s for s in loc.suspects if s.path == NATIVE + "Math.h")
+    # reached although the CPU kernel includes Math.h only through a header outside ATen/native
+    assert paths.index(host.path) <= 2 and host.side is Side.CPU and "CPU-only math" in host.reason
+
+
+def test_reduction_functors_are_followed_through_same_file_template_helpers(math_tree: LocalTree) -> None:
+    issue, ex = report("torch.var is wrong on CUDA", ("torch.var",))
+    loc = localize_gcrde(issue, ex, math_tree)
+    shared = next(s for s in loc.suspects if s.path == NATIVE + "SharedReduceOps.h")
+    # shared by both devices: credited, but as plain math, below the CUDA kernel
+    # WelfordOps is named only inside std_var_kernel_impl<float>(...), the registered kernel's helper
+    assert "defines WelfordOps (math) used by std_var_kernel_cuda" in shared.reason and "-only" not in shared.reason
+    assert loc.suspects[0].path == NATIVE + "cuda/ReduceMomentKernel.cu"
+    assert shared.score < loc.suspects[0].score

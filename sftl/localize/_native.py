@@ -166,6 +166,7 @@ _AT_CALL = re.compile(r"\b(?:at::|native::|at::native::|at::_ops::)(\w+)\s*[(<]"
 _METHOD_CALL = re.compile(r"\.\s*(\w+)\s*\(")
 _TENSORISH = re.compile(r"Tensor|Scalar|TensorIterator|IntArrayRef|SymInt")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_AFTER_NAME = re.compile(r"\s*(?:<[^;{}()]*>)?\s*\(")
 _LOWER_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 
 
@@ -235,7 +236,7 @@ class KernelIndex:
     def save(self, path: Path, key: str) -> None:
         """Write the index (with its token index) for the next process; best effort, atomic."""
         self.files_with("")  # build the token index so it is saved too
-        skip = ("_lower", "_defs", "_doc_freq", "_lower_tokens")
+        skip = ("_lower", "_defs", "_doc_freq", "_lower_tokens", "_def_in", "_defines_memo")
         state = {k: v for k, v in self.__dict__.items() if k not in skip}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,22 +275,33 @@ class KernelIndex:
         for cand in candidates:
             if cand.rsplit("/", 1)[0] == folder:
                 return cand
-        return candidates[0] if len(candidates) == 1 else None
+        # a bare name ("THCNumerics.cuh") may be found anywhere; "ATen/Context.h" is not vulkan/api/Context.h
+        return candidates[0] if len(candidates) == 1 and "/" not in include else None
 
     def definition_in(self, name: str, path: str) -> Definition | None:
         """The definition of `name` inside one file (a same-file helper), if there is one."""
+        memo = self.__dict__.setdefault("_def_in", {})
+        key = (name, path)
+        if key in memo:
+            return memo[key]  # type: ignore[no-any-return]
+        found: Definition | None = None
         text = self.texts.get(path)
-        if not text or name not in text:
-            return None
-        pattern = re.compile(re.escape(name) + r"\s*(?:<[^;{}()]*>)?\s*\(")
-        for m in pattern.finditer(text):
-            prev = text[m.start() - 1] if m.start() else " "
-            if prev.isalnum() or prev in "_.>":
-                continue
-            brace = _is_definition(text, m.end() - 1)
-            if brace is not None:
-                return Definition(path, m.start(), _body(text, brace))
-        return None
+        # str.find, not a regex per name: this runs for every identifier a kernel body names
+        start = text.find(name) if text else -1
+        while text and start >= 0:
+            end = start + len(name)
+            prev = text[start - 1] if start else " "
+            nxt = text[end] if end < len(text) else " "
+            if not (prev.isalnum() or prev in "_.>" or nxt.isalnum() or nxt == "_"):
+                m = _AFTER_NAME.match(text, end)
+                if m is not None:
+                    brace = _is_definition(text, m.end() - 1)
+                    if brace is not None:
+                        found = Definition(path, start, _body(text, brace))
+                        break
+            start = text.find(name, end)
+        memo[key] = found
+        return found
 
     def definitions(self, name: str, limit: int = 12, tensorish: bool = True) -> list[Definition]:
         """Where a C++ function `name` is defined (not merely declared or called).
@@ -319,9 +331,11 @@ class KernelIndex:
             if len(found) >= limit:
                 break
         for path in self.impl_funcs.get(name, ()):  # TORCH_IMPL_FUNC(name) defines `name`
-            if not any(d.path == path for d in found):
-                text = self.texts[path]
-                pos = text.find(f"TORCH_IMPL_FUNC({name})")
+            text = self.texts[path]
+            pos = text.find(f"TORCH_IMPL_FUNC({name})")
+            # the structured kernel itself, even when the file also defines same-named overloads
+            # (special_zeta_out(Scalar, Tensor) beside TORCH_IMPL_FUNC(special_zeta_out))
+            if not any(d.path == path and d.start == max(pos, 0) for d in found):
                 brace = text.find("{", pos) if pos >= 0 else -1
                 found.append(Definition(path, max(pos, 0), _body(text, brace) if brace >= 0 else ""))
         self._defs[memo_key] = found

@@ -297,11 +297,13 @@ class _Evidence:
     score: float = 0.0
     reasons: list[tuple[float, str]] = field(default_factory=list)
     hits: int = 0
+    side: Side | None = None  # the device whose code this file is here, when its location does not say
 
-    def add(self, score: float, reason: str) -> None:
+    def add(self, score: float, reason: str, side: Side | None = None) -> None:
         self.hits += 1
         if score > self.score:
             self.score = score
+            self.side = side
         self.reasons.append((score, reason))
 
     def reason(self) -> str:
@@ -318,8 +320,8 @@ class _Board:
     def __init__(self) -> None:
         self.files: dict[str, _Evidence] = defaultdict(_Evidence)
 
-    def add(self, path: str, score: float, reason: str) -> None:
-        self.files[path].add(score, reason)
+    def add(self, path: str, score: float, reason: str, side: Side | None = None) -> None:
+        self.files[path].add(score, reason, side)
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,7 +378,7 @@ def _rank(board: _Board, side_weight: dict[Side | None, float], top: int, label:
     ranked: list[tuple[float, str, Side | None, str]] = []
     low = context.lower()
     for path, ev in board.files.items():
-        side = path_side(path)  # type: ignore[operator]
+        side = ev.side or path_side(path)  # type: ignore[operator]
         score = ev.score * side_weight.get(side, 0.2) + 0.02 * min(ev.hits - 1, 3)
         special = next((w for w in _SPECIAL_LAYOUTS if f"/{w}/" in path.lower()), None)
         if special and special.rstrip("s") not in low and not (special in ("cudnn", "miopen") and "conv" in low):
@@ -720,6 +722,7 @@ def _follow_op(
                                depth + 1)
             if fside in (Side.CPU, Side.CUDA):  # cuda/Activation.cpp gelu_out_cuda -> GeluCUDAKernelImpl
                 _follow_cross_file(kernel, d, fside, kw * 0.92, index, board)
+                _follow_math(kernel, d, kw * 0.85, index, board)
         if not defs:
             for path in index.mentions(kernel, limit=6):
                 board.add(path, kw * 0.5, f"names {kernel} ({keys}) for {name}, maybe macro-generated")
@@ -749,6 +752,7 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
     for d in defs[:1]:
         if d.path != reg_path:
             board.add(d.path, score, f"defines {fn}, registered in {reg_path.rsplit('/', 1)[-1]}")
+        _follow_math(fn, d, score * 0.95, index, board)
         helpers = list(dict.fromkeys(m.group(1) for m in _HELPER.finditer(d.body[:20000])))
         for helper in helpers[:6]:
             if helper == fn or helper.startswith(("C10_", "AT_", "TORCH_", "TORCH")):
@@ -756,6 +760,123 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
             for hd in index.definitions(helper, limit=3, tensorish=False):
                 if hd.path != d.path and nat.path_side(hd.path) == nat.path_side(reg_path):
                     board.add(hd.path, score * 0.95, f"defines {helper}, called by {fn}")
+                    # a device source's helper (norm_launch_kernel -> NormOps), not a launcher header's internals
+                    if nat.path_side(hd.path) in (Side.CPU, Side.CUDA) and not hd.path.endswith(_HEADERS):
+                        _follow_math(helper, hd, score * 0.9, index, board)
+
+
+_HEADERS = (".h", ".cuh", ".hpp")
+_CALL_T = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;(){}]*>)?\s*\(")
+# symbols named like launchers/plumbing are followed elsewhere (or not at all): not "the math"
+_NOT_MATH = re.compile(r"kernel|launch|loop|dispatch|stub|impl|template|^(?:TORCH|AT|C10|CUDA|HIP)_|_t$|^std$", re.I)
+_MATH_RARE = 8  # a symbol in more kernel files than this is shared plumbing, not one op's math
+
+
+def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.KernelIndex, board: _Board) -> None:
+    """The headers defining the math a device kernel runs: its functor/lambda's calc_*/jiterator strings/ops structs.
+
+    A fix to a numerical divergence often lands where the math is written (cuda/Math.cuh's
+    calc_digamma, SharedReduceOps.h's WelfordOps), not in the file that registers the kernel. Reads
+    the kernel's body and its same-file helpers, keeps the rare identifiers (few kernel files name
+    them), and credits the headers the kernel file includes (directly or one level down) that define
+    them. A header on the kernel's own device counts more than a device-generic one (Math.h), whose
+    math the other device runs too.
+    """
+    bodies = [d.body[:20000]]
+    text = index.texts.get(d.path, "")
+    for helper in dict.fromkeys(m.group(1) for m in _CALL_T.finditer(d.body[:20000])):  # -> norm_kernel_cuda_impl<T>(
+        if helper != caller and len(helper) >= 4 and not helper.isupper() and text.count(helper) > 1:
+            hd = index.definition_in(helper, d.path)
+            if hd is not None and hd.start != d.start:
+                bodies.append(hd.body[:20000])
+        if len(bodies) > 6:
+            break
+    headers = [h for h in index.includes.get(d.path, ()) if h.endswith(_HEADERS)]
+    for h in list(headers):
+        headers += [g for g in index.includes.get(h, ()) if g.endswith(_HEADERS) and g not in headers]
+    kside = nat.path_side(d.path)
+    other = {Side.CPU: Side.CUDA, Side.CUDA: Side.CPU}.get(kside) if kside is not None else None
+    symbols = list(dict.fromkeys(tok for body in bodies for tok in nat.identifiers(body)))
+    found: dict[str, list[str]] = defaultdict(list)
+    for sym in symbols:
+        if len(sym) < 4 or _NOT_MATH.search(sym) or sym == caller or sym in index.registrations:
+            continue
+        holders = index.files_with(sym)
+        if not holders or len(holders) > _MATH_RARE:
+            continue
+        definers = [h for h in holders if h.endswith(_HEADERS) and h != d.path and nat.path_side(h) != other
+                    and _defines(index, h, sym)]
+        included = [h for h in definers if h in headers]
+        # the kernel file's own includes first; else (reached through a header outside ATen/native, e.g.
+        # ATen/cpu/vec/vec.h -> Math.h) the one or two headers that define it
+        for header in included or (definers if len(definers) <= 2 else []):
+            found[header].append(sym)
+    device = kside if kside in (Side.CPU, Side.CUDA) else None
+    for header, syms in found.items():
+        hside = nat.path_side(header)
+        if device is not None and hside == Side.SHARED:
+            # a device-generic header's version is shadowed where the kernel's own device defines the name
+            # (cuda/Math.cuh's calc_digamma for a CUDA kernel), and is host-only math when only the CUDA
+            # side has its own (Math.h's calc_digamma for a CPU kernel)
+            syms = [s for s in syms if not any(h != header and nat.path_side(h) == device for h in _definers(found, s))]
+            if not syms:
+                continue
+            other = Side.CUDA if device == Side.CPU else Side.CPU
+            host_only = device == Side.CPU and all(_defined_on(index, s, other) for s in syms)
+        else:
+            host_only = False
+        same = device is not None and (hside == device or host_only)
+        where = f"{device.value.upper()}-only math" if same and device is not None else "math"
+        board.add(header, score * (1.0 if same else 0.85) + 0.01 * min(len(syms) - 1, 3),
+                  f"defines {', '.join(syms[:3])} ({where}) used by {caller} in {d.path.rsplit('/', 1)[-1]}",
+                  side=device if host_only else None)
+
+
+def _definers(found: dict[str, list[str]], sym: str) -> list[str]:
+    return [h for h, syms in found.items() if sym in syms]
+
+
+def _defined_on(index: nat.KernelIndex, sym: str, side: Side) -> bool:
+    """Whether some file of that device defines the symbol too (its own version of the math)."""
+    return any(nat.path_side(p) == side and _defines(index, p, sym) for p in index.files_with(sym))
+
+
+_TYPE_HEAD = re.compile(r"\b(?:struct|class|union)\s+$")
+_CONST_HEAD = re.compile(r"\b(?:const|constexpr|static|auto)\b[^;{}()=]*$")
+_DEFINE_HEAD = re.compile(r"^\s*#\s*define\s+$")
+_ASSIGN = re.compile(r"\s*=")
+
+
+def _defines(index: nat.KernelIndex, path: str, name: str) -> bool:
+    """Whether a header defines `name`: a function, a struct/class, a constant (jiterator string) or a macro."""
+    memo: dict[tuple[str, str], bool] = index.__dict__.setdefault("_defines_memo", {})
+    key = (path, name)
+    if key not in memo:
+        memo[key] = _find_definition(index, path, name)
+    return memo[key]
+
+
+def _find_definition(index: nat.KernelIndex, path: str, name: str) -> bool:
+    text = index.texts.get(path, "")
+    start = text.find(name)
+    seen = 0
+    while start >= 0 and seen < 200:
+        seen += 1
+        end = start + len(name)
+        prev = text[start - 1] if start else "\n"
+        nxt = text[end] if end < len(text) else " "
+        if not (prev.isalnum() or prev == "_" or nxt.isalnum() or nxt == "_"):
+            line = text[text.rfind("\n", 0, start) + 1 : start]
+            if _TYPE_HEAD.search(line):
+                brace, semi = text.find("{", end), text.find(";", end)
+                if brace >= 0 and (semi < 0 or brace < semi):
+                    return True
+            if _CONST_HEAD.search(line) and _ASSIGN.match(text, end):
+                return True
+            if _DEFINE_HEAD.match(line):
+                return True
+        start = text.find(name, end)
+    return index.definition_in(name, path) is not None
 
 
 def _op_name(called: str, natives: dict[str, list[nat.NativeFunction]] | None) -> str:
