@@ -364,7 +364,8 @@ _OOM = re.compile(r"(?i)out of memory|\boom\b|memory leak|ran out of memory|\bbf
 _SETUP = re.compile(
     r"(?i)cudnn_status|could not create cudnn handle|is_available\(\)|could not load dynamic library|dll load|\bnccl\b|"
     r"deadlock|illegal memory access|device-side assert|not compiled with cuda|driver version is insufficient|no kernel|"
-    r"failed to initiali[sz]e|cuda error|cublas_status|segmentation fault|core dumped"
+    r"failed to initiali[sz]e|cuda error|cublas_status|segmentation fault|core dumped|could not run '|"
+    r"not implemented for|notimplementederror|no kernel image|no registered|op type not registered"
 )
 _AXIS = re.compile(
     r"(?i)jit_compile|\bxla\b|\beager\b.{0,40}\bgraph\b|\bgraph\b.{0,40}\beager\b|linux\b.{0,60}\bwindows|"
@@ -420,7 +421,8 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
     "oom": ("memory", "oom", "bfc", "allocat"),
     "nondet": ("determinis", "reproduc", "run", "every", "repeated", "identical", "random"),
     "setup": ("cudnn", "is_available", "dynamic library", "dll", "nccl", "deadlock", "illegal", "assert", "compiled",
-              "driver", "kernel", "initiali", "cuda error", "cublas", "segmentation", "core dumped"),
+              "driver", "kernel", "initiali", "cuda error", "cublas", "segmentation", "core dumped", "could not run",
+              "not implemented", "notimplemented", "registered"),
     "axis": ("jit_compile", "xla", "eager", "windows", "compile", "inductor", "numpy"),
     "build": ("cmake", "bazel", "build", "compil"),
     "placement": ("instead", "only", "still", "always", "on cpu", "on the cpu", "not", "never", "n't", "unable", "no gpu",
