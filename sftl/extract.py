@@ -634,7 +634,7 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
             cands.append((pri, fw, v))
 
     add(0, "pytorch", _field(r"PyTorch version", text))
-    tfv = _field(r"TensorFlow version", text)
+    tfv = _field(r"(?:TensorFlow|TF) version", text)
     add(0, "tensorflow", tfv)
     for m in re.finditer(r"(?:torch|tf|tensorflow|keras)\.(?:__version__|version\.VERSION)\s*\)?['\"]?\)?(?:\s*\n|\s*```\w*)+\s*"
                          r"(?:Out\[\d+\]:\s*)?['\"]?(?P<v>" + VERSION + ")", text):
@@ -651,10 +651,13 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
     ):
         name = m.group("n").lower()
         add(2, "pytorch" if "torch" in name else "tensorflow", m.group("v"))
+    # docker images: tensorflow/tensorflow:2.4.1-gpu, pytorch/pytorch:1.9.0-cuda11.1-cudnn8-runtime
+    for m in re.finditer(r"\b(?P<n>tensorflow|pytorch)/(?:tensorflow|pytorch):(?P<v>" + VERSION + ")", text):
+        add(2, "pytorch" if m.group("n") == "pytorch" else "tensorflow", m.group("v"))
     # prose: "on TF 2.4.1", "PyTorch 1.5.1", "tensorflow-gpu 2.0", "TF2.0", "torch==2.0.0"
     for fw, words in _FW_WORDS.items():
         for m in re.finditer(
-            rf"(?<![A-Za-z0-9/.])(?:{words})(?:[\s_]*(?:versions?|ver\.?|v|==|=|:|is|was|release|-|,|from source at tag|tag|版本|バージョン|версия|versión)?[\s_：]*){{1,3}}"
+            rf"(?<![A-Za-z0-9/.])(?:{words})(?:[\s_]*(?:versions?|ver\.?|v|==|=|:|is|was|release|-|,|from source at tag|tag|版本|バージョン|версия|versión)?[\s_：(]*){{1,3}}"
             rf"v?(?P<v>{VERSION})(?![\w])",
             text,
             re.I,

@@ -60,6 +60,11 @@ def test_tf_form_template_with_no_response_fields() -> None:
         ("In my py3env_pytorch_1.2 virtualenv import fails", "pytorch", "1.2"),
         ("with libtensorflow-1.9.0.jar from Maven", "tensorflow", "1.9.0"),
         ("TF2.0 gradient differs", "tensorflow", "2.0"),
+        ("TF Version: unknown 1.14.0", "tensorflow", "1.14.0"),
+        ("in the tensorflow/tensorflow:2.4.1-gpu docker image", "tensorflow", "2.4.1"),
+        ("pytorch/pytorch:1.9.0-cuda11.1-cudnn8-runtime", "pytorch", "1.9.0"),
+        ("TF-nightly (2.16.0-dev20231102)", "tensorflow", "2.16.0-dev20231102"),
+        ("TensorFlow version: b'v1.13.1-0-g6612da8951' 1.13.1", "tensorflow", "1.13.1"),
     ],
 )
 def test_versions_in_every_common_form(text: str, framework: str, version: str) -> None:
