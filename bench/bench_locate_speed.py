@@ -66,8 +66,12 @@ def main() -> int:
     args = parser.parse_args()
     tree = Path(args.tree)
     if not (tree / "aten/src/ATen/native/native_functions.yaml").is_file():
-        print(f"no PyTorch tree at {tree}; run bench/bench_gcrde.py once to fetch it", file=sys.stderr)
-        return 2
+        if tree != SRC / "pytorch-v2.6.0":
+            print(f"no PyTorch tree at {tree}", file=sys.stderr)
+            return 2
+        from bench_gcrde import ensure_tree  # the same Debian source package bench_gcrde reads
+
+        tree = ensure_tree("2.6.0")
     with tempfile.TemporaryDirectory() as tmp:
         start = [run(["--help"], Path(tmp))[0] for _ in range(3)]
     print(f"CLI start (sftl --help)  median {statistics.median(start):.2f} s")
