@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--no-baseline", action="store_true", help="skip the random-search baseline")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--allow-network", action="store_true",
+                   help="run even where the sandbox cannot cut the network (no bubblewrap / unshare)")
     add_common(p)
     p.set_defaults(handler=run_nan_search)
 
@@ -38,7 +40,8 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
     from sftl.helpers.nansearch import search_script
 
     result = search_script(Path(args.script), ctx.settings, entry=args.entry, budget=args.budget,
-                           seed=args.seed, baseline=not args.no_baseline, params=args.params)
+                           seed=args.seed, baseline=not args.no_baseline, params=args.params,
+                           allow_network=args.allow_network)
     if args.json:
         ctx.print_json(result.to_json())
         return 0

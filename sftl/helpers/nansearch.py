@@ -92,6 +92,7 @@ def search_script(
     bound: float = 1e4,
     params: bool = False,
     python: str | None = None,
+    allow_network: bool = False,
 ) -> NanSearchResult:
     """Search SCRIPT for inputs that make an unsafe operation produce NaN/INF (raises InputError on a bad script)."""
     script = Path(path).expanduser().resolve()
@@ -102,7 +103,7 @@ def search_script(
     if budget <= 0:
         raise InputError(f"--budget must be positive, not {budget:g}")
     timeout = budget * (2 if baseline else 1) + STARTUP_ALLOWANCE
-    sandbox = Sandbox(settings, Limits(timeout=timeout, memory=MEMORY_LIMIT))
+    sandbox = Sandbox(settings, Limits(timeout=timeout, memory=MEMORY_LIMIT), allow_network=allow_network)
     scratch = Path(tempfile.mkdtemp(prefix="sftl-nan-"))
     try:
         (scratch / "home").mkdir()
@@ -129,12 +130,13 @@ def search_script(
 
 
 def search_snippet(code: str, settings: Settings, budget: float = 20.0, *, seed: int = 0,
-                   baseline: bool = True) -> NanSearchResult:
+                   baseline: bool = True, allow_network: bool = False) -> NanSearchResult:
     """Whole-script search of an issue's snippet (for `sftl replay TARGET --nan-search`)."""
     with tempfile.TemporaryDirectory(prefix="sftl-nan-") as tmp:
         path = Path(tmp) / "snippet.py"
         path.write_text(code, encoding="utf-8")
-        return search_script(path, settings, budget=budget, seed=seed, baseline=baseline)
+        return search_script(path, settings, budget=budget, seed=seed, baseline=baseline,
+                             allow_network=allow_network)
 
 
 def _parse(stdout: str) -> dict[str, Any] | None:
