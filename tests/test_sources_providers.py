@@ -387,3 +387,30 @@ def test_sources_cli_add(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest
     out = io.StringIO()
     assert main(["sources", "list", "--json"], out=out, err=err) == 0
     assert json.loads(out.getvalue())[0]["kind"] == "tree"
+
+
+def test_locate_without_kernels_says_what_to_run_and_uses_a_registered_tree(
+    tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo GCRDE issue (torch 2.13.0, the installed wheel: headers, no kernels) through the real CLI."""
+    import io
+
+    from sftl.cli import main
+
+    pytest.importorskip("torch")
+    monkeypatch.setenv("SFTL_HOME", str(tmp_path / "home"))
+    demo = str(fixtures_dir / "demo" / "gcrde_histc_cpu_vs_cuda.json")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["locate", demo, "--offline", "--json"], out=out, err=err) == 8
+    skipped = json.loads(out.getvalue())
+    assert skipped["outcome"] == "skipped"
+    for command in ("sftl sources fetch pytorch==2.13.0 --cxx", "sftl sources add pytorch==2.13.0 DIR", "--source-root"):
+        assert command in skipped["reason"]
+    # a tree registered for another release stands in, and the reason names it
+    assert main(["sources", "add", "pytorch==2.6.0", str(fixtures_dir / "sources" / "mini_pytorch")],
+                out=io.StringIO(), err=io.StringIO()) == 0
+    out = io.StringIO()
+    assert main(["locate", demo, "--offline", "--json"], out=out, err=err) == 0
+    located = json.loads(out.getvalue())
+    assert located["outcome"] == "located" and located["suspects"][0]["path"].endswith("cuda/SummaryOps.cu")
+    assert "nearest registered tree pytorch 2.6.0" in located["reason"]
