@@ -394,3 +394,22 @@ def test_reduction_functors_are_followed_through_same_file_template_helpers(math
     assert "defines WelfordOps (math) used by std_var_kernel_cuda" in shared.reason and "-only" not in shared.reason
     assert loc.suspects[0].path == NATIVE + "cuda/ReduceMomentKernel.cu"
     assert shared.score < loc.suspects[0].score
+
+
+def test_registrations_generated_by_same_file_macros_are_indexed() -> None:
+    text = (
+        "#define IMPLEMENT_FLOAT_KERNEL(op)                                  \\\n"
+        "  inline namespace CPU_CAPABILITY {                                 \\\n"
+        "  static void op##_kernel(TensorIteratorBase& iter) { }             \\\n"
+        "  }                                                                 \\\n"
+        "  REGISTER_DISPATCH(op##_stub, &CPU_CAPABILITY::op##_kernel)\n"
+        "\n"
+        "IMPLEMENT_FLOAT_KERNEL(erfinv)\n"
+        "IMPLEMENT_FLOAT_KERNEL(expm1)\n"
+        "REGISTER_DISPATCH(digamma_stub, &CPU_CAPABILITY::digamma_kernel)\n"
+    )
+    assert nat.macro_registrations(text) == [("erfinv_stub", "erfinv_kernel"), ("expm1_stub", "expm1_kernel")]
+    index = nat.KernelIndex({NATIVE + "cpu/UnaryOpsKernel.cpp": text})
+    assert index.registrations["erfinv_stub"] == [(NATIVE + "cpu/UnaryOpsKernel.cpp", "erfinv_kernel")]
+    assert index.registrations["digamma_stub"] == [(NATIVE + "cpu/UnaryOpsKernel.cpp", "digamma_kernel")]
+    assert "op" not in {s.removesuffix("_stub") for s in index.registrations}  # the template is no registration

@@ -194,7 +194,10 @@ class KernelIndex:
         for path, text in files.items():
             if "DISPATCH" in text:
                 for m in _REGISTER.finditer(text):
-                    self.registrations[m.group(1)].append((path, (m.group(2) or "").split("::")[-1]))
+                    if "##" not in text[m.start() : m.end() + 2]:  # a macro's template, handled below
+                        self.registrations[m.group(1)].append((path, (m.group(2) or "").split("::")[-1]))
+                for stub, fn in macro_registrations(text):
+                    self.registrations[stub].append((path, fn))
             if "TORCH_IMPL_FUNC" in text:
                 for m in _IMPL_FUNC.finditer(text):
                     self.impl_funcs[m.group(1)].append(path)
@@ -231,7 +234,7 @@ class KernelIndex:
                 texts[path] = text
         return cls(texts)
 
-    _FORMAT = "sftl-kernel-index-1"
+    _FORMAT = "sftl-kernel-index-2"
 
     def save(self, path: Path, key: str) -> None:
         """Write the index (with its token index) for the next process; best effort, atomic."""
@@ -423,6 +426,30 @@ class KernelIndex:
 
 
 _NOT_KERNELS = ("/test/", "/tests/", "/benchmark", "/bench/", "/third_party/", "/qnnpack/", "/pytorch_qnnpack/")
+
+
+_MACRO_DEF = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(\s*(\w+)\s*\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+def macro_registrations(text: str) -> list[tuple[str, str]]:
+    """(stub, kernel) registered by same-file macros: `IMPLEMENT_FLOAT_KERNEL(erfinv)` expanding to
+    `REGISTER_DISPATCH(op##_stub, &CPU_CAPABILITY::op##_kernel)` registers erfinv_stub -> erfinv_kernel."""
+    if "##" not in text or "#define" not in text.replace("# define", "#define"):
+        return []
+    out: list[tuple[str, str]] = []
+    for m in _MACRO_DEF.finditer(text):
+        macro, param, body = m.group(1), m.group(2), m.group(3)
+        if "DISPATCH" not in body:
+            continue
+        reg = re.search(r"REGISTER_(?:[A-Z0-9]+_)*DISPATCH\s*\(\s*([\w#]+)\s*,\s*&?\s*([\w:#]+)", body)
+        if reg is None or (f"{param}##" not in reg.group(1) and f"##{param}" not in reg.group(1)):
+            continue
+        stub_t, fn_t = reg.group(1), reg.group(2).split("::")[-1]
+        for call in re.finditer(r"^[ \t]*" + re.escape(macro) + r"\s*\(\s*(\w+)\s*\)", text, re.M):
+            op = call.group(1)
+            out.append((stub_t.replace(f"{param}##", op).replace(f"##{param}", op),
+                        fn_t.replace(f"{param}##", op).replace(f"##{param}", op)))
+    return out
 
 
 def legacy_bindings(texts: Iterable[str]) -> dict[str, set[str]]:

@@ -746,9 +746,13 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
     """A registered stub function often forwards to a launcher in another file (max_all_launch_kernel)."""
     if not fn:
         return
-    defs = [d for d in index.definitions(fn, limit=4, tensorish=False) if d.path == reg_path] or index.definitions(
-        fn, limit=2, tensorish=False
-    )
+    reg_side = nat.path_side(reg_path)
+    opposite = {Side.CPU: Side.CUDA, Side.CUDA: Side.CPU}.get(reg_side) if reg_side is not None else None
+    # defined beside its registration, else elsewhere, but never on the other device (a CPU kernel
+    # is not cuda/Math.cuh's same-named jiterator function)
+    defs = [d for d in index.definitions(fn, limit=4, tensorish=False) if d.path == reg_path] or [
+        d for d in index.definitions(fn, limit=2, tensorish=False) if nat.path_side(d.path) != opposite
+    ]
     for d in defs[:1]:
         if d.path != reg_path:
             board.add(d.path, score, f"defines {fn}, registered in {reg_path.rsplit('/', 1)[-1]}")
