@@ -232,6 +232,7 @@ def bench_heldout(generate: bool, verbose: bool) -> None:
             return
         HELDOUT.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, str(ROOT / "bench" / "mme_heldout.py"), str(HELDOUT)], check=True)
+        subprocess.run([sys.executable, str(ROOT / "bench" / "mme_heldout_tf.py"), str(HELDOUT_TF)], check=False)
     from sftl.model import Environment, Extraction
 
     parse = getattr(sys.modules.get("sftl.extract"), "parse_tracebacks", None)

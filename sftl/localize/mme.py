@@ -507,8 +507,11 @@ def _class_evidence(code: Code, k: ClassRef, name: str, suggestion: str | None) 
         score += 2.0 * sim
         why.append(f"{k.name} defines the similar {which!r} (similarity {sim:.2f})")
     body = code.class_text(k)
-    mentions = len(re.findall(rf"(?<![\w.]){re.escape(name)}\b|@{re.escape(name)}\b", body))
-    if mentions:
+    # documentation, comments and calls on other objects (`dataset.as_numpy_iterator()` in a docstring);
+    # its own `self.<name>` reads are counted above, definitions are not mentions
+    mentions = len(re.findall(rf"(?<![\w]){re.escape(name)}\b", body)) - refs
+    mentions -= len(re.findall(rf"\bdef\s+{re.escape(name)}\b", body))
+    if mentions > 0:
         score += min(1.0, 0.5 * mentions)
         why.append(f"the class's documentation/comments mention {name}")
     return score, why
@@ -686,12 +689,46 @@ def _related_definer(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassR
             if ref in in_mro or name not in code.members(ref):
                 continue
             smro, _ = code.mro(ref)
+            if _calls_super(code, ref, name):
+                continue  # an override that defers to its base: evidence the base should have it
             if mro and mro[0] in smro[1:]:
                 return ref, mro[0]
+            # a sibling only explains when both derive directly from the shared base
             shared = next((k for k in smro[1:] if k in in_mro), None)
-            if sibling is None and shared is not None and not _is_hub(code, shared):
+            direct = shared is not None and shared in code.bases(ref)[0] and shared in code.bases(mro[0])[0]
+            if sibling is None and direct and shared is not None and not _is_hub(code, shared):
                 sibling = (ref, shared)
     return sibling
+
+
+def _calls_super(code: Code, cls: ClassRef, name: str) -> bool:
+    """Does the class's own `name` call `super().name` / `super(X, self).name`?"""
+    for node in cls.node.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            for sub in ast.walk(node):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and sub.attr == name
+                    and isinstance(sub.value, ast.Call)
+                    and isinstance(sub.value.func, ast.Name)
+                    and sub.value.func.id == "super"
+                ):
+                    return True
+    return False
+
+
+def _super_callers(code: Code, name: str, mro: list[ClassRef]) -> list[ClassRef]:
+    """Classes sharing the owner's ancestry whose `name` override calls `super().name`."""
+    in_mro = set(mro)
+    out = []
+    for path in code.grep(rf"^\s+def\s+{re.escape(name)}\b")[:80]:
+        for node in code.classes(path).values():
+            ref = ClassRef(path, node)
+            if ref not in in_mro and _calls_super(code, ref, name):
+                smro, _ = code.mro(ref)
+                if any(k in in_mro for k in smro[1:]):
+                    out.append(ref)
+    return out
 
 
 def _is_hub(code: Code, cls: ClassRef) -> bool:
@@ -731,6 +768,9 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     votes, _ = _sibling_votes(code, name, mro)
     if sum(votes.values()) >= 2:
         return f"called from user code, but other subclasses of {max(votes, key=lambda k: votes[k]).name} use self.{name}: the framework lost it"
+    supers = _super_callers(code, name, mro)
+    if supers:
+        return f"called from user code, but {supers[0].name}.{name} ({supers[0].path}) calls super().{name}: a base class lost it"
     call = re.compile(rf"\.{re.escape(name)}\(")
     documented = [k for k in mro if len(call.findall(code.class_text(k))) >= 2]
     if documented:
