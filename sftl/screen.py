@@ -14,7 +14,9 @@ title 2, description 1, output/error 1, code 0.5, template 0 -- so PyTorch's col
 TensorFlow's template ("CUDA/cuDNN version", "GPU model and memory") do not push every report to gcrde.
 
 A category fires when its score reaches its threshold (`THRESHOLDS`: mme 0.005, gcrde 0.005) AND its
-rule agrees (the keyword score alone confuses CPU/GPU-mentioning reports that are not discrepancies):
+rule agrees (the keyword score alone confuses CPU/GPU-mentioning reports that are not discrepancies).
+A matched mme rule, or gcrde evidence of 4 points or more, decides even below the threshold: TF is
+diluted by long tracebacks and IDF vanishes in a corpus where every report says "CUDA".
 
 * mme: a Python `AttributeError ... has no attribute` / `module 'x' has no attribute` / `No module named`
   / `cannot import name` is stated, naming a framework module or raised in framework frames; vetoed by
@@ -81,6 +83,7 @@ KEYWORDS: dict[str, dict[str, float]] = {
 # score 10x lower than short ones; the rules carry the precision.
 THRESHOLDS: dict[str, float] = {"mme": 0.005, "gcrde": 0.005}
 GCRDE_RULE_MIN = 2.5  # device-comparison evidence needed (see gcrde_evidence)
+STRONG_GCRDE_MARGIN = 1.5  # this much above GCRDE_RULE_MIN, the rule decides even below the keyword threshold
 
 _TOKEN_PATTERN = r"(?u)\b\w+\b"
 
@@ -783,12 +786,22 @@ class KeywordScreener:
                     conf["gcrde"] *= 0.25
                 reasons.append(f"mme rule: {d.rules.mme_why}")
                 reasons.append(f"gcrde evidence {d.rules.gcrde:g}: {'; '.join(d.rules.gcrde_why) or 'none'}")
+                # a long report (or a corpus where every report says "CUDA") dilutes TF or IDF below the
+                # threshold; a stated missing-module error or strong device-comparison evidence still decides
+                strong = {"mme": d.rules.mme, "gcrde": d.rules.gcrde >= self.gcrde_rule_min + STRONG_GCRDE_MARGIN}
+                for c in ("mme", "gcrde"):
+                    if strong[c] and not fires[c]:
+                        fires[c] = True
+                        conf[c] = max(conf[c], 0.5 + min(d.rules.gcrde, 8.0) / 40 if c == "gcrde" else 0.6)
+                        reasons.append(f"{c}: the rule outweighs a keyword score of {raw[c]:.4f} < {th[c]:g}")
             winners = [c for c in ("mme", "gcrde") if fires[c]]
             if winners:
-                cat = max(winners, key=lambda c: raw[c] / th[c])
+                cat = max(winners, key=lambda c: conf[c])
                 evidence = self._evidence_words(tf, i, cat)
                 if self.use_rules and cat == "mme":
                     evidence = (d.rules.mme_why, *evidence)
+                elif self.use_rules and not evidence:
+                    evidence = d.rules.gcrde_why[:3]
             else:
                 cat = "other"
                 evidence = ()

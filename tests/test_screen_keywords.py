@@ -207,3 +207,14 @@ def test_screening_never_raises_on_odd_reports(fitted: KeywordScreener) -> None:
     results = fitted.screen_docs([prepare(it) for it in items])
     assert len(results) == len(items)
     assert all(r.category.value in ("mme", "gcrde", "other") for r in results)
+
+
+def test_homogeneous_corpus_does_not_silence_strong_rules() -> None:
+    """Every report says CPU/GPU/different: IDF is 0 for those words, the rule evidence still decides."""
+    docs = [prepare((f"op {i} gives different results on CPU and GPU",
+                     "On the CPU the result is 1 but on the GPU it is 2. The outputs differ.")) for i in range(40)]
+    s = KeywordScreener().fit(docs)
+    assert s.keyword_scores(docs[:1])["gcrde"][0] == 0.0
+    result = s.screen_docs(docs[:1])[0]
+    assert result.category.value == "gcrde" and "outweighs a keyword score" in result.reason
+    assert result.scores["gcrde"] > result.scores["other"]
