@@ -469,8 +469,6 @@ def parse_tracebacks(text: str) -> list[Traceback]:
             pending_chain = ""
             i = max(j, i + 1)
             continue
-        if pending_chain and _EXC_LINE.match(s):
-            pass
         i += 1
     # fold chains: each traceback preceded by a chain marker wraps the one before it
     result: list[Traceback] = []
@@ -672,8 +670,6 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
         same = [c for c in cands if c[0] == pri and c[1] == (hint or fw)]
         if same:
             pri, fw, v = same[0]
-        if "nightly" in text.lower() and "dev" not in v and re.search(r"tf[-_]nightly|torch nightly|nightly build", text, re.I):
-            pass  # a nightly without a dated version keeps the version it states
         return hint or fw, v
     if re.search(r"tf[-_]nightly", text, re.I):
         return "tensorflow", "nightly"
