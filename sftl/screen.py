@@ -55,7 +55,7 @@ from sftl.extract import (
     parse_tracebacks,
     segments,
 )
-from sftl.model import Category, Extraction, Issue, Screening
+from sftl.model import Category, Environment, Extraction, Issue, Screening
 
 ARTEFACT_FORMAT = "sftl-screener"
 ARTEFACT_VERSION = 1
@@ -599,18 +599,9 @@ def prepare(item: Any, extraction: Extraction | None = None, key: str = "") -> D
     if extraction is None:
         tbs = parse_tracebacks(body) if "Traceback" in body or 'File "' in body else []
         err = find_error_line(body, tbs)
-        extraction = Extraction(None, tbs[-1] if tbs else None, _EMPTY_ENV, err)
+        extraction = Extraction(None, tbs[-1] if tbs else None, Environment(), err)
     sections = read_sections(title, body, None)
     return Doc(key, sections, rule_evidence(sections, extraction))
-
-
-def _empty_env() -> Any:
-    from sftl.model import Environment
-
-    return Environment()
-
-
-_EMPTY_ENV = _empty_env()
 
 
 def _prepare_chunk(items: list[Any]) -> list[Doc]:
