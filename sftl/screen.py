@@ -934,7 +934,8 @@ class LearnedScreener:
         coef = np.mean(coefs, axis=0)
         k = list(self.model_.classes_).index(cat)
         row = X.getrow(i)
-        names = list(self.tfidf_.get_feature_names_out()) + list(FEATURE_NAMES) + ["kw_mme", "kw_gcrde"]
+        names = (list(self.tfidf_.get_feature_names_out()) + [f"rule:{n}" for n in FEATURE_NAMES]
+                 + ["keyword score:mme", "keyword score:gcrde"])
         contrib = sorted(((row[0, j] * coef[k, j], names[j]) for j in row.indices), reverse=True)
         words = [n for v, n in contrib if v > 0][:6]
         if cat == "mme" and d.rules.mme:
