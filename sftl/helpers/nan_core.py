@@ -59,8 +59,9 @@ class Backend(Protocol):
     variables: list[Variable]
 
     def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
-            grad_below: float = math.inf) -> RunOutcome:
-        """One run; the target's gradient is taken only where its margin falls below `grad_below`."""
+            grad_below: float = math.inf, margins: bool = True) -> RunOutcome:
+        """One run; the target's gradient is taken only where its margin falls below `grad_below`;
+        `margins=False` (random search) only watches for NaN/INF."""
         ...
 
 
@@ -248,7 +249,7 @@ def random_search(
             for s, sc, lim in zip(start, scales, limits, strict=True)
         ]
         steps += 1
-        out = backend.run(x, None, False, deadline)
+        out = backend.run(x, None, False, deadline, margins=False)  # NaN/INF watch only: no margins to pay
         seen.update(out.margins)
         if out.finding:
             return _done(out.finding, steps, t0, x, seen, c0)

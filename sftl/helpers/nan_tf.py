@@ -91,6 +91,7 @@ class _State:
         self.target_term: Any = None
         self.target_best = math.inf
         self.target_crossing = True
+        self.with_margins = True
 
 
 class TFProgram:
@@ -161,7 +162,7 @@ class TFProgram:
                 inputs = [_summary(a, f"arg{i}") for i, a in enumerate(args) if isinstance(a, (tf.Tensor, float, int))]
                 st.finding = Finding(display, line, code, "forward", inputs[:4])
                 raise Found()
-            if spec is not None and spec.margin is not None:
+            if spec is not None and spec.margin is not None and st.with_margins:
                 try:
                     m: Margin | None = spec.margin(program.kernel, args, kwargs, result)
                 except (TypeError, ValueError, tf.errors.InvalidArgumentError):
@@ -202,10 +203,11 @@ class TFProgram:
 
     # -- running ----------------------------------------------------------------------------------
     def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
-            grad_below: float = math.inf) -> RunOutcome:
+            grad_below: float = math.inf, margins: bool = True) -> RunOutcome:
         t0 = time.perf_counter()
         st = _State(target, want_grad)
         st.target_best = grad_below
+        st.with_margins = margins
         tf.random.set_seed(self.seed)
         leaves = [tf.constant(v, dtype=self.fixed[slot].dtype) for v, slot in zip(values, self.var_slots, strict=True)]
         inputs = list(self.fixed)

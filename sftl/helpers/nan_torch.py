@@ -150,6 +150,7 @@ class RunState:
     grads: list[np.ndarray | None] | None = None
     target_best: float = math.inf
     target_crossing: bool = True
+    with_margins: bool = True
 
 
 class _Watcher(TorchFunctionMode):
@@ -168,7 +169,7 @@ class _Watcher(TorchFunctionMode):
             return self._backward(func, args, kwargs)
         if name in NOT_COMPUTATIONS or name in OTHER_FACTORIES or name in DATA_FACTORIES:
             return func(*args, **kwargs)
-        spec = UNSAFE_OPS.get(canonical(name))
+        spec = UNSAFE_OPS.get(canonical(name)) if self.state.with_margins else None
         # an in-place op overwrites its input: judge the input (and the margin) before it runs
         in_place = name.endswith("_") and not name.endswith("__")
         finite_before = in_place and all(_finite(i) for i in _flat((args, kwargs), []))
@@ -372,8 +373,8 @@ class TorchProgram:
         return out
 
     def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
-            grad_below: float = math.inf) -> RunOutcome:
-        st = RunState(values, target, want_grad, self.filename, target_best=grad_below)
+            grad_below: float = math.inf, margins: bool = True) -> RunOutcome:
+        st = RunState(values, target, want_grad, self.filename, target_best=grad_below, with_margins=margins)
         return self._execute(st, deadline)
 
     def _execute(self, st: RunState, deadline: float) -> RunOutcome:
