@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sftl.localize.nw import nw_similarity
 from sftl.localize.pycode import FRAMEWORK_PACKAGES, ClassRef, Code, dotted, module_of
@@ -318,6 +318,11 @@ def localize_sftl(
         return Localization("sftl", (), Outcome.SKIPPED, "no framework source available")
     code = Code(source)
     version = source.version or "the reported version"
+    if missing.module and missing.module.split(".")[0] == "tensorflow_core":
+        # TF 1.15-2.1 wheels installed the package as tensorflow_core; the repository says tensorflow
+        missing = replace(missing, module="tensorflow" + missing.module[len("tensorflow_core") :])
+        if missing.kind == "no-module":
+            missing = replace(missing, name=missing.module or missing.name)
     if missing.kind in ("attribute", "type-attribute", "overload"):
         return _attribute(code, ev, missing, version, top)
     if missing.kind == "module-attribute":
