@@ -165,7 +165,7 @@ def open_framework_source(
     from sftl import sources
 
     env = extraction.environment
-    framework = env.framework
+    framework = env.framework or _framework_from_frames(extraction)
     if framework is None:
         return None, "the report does not say which framework it is about"
     version = env.version
@@ -196,6 +196,18 @@ def open_framework_source(
         return opener(framework, version, settings, offline=offline), ""
     except SftlError as exc:
         return None, str(exc)
+
+
+def _framework_from_frames(extraction: Extraction) -> str | None:
+    """The framework whose files the traceback runs through, when the text never names it."""
+    tb = extraction.traceback
+    for frame in tb.frames if tb else ():
+        top = (frame.repo_path or "").split("/", 1)[0]
+        if top in ("torch", "torchgen", "functorch"):
+            return "pytorch"
+        if top in ("tensorflow", "tensorflow_core"):
+            return "tensorflow"
+    return None
 
 
 def _installed(framework: str) -> SourceProvider | None:
