@@ -341,6 +341,11 @@ def test_local_tree_index_is_cached_on_disk_and_invalidated_by_edits(tmp_path: P
     again = localize_gcrde(issue, ex, LocalTree(root, "pytorch", "2.6.0", cache_dir=cache))
     assert [s.path for s in again.suspects] == [s.path for s in first.suspects]
     assert {p: p.stat().st_mtime_ns for p in pickles} == stamps
+    for pickled in pickles:  # a corrupt cache is rebuilt, never an error
+        pickled.write_bytes(b"\x80\x05not a pickle")
+    rebuilt = localize_gcrde(issue, ex, LocalTree(root, "pytorch", "2.6.0", cache_dir=cache))
+    assert [s.path for s in rebuilt.suspects] == [s.path for s in first.suspects]
+    assert all(p.stat().st_size > 100 for p in pickles)
     # an edit to an indexed file makes the saved index stale: the new definition is found
     extra = root / NATIVE / "cuda" / "HistcFix.cu"
     extra.write_text("namespace at::native {\nTensor& _histc_out_cuda(const Tensor& self, Tensor& out) {\n"

@@ -530,7 +530,7 @@ def _parse_natives_cached(source: SourceProvider, text: str) -> dict[str, list[n
             fmt, saved_key, natives = pickle.load(fh)  # noqa: S301 - our own cache file
         if fmt == _NATIVES_FORMAT and saved_key == key and isinstance(natives, dict):
             return natives
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError):
         pass
     natives = nat.parse_native_functions(text)
     try:
