@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -414,3 +416,21 @@ def test_locate_without_kernels_says_what_to_run_and_uses_a_registered_tree(
     located = json.loads(out.getvalue())
     assert located["outcome"] == "located" and located["suspects"][0]["path"].endswith("cuda/SummaryOps.cu")
     assert "nearest registered tree pytorch 2.6.0" in located["reason"]
+
+
+def test_a_local_tree_listing_is_cached_until_a_folder_changes(tmp_path: Path, fixtures_dir: Path) -> None:
+    root = tmp_path / "tree"
+    shutil.copytree(fixtures_dir / "sources" / "mini_pytorch", root)
+    cache = tmp_path / "cache"
+    fresh = LocalTree(root, "pytorch", cache_dir=cache).list_files()
+    assert list((cache / "index").glob("tree-pytorch-*-files.json"))
+    assert LocalTree(root, "pytorch", cache_dir=cache).list_files() == fresh
+    kernels = root / "aten/src/ATen/native/cuda"
+    (kernels / "NewKernel.cu").write_text("// added\n")
+    os.utime(kernels, ns=(time.time_ns(), time.time_ns() + 1_000_000_000))  # coarse-mtime filesystems too
+    added = LocalTree(root, "pytorch", cache_dir=cache).list_files()
+    assert "aten/src/ATen/native/cuda/NewKernel.cu" in added and len(added) == len(fresh) + 1
+    (kernels / "NewKernel.cu").unlink()
+    os.utime(kernels, ns=(time.time_ns(), time.time_ns() + 2_000_000_000))
+    assert LocalTree(root, "pytorch", cache_dir=cache).list_files() == fresh
+    assert LocalTree(root, "pytorch").list_files() == fresh  # no cache dir: listed as before
