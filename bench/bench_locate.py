@@ -275,14 +275,21 @@ def bench_cli() -> None:
         env = dict(os.environ, SFTL_HOME=home, SFTL_GITHUB_API_URL="http://127.0.0.1:9")
         exe = [sys.executable, "-m", "sftl.cli.__main__"] if (ROOT / "sftl/cli/__main__.py").exists() else [str(Path(sys.executable).parent / "sftl")]
         walls = []
-        for _ in range(3):
+        ref = json.loads(cases[0].read_text())
+        stored = f"{'/'.join(ref['repository_url'].split('/')[-2:])}#{ref['number']}"
+        for i in range(3):
+            # the first run reads the JSON file (and stores it); then the stored issue by reference
+            target = str(cases[0]) if i == 0 else stored
             t0 = time.perf_counter()
-            proc = subprocess.run([*exe, "locate", str(cases[0]), "--offline", "--json"], env=env, capture_output=True, text=True)
+            proc = subprocess.run([*exe, "locate", target, "--offline", "--json"], env=env, capture_output=True, text=True)
             walls.append(time.perf_counter() - t0)
             if proc.returncode not in (0, 8):
                 print(f"cli: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
                 return
-        print(f"cli: sftl locate {cases[0].name} --offline: first {walls[0]:.2f} s, then {walls[1]:.2f} s / {walls[2]:.2f} s (target <= 2 s)")
+        print(
+            f"cli: sftl locate {cases[0].name} --offline: {walls[0]:.2f} s; stored {stored}: "
+            f"{walls[1]:.2f} s / {walls[2]:.2f} s wall, CLI start included (target <= 2 s)"
+        )
 
 
 if __name__ == "__main__":
