@@ -471,6 +471,8 @@ class LayeredSource:
         """The local layers' stamps of these files (cached GitHub/wheel layers are counted by the caller)."""
         wanted = list(paths)
         stamps = [fn(wanted) for p in self.providers if callable(fn := getattr(p, "manifest", None))]
+        if len(self.providers) == 1 and len(stamps) == 1:
+            return str(stamps[0])  # a tree alone: the index it shares with `--source-root` / `sources add`
         return hashlib.sha1("\n".join(stamps).encode()).hexdigest()
 
 

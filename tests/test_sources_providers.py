@@ -384,7 +384,16 @@ def test_sources_cli_add(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest
     assert main(["sources", "add", "pytorch==2.6.0", root], out=out, err=err) == 0
     # the kernels are indexed at registration, so the first locate on the tree finds its cache warm
     assert "indexed" in err.getvalue() and "ATen kernel files" in err.getvalue()
-    assert list((tmp_path / "home").rglob("tree-pytorch-*.pickle"))
+    saved = sorted((tmp_path / "home").rglob("tree-pytorch-*.pickle"))
+    assert saved
+    stamps = [p.stat().st_mtime_ns for p in saved]
+    # the tree standing in for another release reads that index as it is (no rebuild)
+    from sftl.config import load_settings as settings_for
+    from sftl.localize.gcrde import prepare_index
+
+    near = open_source("pytorch", "2.1.0", settings_for({}, home=tmp_path / "home", offline=True))
+    assert "nearest registered tree" in near.description and prepare_index(near) > 0
+    assert [p.stat().st_mtime_ns for p in saved] == stamps
     assert main(["sources", "add", "pytorch==2.6.0", str(tmp_path / "missing")], out=out, err=err) == 5
     out = io.StringIO()
     assert main(["sources", "list", "--json"], out=out, err=err) == 0
