@@ -748,7 +748,8 @@ def open_source(
             raise fetch_problem
         raise SourceError(
             f"no cached sources for {framework} {version} (offline); "
-            f"run `sftl sources fetch {framework}=={version}` (add --cxx for C++/CUDA kernels) while online"
+            f"run `sftl sources fetch {framework}=={version}` (add --cxx for C++/CUDA kernels) while online, "
+            f"or give a local checkout: `sftl sources add {framework}=={version} DIR` once, or --source-root DIR"
         )
     return layers[0] if len(layers) == 1 else LayeredSource(layers)
 

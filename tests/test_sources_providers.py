@@ -159,7 +159,7 @@ def test_open_source_prefers_source_root_then_cache(tmp_path: Path, fixtures_dir
     settings = load_settings({}, home=tmp_path / "home", offline=True)
     root = fixtures_dir / "sources" / "mini_pytorch"
     assert isinstance(open_source("pytorch", "1.12.1", settings, source_root=root), LocalTree)
-    with pytest.raises(SourceError, match=r"sftl sources fetch pytorch==1\.12\.1"):
+    with pytest.raises(SourceError, match=r"sftl sources fetch pytorch==1\.12\.1.*sftl sources add pytorch==1\.12\.1 DIR"):
         open_source("pytorch", "1.12.1", settings)
     with pytest.raises(SourceError, match="names no pytorch version"):
         open_source("pytorch", None, settings)
