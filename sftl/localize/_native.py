@@ -166,6 +166,10 @@ _AT_CALL = re.compile(r"\b(?:at::|native::|at::native::|at::_ops::)(\w+)\s*[(<]"
 _METHOD_CALL = re.compile(r"\.\s*(\w+)\s*\(")
 _TENSORISH = re.compile(r"Tensor|Scalar|TensorIterator|IntArrayRef|SymInt")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_TYPE_HEAD = re.compile(r"\b(?:struct|class|union)\s+$")
+_CONST_HEAD = re.compile(r"\b(?:const|constexpr|static|auto)\b[^;{}()=]*$")
+_DEFINE_HEAD = re.compile(r"^\s*#\s*define\s+$")
+_ASSIGN = re.compile(r"\s*=")
 _AFTER_NAME = re.compile(r"\s*(?:<[^;{}()]*>)?\s*\(")
 _LOWER_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 
@@ -223,6 +227,8 @@ class KernelIndex:
         self._defs: dict[tuple[str, int, bool], list[Definition]] = {}
         self._tokens: dict[str, list[str]] | None = None
         self._lower_tokens: tuple[str, dict[str, list[str]]] | None = None
+        self._def_in: dict[tuple[str, str], Definition | None] = {}
+        self._defines_memo: dict[tuple[str, str], bool] = {}
 
     @classmethod
     def from_source(cls, source: object, paths: Iterable[str]) -> KernelIndex:
@@ -263,6 +269,7 @@ class KernelIndex:
         index = cls.__new__(cls)
         index.__dict__.update(state)
         index._lower, index._defs, index._doc_freq, index._lower_tokens = {}, {}, {}, None
+        index._def_in, index._defines_memo = {}, {}
         return index
 
     def resolve_include(self, include: str, from_path: str) -> str | None:
@@ -283,10 +290,10 @@ class KernelIndex:
 
     def definition_in(self, name: str, path: str) -> Definition | None:
         """The definition of `name` inside one file (a same-file helper), if there is one."""
-        memo = self.__dict__.setdefault("_def_in", {})
+        memo = self._def_in
         key = (name, path)
         if key in memo:
-            return memo[key]  # type: ignore[no-any-return]
+            return memo[key]
         found: Definition | None = None
         text = self.texts.get(path)
         # str.find, not a regex per name: this runs for every identifier a kernel body names
@@ -305,6 +312,35 @@ class KernelIndex:
             start = text.find(name, end)
         memo[key] = found
         return found
+
+    def defines(self, path: str, name: str) -> bool:
+        """Whether a file defines `name`: a function, a struct/class, a constant (jiterator string) or a macro."""
+        key = (name, path)
+        if key not in self._defines_memo:
+            self._defines_memo[key] = self._find_definition(path, name)
+        return self._defines_memo[key]
+
+    def _find_definition(self, path: str, name: str) -> bool:
+        text = self.texts.get(path, "")
+        start = text.find(name)
+        seen = 0
+        while start >= 0 and seen < 200:
+            seen += 1
+            end = start + len(name)
+            prev = text[start - 1] if start else "\n"
+            nxt = text[end] if end < len(text) else " "
+            if not (prev.isalnum() or prev == "_" or nxt.isalnum() or nxt == "_"):
+                line = text[text.rfind("\n", 0, start) + 1 : start]
+                if _TYPE_HEAD.search(line):
+                    brace, semi = text.find("{", end), text.find(";", end)
+                    if brace >= 0 and (semi < 0 or brace < semi):
+                        return True
+                if _CONST_HEAD.search(line) and _ASSIGN.match(text, end):
+                    return True
+                if _DEFINE_HEAD.match(line):
+                    return True
+            start = text.find(name, end)
+        return self.definition_in(name, path) is not None
 
     def definitions(self, name: str, limit: int = 12, tensorish: bool = True) -> list[Definition]:
         """Where a C++ function `name` is defined (not merely declared or called).

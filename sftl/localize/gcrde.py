@@ -809,7 +809,7 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
         if not holders or len(holders) > _MATH_RARE:
             continue
         definers = [h for h in holders if h.endswith(_HEADERS) and h != d.path and nat.path_side(h) != other
-                    and _defines(index, h, sym)]
+                    and index.defines(h, sym)]
         included = [h for h in definers if h in headers]
         # the kernel file's own includes first; else (reached through a header outside ATen/native, e.g.
         # ATen/cpu/vec/vec.h -> Math.h) the one or two headers that define it
@@ -825,8 +825,7 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
             syms = [s for s in syms if not any(h != header and nat.path_side(h) == device for h in _definers(found, s))]
             if not syms:
                 continue
-            other = Side.CUDA if device == Side.CPU else Side.CPU
-            host_only = device == Side.CPU and all(_defined_on(index, s, other) for s in syms)
+            host_only = device == Side.CPU and all(_defined_on(index, s, Side.CUDA) for s in syms)
         else:
             host_only = False
         same = device is not None and (hside == device or host_only)
@@ -842,45 +841,7 @@ def _definers(found: dict[str, list[str]], sym: str) -> list[str]:
 
 def _defined_on(index: nat.KernelIndex, sym: str, side: Side) -> bool:
     """Whether some file of that device defines the symbol too (its own version of the math)."""
-    return any(nat.path_side(p) == side and _defines(index, p, sym) for p in index.files_with(sym))
-
-
-_TYPE_HEAD = re.compile(r"\b(?:struct|class|union)\s+$")
-_CONST_HEAD = re.compile(r"\b(?:const|constexpr|static|auto)\b[^;{}()=]*$")
-_DEFINE_HEAD = re.compile(r"^\s*#\s*define\s+$")
-_ASSIGN = re.compile(r"\s*=")
-
-
-def _defines(index: nat.KernelIndex, path: str, name: str) -> bool:
-    """Whether a header defines `name`: a function, a struct/class, a constant (jiterator string) or a macro."""
-    memo: dict[tuple[str, str], bool] = index.__dict__.setdefault("_defines_memo", {})
-    key = (path, name)
-    if key not in memo:
-        memo[key] = _find_definition(index, path, name)
-    return memo[key]
-
-
-def _find_definition(index: nat.KernelIndex, path: str, name: str) -> bool:
-    text = index.texts.get(path, "")
-    start = text.find(name)
-    seen = 0
-    while start >= 0 and seen < 200:
-        seen += 1
-        end = start + len(name)
-        prev = text[start - 1] if start else "\n"
-        nxt = text[end] if end < len(text) else " "
-        if not (prev.isalnum() or prev == "_" or nxt.isalnum() or nxt == "_"):
-            line = text[text.rfind("\n", 0, start) + 1 : start]
-            if _TYPE_HEAD.search(line):
-                brace, semi = text.find("{", end), text.find(";", end)
-                if brace >= 0 and (semi < 0 or brace < semi):
-                    return True
-            if _CONST_HEAD.search(line) and _ASSIGN.match(text, end):
-                return True
-            if _DEFINE_HEAD.match(line):
-                return True
-        start = text.find(name, end)
-    return index.definition_in(name, path) is not None
+    return any(nat.path_side(p) == side and index.defines(p, sym) for p in index.files_with(sym))
 
 
 def _op_name(called: str, natives: dict[str, list[nat.NativeFunction]] | None) -> str:
