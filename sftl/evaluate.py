@@ -474,8 +474,8 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
     n_skipped = len(summary["skipped"])
     out.append(
         f"{summary['issues']} issues evaluated, {n_skipped} skipped. Screening: 'keywords' is the published "
-        "keyword screener (its IDF fitted on this label file's texts, labels unused); 'learned' is the learned "
-        "screener scored out-of-fold (5-fold cross-validation over this file). Localization is scored on the issues "
+        "keyword screener (its IDF fitted on this label file's texts, labels unused); 'learned', when asked "
+        "for, is the learned screener scored out-of-fold (5-fold cross-validation over this file). Localization is scored on the issues "
         "labelled mme/gcrde that name truth files, each localized *as its labelled category* "
         "(so screening errors do not leak into Tables 3-4). Figures in %."
     )

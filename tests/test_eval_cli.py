@@ -29,7 +29,8 @@ def _eval(*argv: str) -> tuple[int, str, str]:
 
 def test_eval_writes_every_output_and_scores_vsm(labels: Path, tmp_path: Path, sftl_home: Path) -> None:
     out = tmp_path / "run"
-    code, stdout, err = _eval(str(labels), "--methods", "vsm", "--out", str(out), "--offline")
+    code, stdout, err = _eval(str(labels), "--methods", "vsm", "--out", str(out), "--offline",
+                              "--screeners", "keywords,learned")
     assert code == 0, err
     for name in ("report.md", "summary.json", "rows.csv", "topk.png", "screening.png", "checkpoint.jsonl"):
         assert (out / name).stat().st_size > 0, name
@@ -166,7 +167,7 @@ def test_sigint_keeps_results_and_a_rerun_finishes_the_rest(labels: Path, tmp_pa
                 fh.write(json.dumps(line) + "\n")
     out = tmp_path / "run"
     cmd = [sys.executable, "-c", "from sftl.cli import entry; entry()", "eval", str(many), "--methods", "vsm,bert", "--out", str(out),
-           "--offline", "--no-plots", "--screeners", "keywords"]
+           "--offline", "--no-plots"]
     env = dict(os.environ, SFTL_HOME=str(sftl_home))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     checkpoint = out / "checkpoint.jsonl"
@@ -181,8 +182,7 @@ def test_sigint_keeps_results_and_a_rerun_finishes_the_rest(labels: Path, tmp_pa
     assert proc.returncode == 130, err
     assert "run the same command to resume" in err and "Traceback" not in err
     assert 3 <= kept < 32
-    code, _, err = _eval(str(many), "--methods", "vsm,bert", "--out", str(out), "--offline", "--no-plots",
-                         "--screeners", "keywords")
+    code, _, err = _eval(str(many), "--methods", "vsm,bert", "--out", str(out), "--offline", "--no-plots")
     assert code == 0 and f"resuming: {kept} of 32" in err
     done = [json.loads(x) for x in checkpoint.read_text().splitlines()]
     assert len(done) == 32 and len({(d["key"], d["method"]) for d in done}) == 32
