@@ -236,6 +236,11 @@ def classify_block(text: str, lang: str = "") -> tuple[str, bool, str]:
     if lang in ("cpp", "c++", "c", "cuda", "cu", "h", "hpp") or sum(1 for ln in lines if _CPP_LINE.match(ln)) >= 1 and not _parses(stripped):
         return "cpp", False, f"C/C++ source ({lang or 'detected'})"
     if lang in ("bash", "sh", "shell", "console", "zsh", "powershell", "cmd", "bat"):
+        # TensorFlow's issue form fences "Standalone code to reproduce the issue" as ```shell by default:
+        # a block that parses as a Python program and holds no shell commands is the reporter's script
+        if (lang == "shell" and not any(_SHELL_LINE.match(ln) for ln in lines) and _parses(stripped)
+                and _looks_like_program(ast.parse(stripped))):
+            return "python", True, "marked as shell but parses as a Python program"
         return "shell", False, f"marked as {lang}"
     if _parses(stripped):
         tree = ast.parse(stripped)
@@ -623,10 +628,17 @@ def parse_environment(text: str, framework_hint: str | None = None) -> Environme
     return Environment(missing=missing, **env)
 
 
-def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | None]:
-    cands: list[tuple[int, str, str]] = []  # (priority, framework, version)
+# words before a version naming a release other than the one the report runs on
+_OTHER_RELEASE = re.compile(
+    r"(?i)\b(?:saved|exported|trained|created|serialized|built|worked|works|working|used to|fine|upgrad\w* from|"
+    r"downgrad\w*|previous(?:ly)?|older|earlier|before|prior)\b[^.\n]{0,15}$"
+)
 
-    def add(pri: int, fw: str, val: str | None) -> None:
+
+def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | None]:
+    cands: list[tuple[float, str, str]] = []  # (priority, framework, version)
+
+    def add(pri: float, fw: str, val: str | None) -> None:
         v = _version_in(val)
         if v:
             cands.append((pri, fw, v))
@@ -660,7 +672,13 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
             text,
             re.I,
         ):
-            add(3, fw, m.group("v"))
+            # "torch version 1.13.1" states the version in use; "saved with torch 2.0", "worked on TF 2.9"
+            # name another release the report only compares with
+            before = text[max(0, m.start() - 40):m.start()]
+            pri = 3.0 if re.search(r"(?i)versions?|版本", m.group(0)) else 3.2
+            if _OTHER_RELEASE.search(before):
+                pri = 3.5
+            add(pri, fw, m.group("v"))
         for m in re.finditer(rf"(?<![A-Za-z0-9/.])(?:{words})-(?P<v>{VERSION})[-.](?:cp\d|manylinux|win|macos|linux|jar)", text, re.I):
             add(3, fw, m.group("v"))
     if cands:

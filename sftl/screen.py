@@ -121,6 +121,11 @@ _INFO_LOG = re.compile(
     r"cuda_executor)"
 )
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
+# a heading line: markdown "### ...", or a bold line "**Describe the expected behavior**" (the older templates)
+_HEADING = re.compile(r"^\s*(?:#{1,6}\s|\*\*[^*\n]{3,80}\*\*:?\s*$)")
+_EXPECTED_HEADING = re.compile(r"(?i)expected (?:behaviou?r|result|output)")
+_FEATURE_HEADING = re.compile(r"(?i)the feature, motivation and pitch|feature request|🚀")
+_DOCS_HEADING = re.compile(r"(?i)the doc issue|📚|documentation issue")
 _ENV_START = re.compile(r"^\s*(?:Collecting environment information|PyTorch version: )")
 
 
@@ -133,6 +138,10 @@ class Sections:
     code: str
     output: str
     template: str
+    # what the reporter expects ("Describe the expected behavior"), also part of description: a wish, not an observation
+    expected: str = ""
+    # the tracker template the report was filed with: "feature", "docs" or "" (a bug report or none)
+    kind: str = ""
 
     def weighted(self) -> dict[str, str]:
         return {"title": self.title, "description": self.description, "output": self.output,
@@ -154,11 +163,21 @@ def read_sections(title: str, body: str, error_line: str | None = None) -> Secti
     desc: list[str] = []
     code: list[str] = []
     out: list[str] = []
+    expected: list[str] = []
+    form = ""
+    in_expected = False
     for seg in segments(body):
         if seg.source == "prose":
             in_field = False
             in_env = False
             for line in seg.text.split("\n"):
+                heading = _HEADING.match(line)
+                if heading:
+                    in_expected = _EXPECTED_HEADING.search(line) is not None
+                    if not form and _FEATURE_HEADING.search(line):
+                        form = "feature"
+                    elif not form and _DOCS_HEADING.search(line):
+                        form = "docs"
                 if _ENV_START.match(line):
                     in_env = True  # a collect_env dump pasted as prose: template until the next heading
                 if in_env:
@@ -186,6 +205,8 @@ def read_sections(title: str, body: str, error_line: str | None = None) -> Secti
                     template.append(line)
                 else:
                     desc.append(line)
+                    if in_expected:
+                        expected.append(line)
             continue
         script = doctest_to_script(seg.text)
         if script:
@@ -206,7 +227,8 @@ def read_sections(title: str, body: str, error_line: str | None = None) -> Secti
             out.append("\n".join(keep))
     if error_line:
         out.append(error_line)
-    return Sections(title, "\n".join(desc), "\n".join(code), "\n".join(out), "\n".join(template))
+    return Sections(title, "\n".join(desc), "\n".join(code), "\n".join(out), "\n".join(template),
+                    "\n".join(expected), form)
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,6 +258,7 @@ _MME_VETO = re.compile(
     r"(?i)dll load failed|undefined symbol|winerror 126|\[winerror|illegal instruction|symbol not found|"
     r"image not found|cannot open shared object|libcudart|libcudnn\.so|specified module could not be found"
 )
+_UNPICKLE = re.compile(r"find_class|[Uu]npickl|pickle\.load|_pickle\.|\bjoblib\b|torch\.load\(")
 _BUILTIN_OWNERS = {"NoneType", "str", "int", "float", "list", "dict", "tuple", "bool", "bytes", "set", "function",
                    "method", "builtin_function_or_method", "numpy.ndarray", "ndarray"}
 
@@ -278,7 +301,9 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
                 continue  # IPython failing to render another error
             if kind == "no-module":
                 ours = FRAMEWORK_MODULES.match(owner) or FRAMEWORK_DEPS.match(owner)
-                if owner.startswith("__main__") or (not ours and not fw_frames):
+                # torch.load/pickle looking up the class of a whole pickled model: the reporter's own module
+                unpickled = not ours and _UNPICKLE.search(text) is not None
+                if owner.startswith("__main__") or (not ours and not fw_frames) or unpickled:
                     flags["mme_user"] = 1.0
                     continue
             if kind in ("module-attr", "import-name") and owner and not fw_frames and not (
@@ -335,6 +360,8 @@ _CONTRAST_PAIR = re.compile(
     rf"\bversus\b|\bunlike\b)(?:[^.\n]|\.(?!\s)){{0,160}}?\b{_DEV}\b"
     # "is -2 on CPU, 1 on GPU": two values side by side
     rf"|\b(?:on|with|under) (?:the )?{_DEV}\b\s*[,;/]\s*(?:[^.\n]|\.(?!\s)){{0,60}}?\b(?:on|with|under) (?:the )?{_DEV}\b"
+    # "returns NaN on the GPU for some inputs, on CPU the output is finite": two device clauses side by side
+    rf"|\b(?:on|with|under) (?:the )?{_DEV}\b[^.,;\n]{{0,60}}[,;]\s*(?:and |yet )?(?:on|with|under) (?:the )?{_DEV}\b"
 )
 _ASYM = re.compile(
     r"(?i)(?:works?|working|fine|correct\w*|right|expected|normally|no problems?|without (?:any )?(?:error|problem)s?|"
@@ -344,6 +371,7 @@ _ASYM = re.compile(
     r"|(?:on|with|under) (?:the )?(?:cpu|gpu|cuda)[^.\n]{0,80}\b(?:as expected|correct(?:ly)?|fine|normally|works?)\b"
     r"|(?:goes away|disappears|(?:is|are) (?:correct|right|fine)|works?) (?:\w+ ){0,2}(?:on|with|under) (?:the )?(?:cpu|gpu|cuda)"
     r"|\b(?:cpu|gpu|cuda|mps)\b[^.\n]{0,80}\b(?:as expected|correctly|is correct|are correct|works fine|is fine)\b"
+    r"|\b(?:gpu|cuda|mps)[- ]only\b"
 )
 _BOTH = re.compile(
     r"(?i)\bon both (?:the )?(?:cpu|gpu|cuda)|\bboth on (?:the )?(?:cpu|gpu|cuda)|same (?:way|error|result|behaviou?r|problem|issue)s? "
@@ -383,6 +411,8 @@ _PLACEMENT = re.compile(
     r"|(?:doesn't|does not|isn't|is not|won't|can't|cannot|never) (?:\w+ ){0,2}(?:use|using|utili[sz]\w*) (?:the |my |any )?(?:gpus?|cuda)"
     r"|(?:gpus?|cuda) (?:is |are |was )?(?:not|never) (?:being )?(?:used|detected|found|available|recogni[sz]ed|utili[sz]ed)"
     r"|no (?:gpu|cuda) (?:devices? )?(?:was |were )?(?:detected|found|available)|(?:cpu|gpu) usage|device placement"
+    # MPS/GPU op coverage: "not currently supported on the MPS backend and will fall back to run on the CPU"
+    r"|fall(?:s|ing)? ?back to (?:run (?:on )?)?(?:the )?cpu|not (?:currently |yet )?(?:supported|implemented) (?:on|for) (?:the )?(?:mps|gpu|cuda)"
 )
 _BUILD = re.compile(r"(?i)\bcmake\b|\bbazel\b|build(?:ing)? from source|compil(?:e|ing|ation) (?:from|pytorch|tensorflow)")
 _SENT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z`(])|\n+")
@@ -429,7 +459,7 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
     "axis": ("jit_compile", "xla", "eager", "windows", "compile", "inductor", "numpy"),
     "build": ("cmake", "bazel", "build", "compil"),
     "placement": ("instead", "only", "still", "always", "on cpu", "on the cpu", "not", "never", "n't", "unable", "no gpu",
-                  "no cuda", "usage", "placement"),
+                  "no cuda", "usage", "placement", "fall"),
 }
 
 
@@ -453,6 +483,9 @@ _DEVDIFF = re.compile(
 )
 
 
+_EXPECT = re.compile(r"\bexpect\w*|\bshould\b|\bwould like\b|\bsupposed to\b|\bought to\b|\bwant\w*\b|\bhope\w*")
+
+
 def _same_on_both(sentence: str) -> bool:
     """'happens on both CPU and CUDA' -- unless the sentence says the devices differ."""
     return _has("both", sentence) and not _DEVDIFF.search(sentence)
@@ -469,6 +502,8 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     narrative = f"{title}\n{desc_raw.lower()}"
     t_cpu, t_gpu = _devices(title)
     if _has("perf", title) or _has("oom", title) or _has("placement", title):  # speed or placement, not results
+        t_cpu = t_gpu = False
+    if _same_on_both(title):  # "softmax returns NaN on both CPU and CUDA" names two devices that agree
         t_cpu = t_gpu = False
     f["title_both"] = float(t_cpu and t_gpu)
     f["title_diff"] = float(_has("diff", title))
@@ -541,8 +576,14 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
         ("placement", 3.0, "where it runs (CPU instead of GPU, GPU not used/detected)"),
         ("build", 1.0, "a build problem"),
     )
+    if sections.kind:
+        pts -= 2.0
+        why.append(f"-2: filed with the {sections.kind} template, not as a bug")
+    f["feature_or_docs"] = float(bool(sections.kind))
     full = f"{narrative}\n{sections.output.lower()}"
-    both_hits = [x for x in [title, *sents] if _same_on_both(x)]
+    # "I would expect the same behaviour on both devices" is what should happen, not what does
+    wished = {x.lower().strip() for x in _SENT.split(sections.expected) if x.strip()}
+    both_hits = [x for x in [title, *sents] if _same_on_both(x) and x.strip() not in wished and not _EXPECT.search(x)]
     for name, cost, words in negatives:
         if name == "both":
             hit = _find("both", both_hits[0]) if both_hits else None
