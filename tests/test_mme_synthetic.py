@@ -446,3 +446,20 @@ def test_a_frame_that_only_forwards_the_object_yields_to_the_one_that_built_it(s
     loc = localize_sftl(ISSUE, ex, source)
     assert paths(loc)[:2] == ["torch/fx/symbolic_trace.py", "torch/fx/graph_module.py"]
     assert "only forwards the object" in loc.suspects[0].reason
+
+
+def test_user_call_of_a_name_the_framework_calls_on_that_class_is_located(tmp_path: Path) -> None:
+    (tmp_path / "torch" / "optim").mkdir(parents=True)
+    (tmp_path / "torch" / "__init__.py").write_text("")
+    (tmp_path / "torch" / "optim" / "__init__.py").write_text("")
+    (tmp_path / "torch" / "optim" / "optimizer.py").write_text("class Optimizer:\n    def step(self):\n        pass\n")
+    for i in range(3):
+        (tmp_path / "torch" / f"use{i}.py").write_text(f"def f{i}(optimizer):\n    optimizer.zero_state()\n")
+    source = LocalTree(tmp_path, "pytorch", "9.9.0")
+    ex = extraction([frame(None, 3, "<module>", "opt.zero_state()")], "AttributeError: 'Optimizer' object has no attribute 'zero_state'")
+    loc = localize_sftl(ISSUE, ex, source)
+    assert loc.outcome == Outcome.LOCATED and paths(loc)[0] == "torch/optim/optimizer.py"
+    assert "framework code calls .zero_state() on objects named like Optimizer in 3 files" in loc.suspects[0].reason
+    # a name nobody in the framework uses stays a user error
+    ex = extraction([frame(None, 3, "<module>", "opt.fit()")], "AttributeError: 'Optimizer' object has no attribute 'fit'")
+    assert localize_sftl(ISSUE, ex, source).outcome == Outcome.ABSTAINED

@@ -593,10 +593,10 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
     user_note = ""
     if _user_frame(ev) and not any(c.weight >= 0.9 for c, _, _ in lacking):
         verdicts = [_user_call_verdict(code, c.cls, mro, missing, version) for c, mro, _ in lacking[:4]]
-        # a located verdict wins; among abstentions the most specific explanation is given
-        verdict = next((v for v in verdicts if not v.startswith("abstain:")), None) or min(
-            verdicts, key=lambda v: ("(a user error)" not in v, "misspelling" not in v)
-        )
+        # a specific user-error explanation (misspelling, a name of a subclass/sibling) wins, then a
+        # located verdict, then the generic abstention
+        specific = [v for v in verdicts if v.startswith("abstain:") and ("(a user error)" in v or "misspelling" in v)]
+        verdict = (specific or [v for v in verdicts if not v.startswith("abstain:")] or verdicts)[0]
         if verdict.startswith("abstain:"):
             return Localization("sftl", (), Outcome.ABSTAINED, verdict.split(":", 1)[1].strip())
         user_note = verdict
@@ -788,7 +788,33 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
             f"abstain: {name} is defined on {other.name} ({other.path}), {kin}: "
             f"the object is a {owner.name}, not a {other.name} (a user error)"
         )
+    used = _typed_call_sites(code, name, mro)
+    if used is not None:
+        cls, files = used
+        return (
+            f"called from user code, but framework code calls .{name}() on objects named like {cls.name} "
+            f"in {len(files)} files (e.g. {files[0]}): the framework lost it"
+        )
     return f"abstain: {owner.name} has no {name} in {version} and the error comes from user code: a removed or misspelled API"
+
+
+def _typed_call_sites(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassRef, list[str]] | None:
+    """Framework files calling `.name(` on a receiver whose identifier is the class's name
+    (`module.state_dict()` for Module): the name is an API of that class, used across the code."""
+    call = re.compile(rf"\b([A-Za-z_]\w*)\.{re.escape(name)}\(")
+    best: tuple[ClassRef, list[str]] | None = None
+    for k in mro:
+        want = k.name.strip("_").lower()
+        if len(want) < 4:
+            continue
+        files = []
+        for path in code.grep(rf"\.{re.escape(name)}\("):
+            text = code.text(path) or ""
+            if any(nw_similarity(m.group(1).strip("_").rstrip("0123456789"), want) >= 0.85 for m in call.finditer(text)):
+                files.append(path)
+        if len(files) >= 3 and (best is None or len(files) > len(best[1])):
+            best = (k, files)
+    return best
 
 
 def _is_dynamic_name(name: str) -> bool:
