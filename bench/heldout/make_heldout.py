@@ -50,7 +50,7 @@ def pt_body(r: dict) -> str:
     if r.get("code"):
         parts.append("```python\n" + r["code"].strip() + "\n```\n")
     if r.get("out"):
-        parts.append((r.get("outlead", "Output:") + "\n\n```\n" + r["out"].strip() + "\n```\n"))
+        parts.append(r.get("outlead", "Output:") + "\n\n```\n" + r["out"].strip() + "\n```\n")
     if r.get("after"):
         parts.append(r["after"].strip() + "\n")
     if r.get("noenv"):
