@@ -654,7 +654,7 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
         add(1, "pytorch" if "torch" in m.group(0) else "tensorflow", m.group("v"))
     # pip freeze / pip list / conda list lines
     for m in re.finditer(
-        r"^[\s\[\]\w]*?\b(?P<n>torch|pytorch|tensorflow(?:-gpu|-cpu|-macos|-intel)?|tf-nightly(?:-gpu|-cpu)?|tf_nightly)"
+        r"^[\s>*-]*(?:\[\w+\]\s*)?\b(?P<n>torch|pytorch|tensorflow(?:-gpu|-cpu|-macos|-intel)?|tf-nightly(?:-gpu|-cpu)?|tf_nightly)"
         r"(?:==|\s+|\s*=\s*)(?P<v>" + VERSION + r")",
         text,
         re.M | re.I,

@@ -439,6 +439,28 @@ _OUT_CPU = re.compile(r"(?m)^\W*(?:\w+[_ ])?cpu(?:[_ ]\w+)?\s*(?:[:=]|result|out
 _OUT_GPU = re.compile(r"(?m)^\W*(?:\w+[_ ])?(?:gpu|cuda|mps)(?:[_ ]\w+)?\s*(?:[:=]|result|output|out\b)")
 
 
+_HIDDEN_GPU = re.compile(
+    r"""(?i)`?CUDA_VISIBLE_DEVICES\s*=\s*(?:""|''|-1\b|(?=[`\s]))`?|set_visible_devices\(\s*\[\]\s*,\s*['"]GPU['"]\s*\)|"""
+    r"""\b(?:hid(?:e|ing)|disabl(?:e|ing)) (?:the |my )?(?:gpus?|cuda)\b"""
+)
+# device moves stripped from a line to compare it with the same call on the default (CPU) device
+_TO_GPU = re.compile(
+    r"""\.cuda\(\)|\.to\(\s*(?:device\s*=\s*)?['"](?:cuda|mps)(?::\d)?['"]\s*\)|,\s*device\s*=\s*['"](?:cuda|mps)(?::\d)?['"]"""
+)
+_OUT_ON_GPU = re.compile(r"device='(?:cuda|mps)")
+
+
+def _default_and_gpu_call(code: str) -> bool:
+    """Does the snippet make a call on GPU tensors that it also makes, unchanged otherwise, on CPU tensors?"""
+    lines = [re.sub(r"\s+", "", ln) for ln in code.split("\n") if ln.strip()]
+    plain = set(lines)
+    for ln in lines:
+        stripped = _TO_GPU.sub("", ln)
+        if stripped != ln and len(stripped) > 6 and stripped in plain:
+            return True
+    return False
+
+
 def _devices(s: str) -> tuple[bool, bool]:
     """(mentions CPU, mentions GPU) in lowercased text already stripped of version/model mentions."""
     c = "cpu" in s and _L["cpu"].search(s) is not None
@@ -496,8 +518,9 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     why: list[str] = []
     f: dict[str, float] = {}
     # version and model mentions ("CUDA 11.2", "RTX 3090") and "no GPU" are not device comparisons
-    title = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", sections.title)).lower()
-    desc_raw = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", sections.description))
+    # hiding the GPU (CUDA_VISIBLE_DEVICES="", set_visible_devices([], 'GPU')) is running on the CPU
+    title = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", _HIDDEN_GPU.sub(" use the cpu ", sections.title))).lower()
+    desc_raw = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", _HIDDEN_GPU.sub(" use the cpu ", sections.description)))
     sents = [x.lower() for x in _SENT.split(desc_raw) if x.strip()]
     narrative = f"{title}\n{desc_raw.lower()}"
     t_cpu, t_gpu = _devices(title)
@@ -525,10 +548,17 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     code = sections.code.lower()
     code_cpu = "cpu" in code and _CODE_CPU.search(code) is not None
     code_gpu = any(w in code for w in _GPU_WORDS) and _CODE_GPU.search(code) is not None
+    if code_gpu and not code_cpu:
+        # `f(x)` and `f(x.cuda())`: the same call on a default (CPU) tensor and on a GPU tensor
+        code_cpu = _default_and_gpu_call(sections.code)
     n_cpu, n_gpu = _devices(narrative)
     n_diff = _has("diff", narrative)
     out = sections.output.lower()
     out_both = "cpu" in out and _OUT_CPU.search(out) is not None and _OUT_GPU.search(out) is not None
+    if code_gpu and not out_both and "device=" in out:
+        # printed tensors, some of them on a GPU (`tensor([1], device='cuda:0')`) and some not: both devices
+        on_gpu = len(_OUT_ON_GPU.findall(out))
+        out_both = 0 < on_gpu < out.count("tensor(")
     f["output_both"] = float(out_both)
     f["sent_both"] = float(min(both_sent, 3))
     f["pair"] = float(min(pair_sent, 3))

@@ -143,3 +143,9 @@ def test_random_markdown_never_raises() -> None:
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 60)))
         ex = extract_text(text[:30], text)
         assert ex.environment is not None
+
+
+def test_version_in_use_beats_the_release_it_was_saved_with() -> None:
+    text = "I load a model saved with torch 2.0 on our server. torch version 1.13.1, cuda 11.7"
+    assert parse_environment(text).version == "1.13.1"
+    assert parse_environment("It worked on TF 2.9 but fails on TF 2.12.").version == "2.12"

@@ -241,3 +241,13 @@ def test_ipython_and_jupyter_tracebacks() -> None:
         assert (user.line, user.source, user.repo_path) == (2, "y = model(x)", None)
         assert (fw.function, fw.repo_path) == (func, "torch/nn/modules/module.py")
         assert fw.source.startswith(("result = self.forward", "return forward_call"))
+
+
+def test_python_in_a_shell_fence_is_code_and_commands_stay_shell() -> None:
+    script = "import tensorflow as tf\nx = tf.ones([2])\nprint(tf.reduce_sum(x))"
+    assert classify_block(script, "shell")[0] == "python"
+    assert classify_block("pip install tensorflow==2.15\npython train.py", "shell")[0] == "shell"
+    assert classify_block("import torch", "bash")[0] == "shell"  # only TF's form default is re-read
+    issue = load("gcrde__tf_form_code_in_shell_fence")
+    ex = extract(issue)
+    assert ex.snippet is not None and "depthwise_conv2d" in ex.snippet.code
