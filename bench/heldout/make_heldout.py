@@ -1,6 +1,6 @@
 """Builds the hand-written held-out screening sets from compact row specs (bodies wrapped in the trackers' real templates).
 
-    python bench/heldout/make_heldout.py   # writes screen_heldout.jsonl next to this file
+    python bench/heldout/make_heldout.py [1|2|3]   # writes screen_heldout[N].jsonl next to this file
 
 Rows are invented reports written from knowledge of the kinds of issues filed on pytorch/pytorch and
 tensorflow/tensorflow; none is copied from the dev set. Labels follow ../shared/data/dev/triage_notes.md.
@@ -133,9 +133,12 @@ if __name__ == "__main__":
     if which == "1":
         from rows1 import ROWS  # type: ignore[import-not-found]
         dest, start = HERE / "screen_heldout.jsonl", {"pytorch": 900100, "tensorflow": 90100}
-    else:
+    elif which == "2":
         from rows2 import ROWS  # type: ignore[import-not-found]
         dest, start = HERE / "screen_heldout2.jsonl", {"pytorch": 950100, "tensorflow": 95100}
+    else:
+        from rows3 import ROWS  # type: ignore[import-not-found]
+        dest, start = HERE / "screen_heldout3.jsonl", {"pytorch": 970100, "tensorflow": 97100}
     rows = build(ROWS, start)
     dest.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     from collections import Counter
