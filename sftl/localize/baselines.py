@@ -107,10 +107,6 @@ def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
 
 
-def report_text(issue: Issue) -> str:
-    return issue.text
-
-
 # -- on-disk feature cache ---------------------------------------------------------------------
 
 
@@ -333,7 +329,7 @@ def localize_vsm(
     )
     if not index.paths:
         return _no_files("vsm", source, framework, category)
-    text = report_text(issue)
+    text = issue.text  # title, body and comments: the whole report
     query = index.transformer.transform(_hasher().transform([text])).tocsr()
     scores = (index.matrix @ query.T).toarray().ravel()
     order = scores.argsort()[::-1][: max(top, 1)]
@@ -518,7 +514,7 @@ def localize_bert(
     )
     if not index.paths:
         return _no_files("bert", source, framework, category)
-    query = _encode(_query_chunks(report_text(issue)))
+    query = _encode(_query_chunks(issue.text))
     sims = (index.embeddings @ query.T).max(axis=1)  # best report chunk per file chunk
     best = np.full(len(index.paths), -1.0, dtype=np.float32)
     best_chunk = np.zeros(len(index.paths), dtype=np.int64)
