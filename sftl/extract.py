@@ -635,6 +635,17 @@ _OTHER_RELEASE = re.compile(
 )
 
 
+_BARE_VERSION = re.compile(
+    r"(?i)(?<![\w.])(?:versions?|ver\.|版本|升级到|更新到|upgrad(?:ed|ing) to|updat(?:ed|ing) to)\s*(?:is\s*)?[:=：]?\s*v?(?P<v>"
+    + VERSION + r")(?![\w])"
+)
+_OTHER_COMPONENT = re.compile(
+    r"(?i)python|\bpy\b|cuda|cudnn|driver|gcc|clang|cmake|bazel|\bos\b|ubuntu|windows|macos|linux|numpy|protobuf|"
+    r"scipy|pandas|pillow|transformers|onnx|opset|nccl|rocm|xcode|ios|android|api level|model|dataset|file|schema|"
+    r"torchvision|torchaudio|keras|jax|triton|driver|firmware|\bpip\b|conda"
+)
+
+
 def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | None]:
     cands: list[tuple[float, str, str]] = []  # (priority, framework, version)
 
@@ -691,7 +702,15 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
         return hint or fw, v
     if re.search(r"tf[-_]nightly", text, re.I):
         return "tensorflow", "nightly"
-    return hint or _guess_framework(text), None
+    fw_guess = hint or _guess_framework(text)
+    if fw_guess:
+        # last resort, in a report about one framework: a bare "version 1.9.0" / "升级到 2.3.0" that no
+        # other component (Python, CUDA, driver, OS, a library) claims
+        for m in _BARE_VERSION.finditer(text):
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            if not _OTHER_COMPONENT.search(text[max(line_start, m.start() - 24):m.start()]):
+                return fw_guess, m.group("v")
+    return fw_guess, None
 
 
 def _guess_framework(text: str) -> str | None:

@@ -149,3 +149,11 @@ def test_version_in_use_beats_the_release_it_was_saved_with() -> None:
     text = "I load a model saved with torch 2.0 on our server. torch version 1.13.1, cuda 11.7"
     assert parse_environment(text).version == "1.13.1"
     assert parse_environment("It worked on TF 2.9 but fails on TF 2.12.").version == "2.12"
+
+
+def test_bare_version_in_a_report_about_one_framework() -> None:
+    assert parse_environment("```\ntensor([1], device='cuda:0')\n```\nversion 1.9.0", "pytorch").version == "1.9.0"
+    assert parse_environment("升级到 2.3.0 之后 import 出错", "pytorch").version == "2.3.0"
+    # a version another component claims is not the framework's
+    assert parse_environment("Python version 3.10.2, CUDA version 11.8, onnx opset version 17", "pytorch").version is None
+    assert parse_environment("version 1.9.0").version is None  # no framework known: nothing to attach it to
