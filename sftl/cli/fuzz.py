@@ -21,8 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "on fresh inputs. Crashes (segfaults, aborts, hangs) are reported as findings.",
     )
     p.add_argument("api", help="API name: bmm, torch.linalg.inv, nn.functional.interpolate, split:sizes; "
-                               "for TensorFlow a raw op: BatchMatMulV2")
-    p.add_argument("--framework", choices=("pytorch", "tensorflow"), default="pytorch")
+                               "for TensorFlow a raw op (BatchMatMulV2) or a public API (tf.nn.conv2d)")
+    p.add_argument("--framework", choices=("pytorch", "tensorflow"), default=None,
+                   help="default: tensorflow for tf.* names, else pytorch")
     p.add_argument("--budget", type=int, default=400, help="inputs per round (training and fresh; default 400)")
     p.add_argument("--strategy", choices=("random", "pairwise"), default="random")
     p.add_argument("--seed-from", metavar="TARGET", help="an issue (URL, owner/repo#N, JSON file) or a .py "
@@ -70,7 +71,8 @@ def run_fuzz(args: argparse.Namespace, ctx: Any) -> int:
         raise InputError(f"--budget {args.budget}: expected 20..100000")
     if args.replay and not args.seed_from:
         raise InputError("--replay needs --seed-from (the call whose variants are replayed)")
-    spec = api_spec(args.api, args.framework)
+    framework = args.framework or ("tensorflow" if args.api.startswith(("tf.", "tensorflow.")) else "pytorch")
+    spec = api_spec(args.api, framework)
     seed = None
     if args.seed_from:
         code = _seed_code(args.seed_from, ctx)

@@ -20,6 +20,12 @@ from typing import Any
 _TF_PREFIX = re.compile(r"\{\{function_node [^}]*\}\}\s*")
 
 
+def _fit(vals: list[Any], shape: list[int]) -> list[Any]:
+    """Explicit values repeated or cut to a shape (a mutation may have resized the tensor since)."""
+    n = math.prod(shape)
+    return (list(vals) * n)[:n] if vals else [0] * n
+
+
 class _Torch:
     def __init__(self) -> None:
         import torch
@@ -42,12 +48,18 @@ class _Torch:
         torch = self.torch
         dt = getattr(torch, d["dtype"])
         shape = d["shape"]
-        if dt.is_floating_point or dt.is_complex:
+        if "vals" in d:  # explicit contents (an axis given as a scalar tensor): the generator chose them
+            t = torch.tensor(_fit(d["vals"], shape)).reshape(shape).to(dt)
+        elif dt.is_floating_point or dt.is_complex:
             t = torch.randn(shape, dtype=dt)
+            if d.get("fill") == "spd" and len(shape) >= 2 and shape[-1] == shape[-2]:
+                # symmetric (Hermitian) positive-definite: X X^H + n I, for cholesky-like APIs
+                t = t @ t.mH + shape[-1] * torch.eye(shape[-1], dtype=dt)
         elif dt == torch.bool:
             t = torch.randint(0, 2, shape).bool()
         else:
-            t = torch.randint(0, 3, shape, dtype=dt)  # small non-negative values: valid indices are common
+            # small non-negative values: valid indices are common; `hi` bounds an index into another argument
+            t = torch.randint(0, max(int(d.get("hi", 3)), 1), shape, dtype=dt)
         return t.to(device) if device != "cpu" else t
 
     def dtype(self, name: str) -> Any:
@@ -108,14 +120,18 @@ class _TF:
     def tensor(self, d: dict[str, Any], device: str) -> Any:
         np, tf, rng = self.np, self.tf, self.rng
         name, shape = d["dtype"], d["shape"]
-        if name.startswith("float") or name == "bfloat16":
+        if "vals" in d:
+            arr = np.asarray(_fit(d["vals"], shape)).reshape(shape).astype("float32" if name == "bfloat16" else name)
+        elif name.startswith("float") or name == "bfloat16":
             arr = rng.standard_normal(shape).astype("float32")
+            if d.get("fill") == "spd" and len(shape) >= 2 and shape[-1] == shape[-2]:
+                arr = arr @ np.swapaxes(arr, -1, -2) + shape[-1] * np.eye(shape[-1], dtype="float32")
         elif name.startswith("complex"):
             arr = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(name)
         elif name == "bool":
             arr = rng.integers(0, 2, shape).astype(bool)
         else:
-            arr = rng.integers(0, 3, shape).astype(name)
+            arr = rng.integers(0, max(int(d.get("hi", 3)), 1), shape).astype(name)
         with tf.device("/GPU:0" if device == "cuda" else "/CPU:0"):
             t = tf.constant(np.asarray(arr))
             return tf.cast(t, tf.as_dtype(name)) if name in ("bfloat16", "float16", "float64") else t

@@ -16,7 +16,7 @@ from sftl.helpers.fuzz_specs import ApiSpec, ArgSpec
 
 MAX_LIST = 6  # list elements / tensor-list items looked at individually
 MAX_ITEMS = 3  # tensor-list items that take part in cross-argument relations
-FORMAT = 4  # bump when the feature layout changes: saved models of another format are retrained
+FORMAT = 5  # bump when the feature layout changes: saved models of another format are retrained
 
 
 def _dims(t: dict[str, Any] | None) -> list[int] | None:
@@ -65,7 +65,8 @@ class Featurizer:
             if arg.kind == "tensor":
                 n += self._tensor_names(p, arg)
             elif arg.kind == "tensors":
-                n += [f"{p}.len", f"{p}.rank_min", f"{p}.rank_max", f"{p}.same_rank", f"{p}.same_shape"]
+                n += [f"{p}.len", f"{p}.rank_min", f"{p}.rank_max", f"{p}.same_rank", f"{p}.same_shape",
+                      f"{p}.diff_axis"]
                 for i in range(MAX_ITEMS):
                     n += self._tensor_names(f"{p}[{i}]", arg)
             elif arg.kind in ("ints", "floats", "bools"):
@@ -87,8 +88,11 @@ class Featurizer:
                 n += [f"{q}.rank_eq", f"{q}.broadcast", f"{q}.shape_eq", f"{q}.dtype_eq", f"{q}.le", f"{q}.ge"]
                 n += [f"{q}.d{x}=={y}" for x in range(MAX_RANK) for y in range(MAX_RANK)]
                 n += [f"{q}.d-{x}==-{y}" for x in (1, 2, 3) for y in (1, 2, 3)]
-        ints = [a for a in self.spec.args if a.kind in ("int", "scalar")]
+        ints = _int_args(self.spec)
         lists = [a for a in self.spec.args if a.kind == "ints"]
+        for t in self.spec.args:  # concat: the one axis where a list's shapes differ is the `dim` argument
+            if t.kind == "tensors":
+                n += [f"{a.name}@{t.name}.diff_axis_eq" for a in ints]
         for e in ents:
             for a in ints:
                 q = f"{a.name}@{e}"
@@ -113,13 +117,14 @@ class Featurizer:
         out += [f"{p}.d-1==d-2", f"{p}.d-1==d-3", f"{p}.d-2==d-3", f"{p}.d0==d1", f"{p}.all_dims_eq"]
         out += [f"{p}.float", f"{p}.int", f"{p}.bool", f"{p}.complex", f"{p}.half"]
         out += [f"{p}.dtype=={d}" for d in a.dtypes]
+        out += [f"{p}.bound", f"{p}.spd", f"{p}.value"]
         return out
 
     # -- values
     @staticmethod
     def _tensor_feats(t: dict[str, Any] | None, a: ArgSpec) -> list[float]:
         if t is None:
-            return [-1.0] * (5 + MAX_RANK + 3 + 5 + 5 + len(a.dtypes))
+            return [-1.0] * (5 + MAX_RANK + 3 + 5 + 5 + len(a.dtypes)) + [-1.0, -1.0, -99.0]
         s = t["shape"]
         r = len(s)
         n = 1
@@ -136,6 +141,10 @@ class Featurizer:
         f += [float(dt.startswith(("float", "bfloat"))), float(dt.startswith(("int", "uint"))),
               float(dt == "bool"), float(dt.startswith("complex")), float(dt in ("float16", "bfloat16"))]
         f += [float(dt == d) for d in a.dtypes]
+        # contents the generator chose: an index bound, positive-definite matrices, an explicit scalar (axis)
+        vals = t.get("vals")
+        f += [float(t.get("hi", -1)), float(t.get("fill") == "spd"),
+              float(vals[0]) if vals and n == 1 else -99.0]
         return f
 
     def transform_one(self, call: Call) -> list[float]:
@@ -145,6 +154,7 @@ class Featurizer:
         lists: dict[str, list[int] | None] = {}
         v: Any
         tensor_ranks: list[int] = []
+        diff_axes: dict[str, tuple[int, int]] = {}  # tensor list -> (differing axis, rank)
         for a in self.spec.args:
             v = call.get(a.name)
             present = v is not None
@@ -156,12 +166,17 @@ class Featurizer:
                 f += self._tensor_feats(real, a)
                 if real is not None:
                     tensor_ranks.append(len(real["shape"]))
+                if a.role == "axis":
+                    tv = real.get("vals") if real is not None else None
+                    values[a.name] = float(tv[0]) if tv and len(tv) == 1 else None
             elif a.kind == "tensors":
                 items = real["items"] if real is not None else []
                 ranks = [len(i["shape"]) for i in items]
                 tensor_ranks.extend(ranks)
+                dax = _list_diff_axis([i["shape"] for i in items])
+                diff_axes[a.name] = (dax, ranks[0] if ranks else 0)
                 f += [len(items) if real is not None else -1, min(ranks, default=-1), max(ranks, default=-1),
-                      float(len(set(ranks)) <= 1), float(len({tuple(i["shape"]) for i in items}) <= 1)]
+                      float(len(set(ranks)) <= 1), float(len({tuple(i["shape"]) for i in items}) <= 1), dax]
                 for i in range(MAX_ITEMS):
                     it = items[i] if i < len(items) else None
                     ents[f"{a.name}[{i}]"] = it
@@ -211,8 +226,20 @@ class Featurizer:
                       for x in range(MAX_RANK) for y in range(MAX_RANK)]
                 f += [(float(sa[-x] == sb[-y]) if x <= len(sa) and y <= len(sb) else -1.0)
                       for x in (1, 2, 3) for y in (1, 2, 3)]
-        int_args = [a for a in self.spec.args if a.kind in ("int", "scalar")]
+        int_args = _int_args(self.spec)
         list_args = [a for a in self.spec.args if a.kind == "ints"]
+        for t_arg in self.spec.args:
+            if t_arg.kind != "tensors":
+                continue
+            dax, rank = diff_axes.get(t_arg.name, (-3, 0))
+            for a in int_args:
+                v = values.get(a.name)
+                if v is None or dax == -3 or rank == 0:
+                    f.append(-1.0)
+                elif dax == -1:  # all shapes equal: any axis in range concatenates
+                    f.append(2.0 if -rank <= v < rank else 0.0)
+                else:
+                    f.append(float(dax >= 0 and -rank <= v < rank and int(v) % rank == dax))
         for e in names:
             t = ents[e]
             s = t["shape"] if t is not None else None
@@ -299,6 +326,22 @@ class Featurizer:
         import numpy as np
 
         return np.asarray([self.transform_one(c) for c in calls], dtype=float).reshape(len(calls), len(self.names))
+
+
+def _int_args(spec: ApiSpec) -> list[ArgSpec]:
+    """Integer-valued arguments: ints and scalars, and axes given as scalar tensors."""
+    return [a for a in spec.args if a.kind in ("int", "scalar") or a.role == "axis"]
+
+
+def _list_diff_axis(shapes: Sequence[Sequence[int]]) -> int:
+    """The only axis where a list's shapes differ; -1 when all are equal, -2 when ranks or several axes differ."""
+    if not shapes:
+        return -1
+    first = shapes[0]
+    if any(len(s) != len(first) for s in shapes):
+        return -2
+    axes = {i for s in shapes for i, (x, y) in enumerate(zip(first, s, strict=True)) if x != y}
+    return -1 if not axes else (axes.pop() if len(axes) == 1 else -2)
 
 
 # ------------------------------------------------------------------------------------- classifier

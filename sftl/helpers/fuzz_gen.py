@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import random
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,6 +25,11 @@ _DIM_VALUES = list(range(MAX_DIM + 1))
 _DIM_WEIGHTS = [2, 10, 10, 9, 8, 6, 3, 2, 2, 1, 2]
 
 Call = dict[str, Any]  # argument name -> value descriptor (JSON); a missing name is left at its default
+
+# List attributes that describe a window over the input's dims (TensorFlow: one entry per input dim)
+_WINDOW_LISTS = ("strides", "dilations", "ksize", "window_strides", "rates", "window_dimensions")
+_PADDING_LISTS = ("explicit_paddings", "paddings")
+IN_RANGE = 0.85  # share of index/axis values drawn in range; the rest keeps the out-of-range side explored
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,166 @@ class Param:
     name: str
     levels: tuple[Any, ...]
     weights: tuple[float, ...] | None = None  # random strategy only
+
+
+@dataclass(frozen=True)
+class Hints:
+    """Constraints read from an API's rejection messages ("mat1 must be a matrix", "index out of range").
+
+    The generator leans towards them; nothing is forbidden, so inputs on the other side are still drawn.
+    """
+
+    ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)  # argument -> ranks it asks for
+    lengths: dict[str, tuple[int, ...]] = field(default_factory=dict)  # list argument -> lengths it asks for
+    dtypes: dict[str, str] = field(default_factory=dict)  # argument -> dtype level ("shared" = as the others)
+    bounded: bool = False  # integer tensors index into another argument: draw their values in range
+    spd: bool = False  # matrices must be symmetric positive-definite
+    sizes: tuple[int, ...] = ()  # dimension sizes the messages name ("no dimension of size 3")
+    positive: tuple[str, ...] = ()  # int / int-list arguments whose values must be > 0 (groups, strides)
+    ones: tuple[str, ...] = ()  # window lists whose entries must be 1 outside the spatial dims
+    avoid: tuple[str, ...] = ()  # dtypes the API has no kernel for (drawn less, not never)
+
+    def empty(self) -> bool:
+        return not (self.ranks or self.lengths or self.dtypes or self.bounded or self.spd or self.sizes
+                    or self.positive or self.ones or self.avoid)
+
+
+_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def _num(x: str) -> int:
+    return _WORDS.get(x.lower(), int(x) if x.isdigit() else -1)
+
+
+_N = r"(\d+|zero|one|two|three|four|five|six)"
+# (pattern, what it says): group 1 names an argument (or In[k]) unless the kind says otherwise
+_RANK_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b([\w\[\]]+) must be a matrix", re.I), "2"),
+    (re.compile(r"\b([\w\[\]]+) (?:is supposed to|must|should) be a vector", re.I), "1"),
+    (re.compile(r"\b([\w\[\]]+) (?:tensor )?(?:is supposed to|must|should) be a scalar", re.I), "0"),
+    (re.compile(r"\b([\w\[\]]+) must be " + _N + r"-?D\b", re.I), "=2"),
+    (re.compile(r"\b([\w\[\]]+) must be " + _N + r"-dimensional", re.I), "=2"),
+    (re.compile(r"\b([\w\[\]]+) (?:ndims|rank) must be >= " + _N, re.I), ">=2"),
+    (re.compile(r"\b(?:tensor )?([\w\[\]]+) (?:must|should) have at least " + _N + r" dim", re.I), ">=2"),
+    (re.compile(r"Expected " + _N + r"D (?:\(unbatched\) )?or " + _N + r"D \(batched\) (\w+)", re.I), "or"),
+)
+_LEN_RULE = re.compile(r"\b(\w+) (?:field |attribute |list )?must (?:specify|have|be of length) " + _N
+                       + r"(?: or " + _N + r")? (?:dimensions|elements|values|entries)", re.I)
+_DTYPE_RULE = re.compile(r"Expected (?:dtype |type )?(int32|int64|Long|Int)\b.*\bfor (?:argument )?[\"'#]?(\w+)", re.I)
+_SAME_DTYPE = re.compile(r"\b(\w+) and (\w+) must have the same (?:dtype|type|scalar type)", re.I)
+_BOUNDS = re.compile(r"(index|indices).*(out of (?:bounds|range)|is not in \[)|out of (?:DATA )?bounds", re.I)
+_NOT_DIM = re.compile(r"Dimension out of range", re.I)
+_ONES_RULE = re.compile(r"support (\w+) in the batch", re.I)  # window lists: batch/depth entries must be 1
+_POSITIVE_RULE = re.compile(r"\b(?:non-positive|negative|zero) (\w+)(?: is| are)? not (?:supported|allowed)"
+                            r"|\b(\w+) must be (?:positive|greater than (?:0|zero)|non-negative)", re.I)
+_NO_KERNEL = re.compile(r"not implemented for '(\w+)'|T=DT_(\w+)")  # a dtype the API has no kernel for
+_SCALAR_TYPES = {"bool": "bool", "half": "float16", "bfloat16": "bfloat16", "long": "int64", "int": "int32",
+                 "byte": "uint8", "char": "int8", "short": "int16", "float": "float32", "double": "float64",
+                 "complexfloat": "complex64", "complexdouble": "complex128", "int64": "int64", "int32": "int32",
+                 "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "int8": "int8",
+                 "int16": "int16", "complex64": "complex64", "complex128": "complex128"}
+_SIZE_RULE = re.compile(r"(?:of size|must have length|must be of size|to have size) (\d+)", re.I)
+_SPD_RULE = re.compile(r"positive[- ]definite", re.I)
+
+
+def mine_hints(spec: ApiSpec, messages: Iterable[str], min_count: int = 2) -> Hints:
+    """Relations stated by rejection messages, kept when at least `min_count` messages state them."""
+    tensors = [a.name for a in spec.tensor_args]
+    names = {a.name.lower(): a.name for a in spec.args}
+
+    def arg(word: str) -> str | None:
+        w = word.lower()
+        m = re.fullmatch(r"in\[(\d)\]", w)
+        if m:  # TensorFlow's In[0], In[1]: the op's tensor inputs in order
+            k = int(m.group(1))
+            return tensors[k] if k < len(tensors) else None
+        if w in names:
+            return names[w]
+        if w in ("input", "self", "tensor", "a", "x") and tensors:
+            return tensors[0]
+        return None
+
+    votes: dict[tuple[str, str, Any], int] = {}
+
+    def vote(*key: Any) -> None:
+        votes[key] = votes.get(key, 0) + 1
+
+    for msg in messages:
+        for pat, how in _RANK_RULES:
+            m = pat.search(msg)
+            if not m:
+                continue
+            if how == "or":
+                a, ranks = arg(m.group(3)), (_num(m.group(1)), _num(m.group(2)))
+            else:
+                a = arg(m.group(1))
+                if how.startswith(">="):
+                    ranks = tuple(range(_num(m.group(2)), MAX_RANK + 1))
+                elif how.startswith("="):
+                    ranks = (_num(m.group(2)),)
+                else:
+                    ranks = (int(how),)
+            if a is not None and ranks and min(ranks) >= 0:
+                vote("rank", a, ranks)
+        m = _LEN_RULE.search(msg)
+        if m and arg(m.group(1)):  # "4 or 5 dimensions": the first is the common case (conv2d, not conv3d)
+            vote("len", arg(m.group(1)), (_num(m.group(2)),))
+        m = _DTYPE_RULE.search(msg)
+        if m and arg(m.group(2)):
+            wide = any(w in msg.lower() for w in ("int64", "long"))
+            vote("dtype", arg(m.group(2)), "int64" if wide else "int32")
+        m = _ONES_RULE.search(msg)
+        if m and arg(m.group(1)):
+            vote("ones", arg(m.group(1)), True)
+        m = _POSITIVE_RULE.search(msg)
+        if m and arg(m.group(1) or m.group(2)):
+            vote("positive", arg(m.group(1) or m.group(2)), True)
+        m = _SAME_DTYPE.search(msg)
+        if m:
+            for g in m.groups():
+                if arg(g):
+                    vote("dtype", arg(g), "shared")
+        if _BOUNDS.search(msg) and not _NOT_DIM.search(msg):
+            vote("bounded", "", True)
+        m = _NO_KERNEL.search(msg)
+        if m and _SCALAR_TYPES.get((m.group(1) or m.group(2)).lower()):
+            vote("avoid", "", _SCALAR_TYPES[(m.group(1) or m.group(2)).lower()])
+        if _SPD_RULE.search(msg):
+            vote("spd", "", True)
+        for m2 in _SIZE_RULE.finditer(msg):
+            if 1 <= int(m2.group(1)) <= MAX_DIM:
+                vote("size", "", int(m2.group(1)))
+    ranks: dict[str, tuple[int, ...]] = {}
+    lengths: dict[str, tuple[int, ...]] = {}
+    dtypes: dict[str, str] = {}
+    sizes: list[int] = []
+    positive: list[str] = []
+    ones: list[str] = []
+    avoid: list[str] = []
+    bounded = spd = False
+    for (kind, a, val), n in sorted(votes.items(), key=lambda kv: -kv[1]):
+        if n < min_count:
+            continue
+        if kind == "rank" and a not in ranks:
+            ranks[a] = val
+        elif kind == "len" and a not in lengths:
+            lengths[a] = val
+        elif kind == "dtype" and a not in dtypes:
+            dtypes[a] = val
+        elif kind == "bounded":
+            bounded = True
+        elif kind == "spd":
+            spd = True
+        elif kind == "size":
+            sizes.append(val)
+        elif kind == "positive":
+            positive.append(a)
+        elif kind == "ones":
+            ones.append(a)
+        elif kind == "avoid":
+            avoid.append(val)
+    return Hints(ranks, lengths, dtypes, bounded, spd, tuple(sorted(set(sizes))), tuple(positive), tuple(ones),
+                 tuple(avoid))
 
 
 # -------------------------------------------------------------------------------- the input space
@@ -79,6 +245,8 @@ def params_for(spec: ApiSpec) -> list[Param]:
             if a.kind == "tensor":
                 ranks: tuple[Any, ...] = tuple(range(MAX_RANK + 1))
                 rw = (2.0, 3.0, 3.0, 3.0, 2.0, 1.0, 1.0)
+                if a.role == "axis":  # an axis given as a tensor is a scalar (or a short list of axes)
+                    rw = (12.0, 4.0, 1.0, 1.0, 0.5, 0.5, 0.5)
                 params.append(Param(f"{n}.rank", extra + ranks, ew + rw))
             else:
                 lo = max(a.min_count, 0)
@@ -87,7 +255,10 @@ def params_for(spec: ApiSpec) -> list[Param]:
                 params.append(Param(f"{n}.rank", tuple(range(5)), (1.0, 3.0, 3.0, 2.0, 1.0)))
             if torch_like:
                 dl = ("shared",) + a.dtypes
-                params.append(Param(f"{n}.dtype", dl, (len(a.dtypes) * 2.5,) + tuple(1.0 for _ in a.dtypes)))
+                dw = (len(a.dtypes) * 2.5,) + tuple(1.0 for _ in a.dtypes)
+                if a.role == "index":  # indices are integers: int64 first, int32 second, the rest stay reachable
+                    dw = (1.0,) + tuple(8.0 if d == "int64" else 3.0 if d == "int32" else 0.5 for d in a.dtypes)
+                params.append(Param(f"{n}.dtype", dl, dw))
             elif a.group is not None:
                 if a.group not in groups:
                     groups.add(a.group)
@@ -99,17 +270,25 @@ def params_for(spec: ApiSpec) -> list[Param]:
             lv = (-1, 0, 1, 2, 3, "pool", "rand")
             params.append(Param(n, extra + lv, ew + (1.5, 1.5, 1.5, 1.5, 1.0, 2.0, 1.0)))
         elif a.kind in ("ints", "floats", "bools"):
+            lw: tuple[float, ...]
             if a.length and a.length > 1:
-                lens = (1, a.length)
+                lens, lw = (1, a.length), (1.0, 1.0)
             elif a.length == 1:
-                lens = (1,)
-            elif a.min_count:
-                lens = (a.min_count, a.min_count, a.min_count + 1)
+                lens, lw = (1,), (1.0,)
             else:
-                lens = tuple(range(0, 5))
-            params.append(Param(f"{n}.len", extra + lens, ew + tuple(1.0 for _ in lens)))
+                if a.min_count:
+                    lens = (a.min_count, a.min_count + 1)
+                else:
+                    lens = tuple(range(0, 5))
+                # "rank": one entry per dim of the first tensor (strides, ksize); "rank2": two (paddings)
+                window = a.name in _WINDOW_LISTS
+                lens += ("rank", "rank2")
+                lw = tuple(1.0 for _ in lens[:-2]) + (
+                    8.0 if window else 1.0, 4.0 if a.name in _PADDING_LISTS else 0.5)
+            params.append(Param(f"{n}.len", extra + lens, ew + lw))
             if a.kind == "ints":
-                params.append(Param(f"{n}.vals", ("pool", "small", "ones", "rand"), (3.0, 3.0, 1.5, 1.0)))
+                ones = 6.0 if a.name in _WINDOW_LISTS else 1.5
+                params.append(Param(f"{n}.vals", ("pool", "small", "ones", "rand"), (3.0, 3.0, ones, 1.0)))
         elif a.kind == "float":
             params.append(Param(n, extra + (0.0, 1.0, -1.0, 0.5, 2.0, "rand")))
         elif a.kind == "bool":
@@ -193,10 +372,12 @@ def uncovered_pairs(levels: Sequence[Sequence[Any]], rows: Sequence[Sequence[Any
 class _Dims:
     """A per-sample pool of dimension sizes reused across arguments, so relational constraints hold often."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, sizes: Sequence[int] = ()) -> None:
         self.rng = rng
         k = rng.choice((1, 1, 2, 2, 3))
         self.pool = rng.choices(_DIM_VALUES, _DIM_WEIGHTS, k=k)
+        if sizes and rng.random() < 0.6:  # a size the API's messages asked for joins the pool
+            self.pool.append(rng.choice(sizes))
 
     def draw(self) -> int:
         if self.rng.random() < 0.9:
@@ -206,9 +387,12 @@ class _Dims:
 
 def _shape(rank: int, dims: _Dims, prev: list[int] | None, rng: random.Random) -> list[int]:
     shape = [dims.draw() for _ in range(rank)]
-    if prev and rank and rng.random() < 0.3:  # trailing dims copied: the broadcasting neighbourhood
+    u = rng.random()
+    if prev and rank and u < 0.3:  # trailing dims copied: the broadcasting neighbourhood
         k = rng.randint(1, min(rank, len(prev)))
         shape[rank - k:] = prev[len(prev) - k:]
+    elif prev and rank and u < 0.5:  # a matmul chain: this tensor's rows are the previous one's columns
+        shape[-2 if rank >= 2 else 0] = prev[-1]
     while _numel(shape) > MAX_NUMEL:
         shape[shape.index(max(shape))] = 1
     return shape
@@ -251,17 +435,53 @@ def _presence(levels: dict[str, Any], a: ArgSpec) -> Any:
     return None
 
 
-def instantiate(spec: ApiSpec, levels: dict[str, Any], rng: random.Random) -> Call:
-    """Concrete argument values for one assignment of parameter levels."""
-    dims = _Dims(rng)
+def _list_shapes(base: int, count: int, dims: _Dims, prev: list[int] | None, rng: random.Random) -> list[list[int]]:
+    """Shapes of a tensor list: mostly one shape for all (stack) or all dims shared but one (concat)."""
+    first = _shape(base, dims, prev, rng)
+    mode = rng.random()
+    out = [first]
+    for _ in range(count - 1):
+        if mode < 0.4:
+            out.append(list(first))
+        elif mode < 0.75 and first:
+            axis = rng.randrange(len(first)) if not out[1:] else _diff_axis(out[0], out[1])
+            s = list(first)
+            s[axis if axis >= 0 else 0] = dims.draw()
+            out.append(s)
+        else:
+            r = base if rng.random() < 0.8 else rng.randint(0, 4)
+            out.append(_shape(r, dims, out[-1], rng))
+    return out
+
+
+def _diff_axis(a: Sequence[int], b: Sequence[int]) -> int:
+    diff = [i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y]
+    return diff[0] if diff else -1
+
+
+def _first_tensor(call: Call, skip: set[str]) -> dict[str, Any] | None:
+    for n, v in call.items():
+        if n in skip:
+            continue
+        if v.get("t") == "tensor":
+            return v
+        if v.get("t") == "tensors" and v["items"]:
+            return v["items"][0]
+    return None
+
+
+def instantiate(spec: ApiSpec, levels: dict[str, Any], rng: random.Random, hints: Hints | None = None) -> Call:
+    """Concrete argument values for one assignment of parameter levels (and value hints, when known)."""
+    hints = hints or Hints()
+    dims = _Dims(rng, hints.sizes)
     call: Call = {}
     if levels.get("_same_rank"):
         levels = dict(levels)
         first: Any = None
         for a in spec.tensor_args:
             key = f"{a.name}.rank"
-            if _presence(levels, a) in (ABSENT, NONE):
-                continue
+            if _presence(levels, a) in (ABSENT, NONE) or a.name in hints.ranks or a.role == "axis":
+                continue  # a rank the messages asked for outranks "same rank as the others"
             if first is None:
                 first = levels[key]
             elif isinstance(levels[key], int) and a.kind == "tensor":
@@ -291,24 +511,27 @@ def instantiate(spec: ApiSpec, levels: dict[str, Any], rng: random.Random) -> Ca
                 tensor_ranks.append(len(shape))
                 call[n] = {"t": "tensor", "shape": shape, "dtype": dt}
             else:
-                base = int(levels[f"{n}.rank"])
+                count = int(levels[f"{n}.len"])
+                shapes = _list_shapes(int(levels[f"{n}.rank"]), count, dims, prev, rng) if count else []
                 items = []
-                for _ in range(int(levels[f"{n}.len"])):
-                    r = base if rng.random() < 0.8 else rng.randint(0, 4)
-                    shape = _shape(r, dims, prev, rng)
+                for shape in shapes:
                     prev = shape
-                    tensor_ranks.append(r)
+                    tensor_ranks.append(len(shape))
                     items.append({"t": "tensor", "shape": shape, "dtype": dt})
                 call[n] = {"t": "tensors", "items": items}
         elif a.kind == "int":
             call[n] = {"t": "int", "v": _int(lv, dims, rng)}
-        elif a.kind == "ints":
-            mode = levels.get(f"{n}.vals", "small")
-            call[n] = {"t": "ints", "v": [_int(mode, dims, rng) for _ in range(int(lv))]}
-        elif a.kind == "floats":
-            call[n] = {"t": "floats", "v": [round(rng.uniform(-2, 4), 3) for _ in range(int(lv))]}
-        elif a.kind == "bools":
-            call[n] = {"t": "bools", "v": [rng.random() < 0.5 for _ in range(int(lv))]}
+        elif a.kind in ("ints", "floats", "bools"):
+            if lv in ("rank", "rank2"):  # as many entries as the first tensor has dims (twice, for paddings)
+                r = tensor_ranks[0] if tensor_ranks else 4
+                lv = r * (2 if lv == "rank2" else 1)
+            if a.kind == "ints":
+                mode = levels.get(f"{n}.vals", "small")
+                call[n] = {"t": "ints", "v": [_int(mode, dims, rng) for _ in range(int(lv))]}
+            elif a.kind == "floats":
+                call[n] = {"t": "floats", "v": [round(rng.uniform(-2, 4), 3) for _ in range(int(lv))]}
+            else:
+                call[n] = {"t": "bools", "v": [rng.random() < 0.5 for _ in range(int(lv))]}
         elif a.kind == "float":
             call[n] = {"t": "float", "v": round(rng.gauss(0, 10), 4) if lv == "rand" else float(lv)}
         elif a.kind == "bool":
@@ -329,7 +552,34 @@ def instantiate(spec: ApiSpec, levels: dict[str, Any], rng: random.Random) -> Ca
     for v in call.values():
         if v.get("t") == "str" and v["v"] == "einsum":
             v["v"] = _einsum_equation(tensor_ranks, rng)
+    _values(spec, call, hints, rng)
     return call
+
+
+def _values(spec: ApiSpec, call: Call, hints: Hints, rng: random.Random) -> None:
+    """Contents that depend on other arguments: in-range indices and axes, positive-definite matrices."""
+    roles = {a.name for a in spec.args if a.role}
+    data = _first_tensor(call, roles)
+    for a in spec.args:
+        v = call.get(a.name)
+        if v is None or v.get("t") not in ("tensor", "tensors"):
+            continue
+        items = v["items"] if v["t"] == "tensors" else [v]
+        if a.role == "axis" and data is not None:
+            r = max(len(data["shape"]), 1)
+            for t in items:
+                n = _numel(t["shape"])
+                if n <= 8 and rng.random() < IN_RANGE:  # an axis of the data tensor, Python-style negatives allowed
+                    t["vals"] = [rng.randint(-r, r - 1) for _ in range(n)]
+        elif (a.role == "index" or hints.bounded) and data is not None and data is not v:
+            if rng.random() < IN_RANGE:  # every value indexes every dim of the data: in range whatever `dim` is
+                for t in items:
+                    t["hi"] = min(data["shape"], default=1)
+    if (spec.spd or hints.spd) and data is not None and rng.random() < IN_RANGE:
+        s = data["shape"]
+        if len(s) >= 2 and data["dtype"].startswith(("float", "complex")):
+            s[-1] = s[-2]  # square, then symmetric positive-definite contents (the worker builds X X^H + n I)
+            data["fill"] = "spd"
 
 
 # ------------------------------------------------------------------------------ neighbourhoods
@@ -348,6 +598,9 @@ def _tensors_in(call: Call) -> list[dict[str, Any]]:
 def mutate(spec: ApiSpec, seed_call: Call, rng: random.Random, random_call: Call) -> Call:
     """A neighbour of the reported call: one to three small edits (a dimension, a rank, a dtype, a value)."""
     call = copy.deepcopy(seed_call)
+    for a in spec.args:  # a required argument the report's call did not give (or we could not read)
+        if a.name not in call and not a.has_default and a.name in random_call:
+            call[a.name] = copy.deepcopy(random_call[a.name])
     names = [a.name for a in spec.args]
     by_name = {a.name: a for a in spec.args}
     all_dims = [d for t in _tensors_in(call) for d in t["shape"]] or [1]
@@ -456,12 +709,65 @@ class InputGenerator:
         self.rng_seed = rng_seed
         self.seed_share = seed_share
         self.params = params_for(spec)
+        self.hints = Hints()
 
-    def adapt(self, inputs: Sequence[FuzzInput], valid: Sequence[bool], clip: float = 5.0) -> None:
-        """Reweight each parameter's levels by how often they led to valid inputs (random strategy only).
+    def adapt(self, inputs: Sequence[FuzzInput], valid: Sequence[bool], clip: float = 5.0,
+              messages: Iterable[str] = ()) -> None:
+        """Reweight each parameter's levels by how often they led to valid inputs; lean towards what rejections ask.
 
-        Levels are never dropped (a weight stays >= 1/clip of its old value), so rare valid regions remain reachable.
+        Levels are never dropped by the random strategy (a weight stays >= 1/clip of its old value), so rare
+        valid regions remain reachable. `messages` (the rejections' texts) are mined for relations (`mine_hints`).
         """
+        self.hints = mine_hints(self.spec, messages)
+        self._adapt_levels(inputs, valid, clip)
+        if not self.hints.empty():
+            self.params = [self._lean(p) for p in self.params]
+
+    def _lean(self, p: Param, share: float = 0.7) -> Param:
+        """Give the levels a hint asks for `share` of the draws (pairwise: keep only them and absent/None)."""
+        name, _, what = p.name.rpartition(".")
+        h = self.hints
+        want: tuple[Any, ...] = ()
+        if what == "rank" and name in h.ranks:
+            want = h.ranks[name]
+        elif what == "len" and name in h.lengths:
+            want = h.lengths[name]
+        elif what == "dtype" and name in h.dtypes:
+            want = (h.dtypes[name],)
+        elif what == "vals" and name in h.ones:
+            want = ("ones",)
+        elif what == "vals" and name in h.positive:
+            want = ("pool", "ones")
+        elif p.name in h.positive:  # a plain int argument
+            want = tuple(x for x in p.levels if x in ("pool",) or (isinstance(x, int) and x > 0))
+        if what == "dtype" or p.name == "_dtype":
+            p = self._avoid(p)
+        levels = p.levels + tuple(x for x in want if x not in p.levels)
+        hit = [lv in want and not isinstance(lv, bool) for lv in levels]
+        if not any(hit):
+            return p
+        if self.strategy == "pairwise":
+            keep = tuple(lv for lv, k in zip(levels, hit, strict=True) if k or lv in (ABSENT, NONE))
+            return replace(p, levels=keep)
+        w = list(p.weights or tuple(1.0 for _ in p.levels)) + [1.0] * (len(levels) - len(p.levels))
+        on = sum(x for x, k in zip(w, hit, strict=True) if k)
+        off = sum(x for x, k in zip(w, hit, strict=True) if not k)
+        if off > 0 and on / (on + off) < share:
+            scale = share * off / ((1 - share) * on)
+            w = [x * scale if k else x for x, k in zip(w, hit, strict=True)]
+        return replace(p, levels=levels, weights=tuple(w))
+
+    def _avoid(self, p: Param, factor: float = 0.15) -> Param:
+        """Dtypes without a kernel are drawn `factor` as often (pairwise: dropped while others remain)."""
+        bad = [lv in self.hints.avoid for lv in p.levels]
+        if not any(bad) or all(bad):
+            return p
+        if self.strategy == "pairwise":
+            return replace(p, levels=tuple(lv for lv, b in zip(p.levels, bad, strict=True) if not b))
+        w = p.weights or tuple(1.0 for _ in p.levels)
+        return replace(p, weights=tuple(x * factor if b else x for x, b in zip(w, bad, strict=True)))
+
+    def _adapt_levels(self, inputs: Sequence[FuzzInput], valid: Sequence[bool], clip: float) -> None:
         total = len(valid)
         base = (sum(valid) + 1) / (total + 2)
         if self.strategy == "pairwise":
@@ -518,7 +824,7 @@ class InputGenerator:
         rng = random.Random(f"{self.rng_seed}:{offset}")
         out = []
         for i, lv in enumerate(self.level_rows(n, rng)):
-            call = instantiate(self.spec, lv, rng)
+            call = instantiate(self.spec, lv, rng, self.hints)
             if self.seed_call is not None and rng.random() < self.seed_share:
                 call = self.seed_call if rng.random() < 0.05 else mutate(self.spec, self.seed_call, rng, call)
             out.append(FuzzInput(call, seed=(self.rng_seed * 1_000_003 + offset + i) % (2**31), levels=lv))

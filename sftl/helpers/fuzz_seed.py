@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,9 +170,23 @@ def _nested_shape(data: Any) -> tuple[list[int], list[Any]]:
     return [], [data]
 
 
-def _to_value(v: Any, kind: str) -> dict[str, Any] | None:
+def _literal_tensor(v: Any, dtypes: tuple[str, ...]) -> dict[str, Any] | None:
+    """A Python number or list given where the API takes a tensor (tf.gather(x, [1, 0])): its values kept."""
+    shape, leaves = _nested_shape(v)
+    if not leaves or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in leaves):
+        return None
+    if all(isinstance(x, int) for x in leaves):
+        dt = next((d for d in ("int32", "int64") if d in dtypes), "int64" if not dtypes else dtypes[0])
+    else:
+        dt = next((d for d in ("float32", "float64") if d in dtypes), "float32")
+    return {"t": "tensor", "shape": shape, "dtype": dt, "vals": leaves}
+
+
+def _to_value(v: Any, kind: str, dtypes: tuple[str, ...] = ()) -> dict[str, Any] | None:
     if v is None:
         return {"t": "none"}
+    if kind == "tensor" and not isinstance(v, dict):
+        return _literal_tensor(v, dtypes)
     if isinstance(v, dict):
         if kind == "tensors" and v.get("t") == "tensor":
             return {"t": "tensors", "items": [v]}
@@ -197,13 +212,83 @@ def _to_value(v: Any, kind: str) -> dict[str, Any] | None:
     return None
 
 
+def _public_tf(fn: str, spec: ApiSpec) -> bool:
+    """`tf.nn.conv2d` / `tf.linalg.matmul` calls the spec's raw op (read from their Python wrappers)."""
+    if spec.framework != "tensorflow" or fn.split(".")[0] not in ("tf", "tensorflow") or ".raw_ops." in fn:
+        return False
+    from sftl.helpers.fuzz_specs import tf_raw_ops_for
+
+    return spec.target.rsplit(".", 1)[-1] in tf_raw_ops_for(fn)
+
+
 def _matches(fn: str, spec: ApiSpec) -> bool:
     target_tail = spec.target.rsplit(".", 1)[-1]
     parts = fn.split(".")
-    if parts[-1] != target_tail:
-        return False
-    # torch.bmm / F.max_pool2d / torch.linalg.inv / tf.raw_ops.X / a method call x.bmm(...)
-    return True
+    if parts[-1] == target_tail or (fn == spec.api and "." in fn):
+        # torch.bmm / F.max_pool2d / torch.linalg.inv / tf.raw_ops.X / a method call x.bmm(...)
+        return True
+    return _public_tf(fn, spec)
+
+
+# public TensorFlow argument names -> the raw op's (tf.math.reduce_sum's input_tensor is Sum's input)
+_TF_ALIASES = {"input_tensor": "input", "keepdims": "keep_dims", "filters": "filter", "tensor": "input",
+               "values": "values", "k": "k", "multiples": "multiples"}
+_WINDOW = ("strides", "dilations", "ksize")
+
+
+def _public_call(node: ast.Call, fn: str, spec: ApiSpec, reader: _Reader) -> SeedCall:
+    """A call of a public TensorFlow API read as its raw op's arguments: names mapped, window lists widened."""
+    import difflib
+
+    import tensorflow as tf
+
+    obj: Any = tf
+    for part in fn.split(".")[1:]:
+        obj = getattr(obj, part)
+    params = [p for p in inspect.signature(obj).parameters.values() if p.name != "name"]
+    given: dict[str, ast.AST] = {p.name: a for p, a in zip(params, node.args, strict=False)}
+    given.update({k.arg: k.value for k in node.keywords if k.arg})
+    by_name = {a.name: a for a in spec.args}
+    call: Call = {}
+    unresolved: list[str] = []
+    loose: list[dict[str, Any]] = []  # tensors under public names the op does not use (a, b -> x, y)
+    for pub, expr in given.items():
+        raw = _TF_ALIASES.get(pub, pub)
+        if raw not in by_name:
+            close = difflib.get_close_matches(raw, list(by_name), n=1, cutoff=0.75)
+            raw = close[0] if close else ""
+        try:
+            val = reader.value(expr)
+        except (ValueError, KeyError, IndexError, TypeError, SyntaxError):
+            val = None
+        if not raw:
+            if isinstance(val, dict) and val.get("t") == "tensor":
+                loose.append(val)
+            continue
+        v = _to_value(val, by_name[raw].kind, by_name[raw].dtypes) if val is not None else None
+        if v is None:
+            unresolved.append(raw)
+        else:
+            call[raw] = v
+    for a in spec.args:  # unnamed tensors fill the op's tensor inputs in order
+        if a.kind == "tensor" and a.name not in call and loose:
+            call[a.name] = loose.pop(0)
+    _widen_windows(call)
+    return SeedCall(call, node.lineno, ast.unparse(node), tuple(unresolved))
+
+
+def _widen_windows(call: Call) -> None:
+    """Public strides=2 or [2, 2] are the raw op's [1, 2, 2, 1] (NHWC) or [1, 1, 2, 2] (NCHW)."""
+    first = next((v for v in call.values() if v.get("t") == "tensor"), None)
+    rank = len(first["shape"]) if first else 4
+    fmt = call.get("data_format", {}).get("v", "NHWC")
+    spatial = max(rank - 2, 1)
+    for name in _WINDOW:
+        v = call.get(name)
+        if v is None or v.get("t") != "ints" or len(v["v"]) not in (1, spatial) or len(v["v"]) == rank:
+            continue
+        vals = list(v["v"]) * (spatial if len(v["v"]) == 1 else 1)
+        v["v"] = [1, 1, *vals] if str(fmt).startswith("NC") else [1, *vals, 1]
 
 
 def find_seed(code: str, spec: ApiSpec) -> SeedCall | None:
@@ -234,6 +319,12 @@ def find_seed(code: str, spec: ApiSpec) -> SeedCall | None:
     if not found:
         return None
     node, method = found[0]
+    fn_name = _dotted(node.func)
+    if spec.framework == "tensorflow" and not method and _public_tf(fn_name, spec) and ".raw_ops." not in fn_name:
+        try:
+            return _public_call(node, fn_name, spec, reader)
+        except (AttributeError, TypeError, ValueError):
+            pass  # a signature we cannot read: fall back to the positional reading below
     positional = [a for a in spec.args if not a.keyword_only]
     values: list[tuple[ast.AST, Any]] = []
     if method:
@@ -255,7 +346,7 @@ def find_seed(code: str, spec: ApiSpec) -> SeedCall | None:
         values = head_vals + spread
     for (expr, _), a in zip(values, positional, strict=False):
         try:
-            v = _to_value(reader.value(expr), a.kind)
+            v = _to_value(reader.value(expr), a.kind, a.dtypes)
         except (ValueError, KeyError, IndexError, TypeError, SyntaxError):
             v = None
         if v is None:
@@ -267,7 +358,7 @@ def find_seed(code: str, spec: ApiSpec) -> SeedCall | None:
         if name not in by_name:
             continue
         try:
-            v = _to_value(reader.value(k.value), by_name[name].kind)
+            v = _to_value(reader.value(k.value), by_name[name].kind, by_name[name].dtypes)
         except (ValueError, KeyError, IndexError, TypeError, SyntaxError):
             v = None
         if v is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ class ArgSpec:
     group: str | None = None  # tensors of one group share a dtype (TensorFlow type attrs)
     min_count: int = 0  # shortest tensor list
     type_text: str = ""  # the schema's own word for the type
+    role: str = ""  # "index": an integer tensor indexing another argument; "axis": an integer tensor naming a dim
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class ApiSpec:
     version: str
     args: tuple[ArgSpec, ...] = field(default=())
     varargs: str | None = None  # a tensor-list argument the Python binding takes as *args
-
+    spd: bool = False  # the docs ask for symmetric positive-definite matrices (cholesky-like)
 
     @property
     def tensor_args(self) -> tuple[ArgSpec, ...]:
@@ -332,6 +334,31 @@ def _signature_disagrees(fn: Any, args: list[ArgSpec]) -> bool:
     return any(a.name not in names for a in args[1:] if not a.keyword_only and not a.has_default)
 
 
+_INDEX_NAMES = ("index", "indices")
+_AXIS_NAMES = ("axis", "dim", "axes", "split_dim", "reduction_indices", "concat_dim")
+_SPD = re.compile(r"positive[- ]definite", re.I)
+_INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64")
+
+
+def with_roles(args: Sequence[ArgSpec], tensorflow: bool = False) -> tuple[ArgSpec, ...]:
+    """Mark index and axis tensors by their schema names: their values, not only their shapes, decide validity."""
+    out = []
+    for a in args:
+        role = ""
+        if a.kind in ("tensor", "tensors"):
+            ints_only = bool(a.dtypes) and all(d in _INT_DTYPES for d in a.dtypes)
+            if a.name in _INDEX_NAMES:
+                role = "index"
+            elif tensorflow and a.kind == "tensor" and ints_only and a.name in _AXIS_NAMES:
+                role = "axis"
+        out.append(replace(a, role=role) if role else a)
+    return tuple(out)
+
+
+def _doc_wants_spd(doc: str | None) -> bool:
+    return bool(doc and _SPD.search(doc))
+
+
 def torch_spec(api: str) -> ApiSpec:
     """The spec of one PyTorch API (`bmm`, `torch.linalg.inv`, `max_pool2d`, `split.sizes`)."""
     import torch
@@ -351,7 +378,7 @@ def torch_spec(api: str) -> ApiSpec:
         args_w = _inspect_args(fn)
         if args_w is not None:  # the wrapper's own signature is what a call goes through
             return ApiSpec("pytorch", api, target, f"{target}{inspect.signature(fn)}", "inspect",
-                           torch.__version__, tuple(args_w))
+                           torch.__version__, with_roles(args_w), spd=_doc_wants_spd(fn.__doc__))
         if python_wrapper:
             picked = None
     if picked is not None:
@@ -368,12 +395,13 @@ def torch_spec(api: str) -> ApiSpec:
                 # keyword-only schema arguments the Python wrapper does not take (einsum's path=)
                 names = {p.name for p in params}
                 args = [a for a in args if not a.keyword_only or a.name in names]
-        return ApiSpec("pytorch", api, target, func, "native_functions.yaml", torch.__version__, tuple(args),
-                       varargs=varargs)
+        return ApiSpec("pytorch", api, target, func, "native_functions.yaml", torch.__version__, with_roles(args),
+                       varargs=varargs, spd=_doc_wants_spd(fn.__doc__))
     args_i = _inspect_args(fn)
     if args_i is None:
         raise InputError(f"cannot build an argument spec for {api!r}: no usable schema or signature")
-    return ApiSpec("pytorch", api, target, f"{target}{inspect.signature(fn)}", "inspect", torch.__version__, tuple(args_i))
+    return ApiSpec("pytorch", api, target, f"{target}{inspect.signature(fn)}", "inspect", torch.__version__,
+                   with_roles(args_i), spd=_doc_wants_spd(fn.__doc__))
 
 
 # -------------------------------------------------------------------------------------- TensorFlow
@@ -385,11 +413,17 @@ def tensorflow_spec(api: str) -> ApiSpec:
     from tensorflow.python.framework import dtypes as tf_dtypes
     from tensorflow.python.framework import op_def_registry
 
-    name = api.removeprefix("tf.").removeprefix("raw_ops.")
+    name = api.removeprefix("tensorflow.").removeprefix("tf.").removeprefix("raw_ops.")
     op_def = op_def_registry.get(name)
+    if op_def is None and "." in api:  # a public API (tf.nn.conv2d): the raw op its Python wrapper runs
+        ops = tf_raw_ops_for(api)
+        if ops:
+            name = ops[0]
+            op_def = op_def_registry.get(name)
     fn = getattr(tf.raw_ops, name, None)
     if op_def is None or fn is None:
-        raise InputError(f"tf.raw_ops has no op named {name!r}")
+        raise InputError(f"tf.raw_ops has no op named {name!r} (and {api!r} is no public TensorFlow API "
+                         "whose wrapper calls one)")
     params = [p for p in inspect.signature(fn).parameters.values() if p.name != "name"]
     attrs = {a.name: a for a in op_def.attr}
     inputs = {i.name: i for i in op_def.input_arg}
@@ -405,8 +439,13 @@ def tensorflow_spec(api: str) -> ApiSpec:
         return tuple(n for n in names if n in TF_DTYPES)
 
     args: list[ArgSpec] = []
+    # the Python wrapper may rename an input (Sum's reduction_indices is `axis`): such a parameter is the
+    # next input not yet taken, in op_def order
+    unused = [i.name for i in op_def.input_arg if i.name not in {p.name for p in params}]
     for p in params:
         has_default = p.default is not p.empty
+        if p.name not in inputs and p.name not in attrs and unused:
+            inputs[p.name] = inputs[unused.pop(0)]
         if p.name in inputs:
             ia = inputs[p.name]
             dts = allowed(ia.type_attr or None, ia.type)
@@ -436,7 +475,85 @@ def tensorflow_spec(api: str) -> ApiSpec:
         args.append(ArgSpec(p.name, kind, has_default=has_default, keyword_only=True, dtypes=dts,
                             choices=choices, type_text=t, min_count=min_len))
     schema = f"tf.raw_ops.{name}(" + ", ".join(f"{a.name}: {a.type_text}" for a in args) + ")"
-    return ApiSpec("tensorflow", api, f"tf.raw_ops.{name}", schema, "op_def", tf.__version__, tuple(args))
+    return ApiSpec("tensorflow", api, f"tf.raw_ops.{name}", schema, "op_def", tf.__version__,
+                   with_roles(args, tensorflow=True), spd=_doc_wants_spd(fn.__doc__))
+
+
+_GEN_CALL = re.compile(r"\b(gen_\w+_ops)\.(\w+)\b")  # calls, and wrappers passed on (softmax's)
+_MODULE_CALL = re.compile(r"\b(\w+_ops|nn_impl|array_ops_stack)\.(\w+)\(")
+_LOCAL_CALL = re.compile(r"(?<![.\w])([a-z_]\w*)\(")
+_OP_NAME = re.compile(r"_apply_op_helper\(\s*[\"'](\w+)[\"']")
+
+
+def _source(fn: Any) -> str:
+    try:
+        return inspect.getsource(inspect.unwrap(fn))
+    except (OSError, TypeError, ValueError):
+        return ""
+
+
+@lru_cache(maxsize=512)
+def tf_raw_ops_for(public: str, max_depth: int = 3) -> tuple[str, ...]:
+    """The raw ops a public TensorFlow function runs (`tf.nn.conv2d` -> ("Conv2D",)), nearest call first.
+
+    Read from the sources of its Python wrappers: calls into the generated `gen_*_ops` modules name the op
+    (`_apply_op_helper("Conv2D", ...)`); calls to other functions of the ops modules are followed a few levels.
+    """
+    import importlib
+
+    import tensorflow as tf
+
+    name = public.removeprefix("tensorflow.").removeprefix("tf.")
+    if name.startswith("raw_ops."):
+        op = name.removeprefix("raw_ops.")
+        return (op,) if hasattr(tf.raw_ops, op) else ()
+    obj: Any = tf
+    try:
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        return ()
+    if not callable(obj):
+        return ()
+    ops: list[str] = []
+    seen: set[int] = set()
+    own = _OP_NAME.search(_source(obj))  # a generated wrapper exported as is (tf.tile, tf.linalg.cholesky)
+    if own:
+        return (own.group(1),)
+    frontier: list[Any] = [inspect.unwrap(obj)]
+    for _ in range(max_depth + 1):
+        nxt: list[Any] = []
+        for fn in frontier:
+            if id(fn) in seen or len(seen) > 60:
+                continue
+            seen.add(id(fn))
+            src = _source(fn)
+            glb = getattr(fn, "__globals__", {})
+            for mod, attr in _GEN_CALL.findall(src):
+                try:
+                    gen = importlib.import_module(f"tensorflow.python.ops.{mod}")
+                except ImportError:
+                    continue
+                m = _OP_NAME.search(_source(getattr(gen, attr, None)))
+                if m and m.group(1) not in ops:
+                    ops.append(m.group(1))
+            for mod, attr in _MODULE_CALL.findall(src):
+                if mod.startswith("gen_"):
+                    continue
+                target = getattr(glb.get(mod), attr, None)
+                if inspect.isfunction(inspect.unwrap(target) if target is not None else None):
+                    nxt.append(inspect.unwrap(target))
+            for attr in _LOCAL_CALL.findall(src):
+                target = glb.get(attr)
+                if target is not None and inspect.isfunction(inspect.unwrap(target)) and getattr(
+                        target, "__module__", "").startswith("tensorflow.python.ops"):
+                    nxt.append(inspect.unwrap(target))
+        if ops:  # the nearest wrapper level that reaches an op is the one the API means
+            break
+        frontier = nxt
+    # among them, the op named like the API first (softmax -> Softmax before its helpers' Range, Rank)
+    tail = name.rsplit(".", 1)[-1].replace("_", "").lower()
+    return tuple(sorted(ops, key=lambda op: re.sub(r"V\d+$", "", op).lower() != tail))
 
 
 def python_spec(api: str, args: tuple[ArgSpec, ...] = ()) -> ApiSpec:

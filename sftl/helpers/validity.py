@@ -13,6 +13,7 @@ from sftl.helpers.fuzz_features import Featurizer, ValidityClassifier, load_mode
 from sftl.helpers.fuzz_gen import Call, FuzzInput, InputGenerator
 from sftl.helpers.fuzz_seed import SeedCall, find_seed
 from sftl.helpers.fuzz_specs import ApiSpec, api_spec
+from sftl.model import to_jsonable
 
 __all__ = [
     "ApiSpec", "FuzzReport", "Variant", "api_spec", "find_seed", "fuzz", "describe_call", "train",
@@ -158,15 +159,23 @@ def fuzz(spec: ApiSpec, settings: Settings, pool: WorkerPool, budget: int = 500,
     # two rounds: the second draws levels reweighted (random) or pruned (pairwise) by what the first
     # found valid; a cached classifier still needs the first round's weights for the generator
     n_train = train_budget or budget
-    first = gen.generate(n_train // 2 if clf is None else min(n_train // 2, 200), offset=0)
+    first = gen.generate(n_train // 3 if clf is None else min(n_train // 3, 200), offset=0)
     res_first = pool.run(spec, first)
     pass_rate_first = sum(r.valid for r in res_first) / max(len(first), 1)
-    gen.adapt(first, [r.valid for r in res_first])
+    # level weights follow what was valid; the rejection messages say which relations the API checks
+    gen.adapt(first, [r.valid for r in res_first], messages=[r.message for r in res_first if r.status == "error"])
     train_inputs, train_res = list(first), list(res_first)
     if clf is None:
-        second = gen.generate(n_train - len(first), offset=1)
+        # a second adaptation on everything labelled so far: APIs whose first round found (almost) nothing
+        # valid get their relations from the messages first, then their level weights from the valid inputs
+        second = gen.generate(n_train // 3, offset=1)
         train_inputs += second
         train_res += pool.run(spec, second)
+        gen.adapt(train_inputs, [r.valid for r in train_res],
+                  messages=[r.message for r in train_res if r.status == "error"])
+        third = gen.generate(n_train - len(train_inputs), offset=2)
+        train_inputs += third
+        train_res += pool.run(spec, third)
         clf, _ = train(spec, pool, train_inputs, train_res)
         if save:
             save_model(settings.home, spec, clf, feats.names)
@@ -241,7 +250,8 @@ def fuzz(spec: ApiSpec, settings: Settings, pool: WorkerPool, budget: int = 500,
         errors=tuple(sorted(errors.items(), key=lambda kv: -kv[1])[:5]),
         details={"fresh": len(fresh), "kept": len(kept), "seconds_generate": t_gen, "seconds_predict": t_pred,
                  "seconds_run_all": t_all, "seconds_run_kept": t_kept, "valid_unfiltered": valid_u,
-                 "valid_filtered": valid_f, "pass_rate_first_round": pass_rate_first},
+                 "valid_filtered": valid_f, "pass_rate_first_round": pass_rate_first,
+                 "hints": to_jsonable(gen.hints)},
     )
 
 
