@@ -381,7 +381,7 @@ _BOTH = re.compile(
     r"|(?:also|too) (?:happens |occurs |fails )?on (?:the )?(?:cpu|gpu|cuda)\b(?! but)"
     r"|\bboth (?:the )?(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda)"
     r"|(?:happens|occurs|reproduc\w*|fails|same) (?:\w+ ){0,2}(?:on|with|in) (?:the )?(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda)"
-    r"|(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda) (?:both )?(?:give|return|produce|show)s? the same"
+    r"|(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda) (?:both )?(?:give|return|produce|show)s? (?:the )?same"
 )
 _PERF = re.compile(
     r"(?i)\bslow\w*|\bfaster\b|\bspeed\w*|performance|\bs/epoch|per epoch|throughput|latency|\bhangs?\b|never (?:returns|finishes)|"

@@ -83,3 +83,8 @@ def test_same_call_on_default_device_and_gpu() -> None:
     only_gpu = prepare(("slow searchsorted", "```python\nimport torch\ns = torch.rand(10).cuda()\n"
                         "print(torch.searchsorted(s, s))\n```"))
     assert only_gpu.rules.flags["code_both"] == 0.0
+
+
+def test_devices_that_give_same_values_agree() -> None:
+    r = prepare(("CPU and GPU give same wrong result for torch.lgamma", "lgamma(-2.) returns inf, should be nan?")).rules
+    assert r.flags["both"] == 1.0 and r.gcrde < 2.5
