@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("target", metavar="TARGET", nargs="?", help=_TARGET_HELP)
     _snippet_args(p)
     _run_args(p)
+    p.add_argument("--nan-search", action="store_true",
+                   help="also search the snippet's inputs for NaN/INF (PyTorch; gradient-guided, sandboxed)")
+    p.add_argument("--nan-budget", type=float, default=20.0, metavar="S", help="seconds for --nan-search (default 20)")
     p.add_argument("--json", action="store_true", help="print the documented JSON object")
     add_common(p)
     p.set_defaults(handler=cmd_replay)
@@ -151,11 +154,43 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
             limits=_limits(args), allow_network=args.allow_network, store=store, use_cache=not args.no_cache,
             build=args.build, repo=issue.repo if issue else None, number=issue.number if issue else None,
         )
+    nan = _nan_search(args, ctx, code, framework) if args.nan_search else None
     if args.json:
-        ctx.print_json(replay_json(replay))
+        obj = replay_json(replay)
+        if args.nan_search:
+            obj["nan_search"] = nan
+        ctx.print_json(obj)
     else:
         _print_replay(ctx, replay)
+        if args.nan_search:
+            _print_nan(ctx, nan)
     return EXIT_OK if replay.verdict.value in _ANSWERED else EXIT_NO_RESULT
+
+
+def _nan_search(args: argparse.Namespace, ctx: Context, code: str, framework: str | None) -> dict[str, Any]:
+    """The NaN/INF search over the same snippet; a failure is reported in the result, not raised."""
+    from sftl.errors import SftlError
+    from sftl.helpers.nansearch import search_snippet
+
+    if not code.strip():
+        return {"found": False, "reason": "no snippet to search"}
+    if framework not in (None, "pytorch"):
+        return {"found": False, "reason": "whole-script NaN/INF search supports PyTorch snippets only"}
+    try:
+        result = search_snippet(code, ctx.settings, budget=args.nan_budget, allow_network=args.allow_network)
+    except SftlError as exc:
+        return {"found": False, "reason": str(exc)}
+    return dict(result.to_json(), reason=result.reason)
+
+
+def _print_nan(ctx: Context, nan: dict[str, Any] | None) -> None:
+    if not nan:
+        return
+    if nan.get("found"):
+        ctx.out.write(f"nan-search: {nan.get('op')} produced NaN/INF at line {nan.get('line')} after "
+                      f"{nan.get('steps')} runs ({nan.get('seconds', 0):.2f} s)\n")
+    else:
+        ctx.out.write(f"nan-search: nothing found{': ' + nan['reason'] if nan.get('reason') else ''}\n")
 
 
 def _print_replay(ctx: Context, replay: Any) -> None:
