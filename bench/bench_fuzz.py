@@ -1,7 +1,7 @@
 """Benchmark of `sftl fuzz`: learned validity filters over >= 30 PyTorch APIs and >= 10 TensorFlow raw ops.
 
-Per API: train on generated inputs labelled by execution (two rounds, the second with level weights adapted
-to the first), then on FRESH inputs (another random stream, training inputs excluded) measure the
+Per API: train on generated inputs labelled by execution (three rounds; after the first and second, level
+weights follow what was valid and lean towards the relations the rejection messages state), then on FRESH inputs (another random stream, training inputs excluded) measure the
 classifier's precision and recall, the pass rate of unfiltered vs filtered generation, and valid inputs
 per second with and without the filter (wall clock: generation + featurization + prediction + execution).
 Crashes (aborts, segfaults, hangs of a worker) are counted as findings.

@@ -140,18 +140,19 @@ def mine_hints(spec: ApiSpec, messages: Iterable[str], min_count: int = 2) -> Hi
             m = pat.search(msg)
             if not m:
                 continue
+            rk: tuple[int, ...]
             if how == "or":
-                a, ranks = arg(m.group(3)), (_num(m.group(1)), _num(m.group(2)))
+                a, rk = arg(m.group(3)), (_num(m.group(1)), _num(m.group(2)))
             else:
                 a = arg(m.group(1))
                 if how.startswith(">="):
-                    ranks = tuple(range(_num(m.group(2)), MAX_RANK + 1))
+                    rk = tuple(range(_num(m.group(2)), MAX_RANK + 1))
                 elif how.startswith("="):
-                    ranks = (_num(m.group(2)),)
+                    rk = (_num(m.group(2)),)
                 else:
-                    ranks = (int(how),)
-            if a is not None and ranks and min(ranks) >= 0:
-                vote("rank", a, ranks)
+                    rk = (int(how),)
+            if a is not None and rk and min(rk) >= 0:
+                vote("rank", a, rk)
         m = _LEN_RULE.search(msg)
         if m and arg(m.group(1)):  # "4 or 5 dimensions": the first is the common case (conv2d, not conv3d)
             vote("len", arg(m.group(1)), (_num(m.group(2)),))
@@ -250,8 +251,8 @@ def params_for(spec: ApiSpec) -> list[Param]:
                 params.append(Param(f"{n}.rank", extra + ranks, ew + rw))
             else:
                 lo = max(a.min_count, 0)
-                lens = tuple(range(lo, lo + 5))
-                params.append(Param(f"{n}.len", extra + lens, ew + tuple(1.0 for _ in lens)))
+                counts = tuple(range(lo, lo + 5))
+                params.append(Param(f"{n}.len", extra + counts, ew + tuple(1.0 for _ in counts)))
                 params.append(Param(f"{n}.rank", tuple(range(5)), (1.0, 3.0, 3.0, 2.0, 1.0)))
             if torch_like:
                 dl = ("shared",) + a.dtypes
@@ -271,6 +272,7 @@ def params_for(spec: ApiSpec) -> list[Param]:
             params.append(Param(n, extra + lv, ew + (1.5, 1.5, 1.5, 1.5, 1.0, 2.0, 1.0)))
         elif a.kind in ("ints", "floats", "bools"):
             lw: tuple[float, ...]
+            lens: tuple[Any, ...]
             if a.length and a.length > 1:
                 lens, lw = (1, a.length), (1.0, 1.0)
             elif a.length == 1:

@@ -541,7 +541,7 @@ def tf_raw_ops_for(public: str, max_depth: int = 3) -> tuple[str, ...]:
                 if mod.startswith("gen_"):
                     continue
                 target = getattr(glb.get(mod), attr, None)
-                if inspect.isfunction(inspect.unwrap(target) if target is not None else None):
+                if target is not None and inspect.isfunction(inspect.unwrap(target)):
                     nxt.append(inspect.unwrap(target))
             for attr in _LOCAL_CALL.findall(src):
                 target = glb.get(attr)
