@@ -126,3 +126,11 @@ def test_tensorflow_axis_inputs_are_scalars_in_range() -> None:
           and -len(i.call["values"]["items"][0]["shape"]) <= i.call["axis"]["vals"][0]
           < max(len(i.call["values"]["items"][0]["shape"]), 1)]
     assert len(ok) / len(scalars) > 0.7
+
+
+def test_per_dim_vectors_have_one_entry_per_data_dim() -> None:
+    spec = api_spec("Tile", "tensorflow")
+    assert {a.name: a.role for a in spec.args}["multiples"] == "per_dim"
+    inputs = InputGenerator(spec, "random", rng_seed=6).generate(300)
+    matched = [i for i in inputs if i.call["multiples"]["shape"] == [len(i.call["input"]["shape"])]]
+    assert len(matched) / len(inputs) > 0.7

@@ -16,7 +16,7 @@ from sftl.helpers.fuzz_specs import ApiSpec, ArgSpec
 
 MAX_LIST = 6  # list elements / tensor-list items looked at individually
 MAX_ITEMS = 3  # tensor-list items that take part in cross-argument relations
-FORMAT = 5  # bump when the feature layout changes: saved models of another format are retrained
+FORMAT = 6  # bump when the feature layout changes: saved models of another format are retrained
 
 
 def _dims(t: dict[str, Any] | None) -> list[int] | None:
@@ -85,7 +85,8 @@ class Featurizer:
         for i, ea in enumerate(ents):
             for eb in ents[i + 1:]:
                 q = f"{ea}~{eb}"
-                n += [f"{q}.rank_eq", f"{q}.broadcast", f"{q}.shape_eq", f"{q}.dtype_eq", f"{q}.le", f"{q}.ge"]
+                n += [f"{q}.rank_eq", f"{q}.broadcast", f"{q}.shape_eq", f"{q}.dtype_eq", f"{q}.le", f"{q}.ge",
+                      f"{q}.d0==rank_b", f"{q}.rank_a==d0"]
                 n += [f"{q}.d{x}=={y}" for x in range(MAX_RANK) for y in range(MAX_RANK)]
                 n += [f"{q}.d-{x}==-{y}" for x in (1, 2, 3) for y in (1, 2, 3)]
         ints = _int_args(self.spec)
@@ -214,14 +215,16 @@ class Featurizer:
             for b_name in names[i + 1:]:
                 tb = ents[b_name]
                 if ta is None or tb is None:
-                    f += [-1.0] * (6 + MAX_RANK * MAX_RANK + 9)
+                    f += [-1.0] * (8 + MAX_RANK * MAX_RANK + 9)
                     continue
                 sa, sb = ta["shape"], tb["shape"]
                 same = len(sa) == len(sb)
                 # elementwise size order (gather/scatter: index no larger than self outside `dim`)
                 f += [float(same), float(_broadcastable(sa, sb)), float(sa == sb), float(ta["dtype"] == tb["dtype"]),
                       float(same and all(x <= y for x, y in zip(sa, sb, strict=True))),
-                      float(same and all(x >= y for x, y in zip(sa, sb, strict=True)))]
+                      float(same and all(x >= y for x, y in zip(sa, sb, strict=True))),
+                      # a vector with one entry per dim of the other tensor (multiples, perm, paddings)
+                      float(sa[0] == len(sb)) if sa else -1.0, float(sb[0] == len(sa)) if sb else -1.0]
                 f += [(float(sa[x] == sb[y]) if x < len(sa) and y < len(sb) else -1.0)
                       for x in range(MAX_RANK) for y in range(MAX_RANK)]
                 f += [(float(sa[-x] == sb[-y]) if x <= len(sa) and y <= len(sb) else -1.0)

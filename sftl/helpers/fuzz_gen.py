@@ -145,8 +145,8 @@ def mine_hints(spec: ApiSpec, messages: Iterable[str], min_count: int = 2) -> Hi
                 a, rk = arg(m.group(3)), (_num(m.group(1)), _num(m.group(2)))
             else:
                 a = arg(m.group(1))
-                if how.startswith(">="):
-                    rk = tuple(range(_num(m.group(2)), MAX_RANK + 1))
+                if how.startswith(">="):  # at least k: k and k + 1 (matrices, batches of them) are the usual case
+                    rk = tuple(range(_num(m.group(2)), min(_num(m.group(2)) + 2, MAX_RANK + 1)))
                 elif how.startswith("="):
                     rk = (_num(m.group(2)),)
                 else:
@@ -573,6 +573,11 @@ def _values(spec: ApiSpec, call: Call, hints: Hints, rng: random.Random) -> None
                 n = _numel(t["shape"])
                 if n <= 8 and rng.random() < IN_RANGE:  # an axis of the data tensor, Python-style negatives allowed
                     t["vals"] = [rng.randint(-r, r - 1) for _ in range(n)]
+        elif a.role == "per_dim" and data is not None and v["t"] == "tensor" and rng.random() < IN_RANGE:
+            r = len(data["shape"])
+            v["shape"] = [r, 2] if a.name == "paddings" else [r]
+            if a.name == "perm":  # a permutation of the data's dims
+                v["vals"] = rng.sample(range(r), r)
         elif (a.role == "index" or hints.bounded) and data is not None and data is not v:
             if rng.random() < IN_RANGE:  # every value indexes every dim of the data: in range whatever `dim` is
                 for t in items:

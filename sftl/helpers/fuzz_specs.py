@@ -57,7 +57,8 @@ class ArgSpec:
     group: str | None = None  # tensors of one group share a dtype (TensorFlow type attrs)
     min_count: int = 0  # shortest tensor list
     type_text: str = ""  # the schema's own word for the type
-    role: str = ""  # "index": an integer tensor indexing another argument; "axis": an integer tensor naming a dim
+    role: str = ""  # "index": an integer tensor indexing another argument; "axis": an integer tensor naming a
+    # dim; "per_dim": an integer vector with one entry per dim of the data (multiples, perm, paddings)
 
 
 @dataclass(frozen=True)
@@ -336,6 +337,8 @@ def _signature_disagrees(fn: Any, args: list[ArgSpec]) -> bool:
 
 _INDEX_NAMES = ("index", "indices")
 _AXIS_NAMES = ("axis", "dim", "axes", "split_dim", "reduction_indices", "concat_dim")
+# integer tensors with one entry per dim of the data (Tile's multiples, Transpose's perm, Pad's paddings)
+_PER_DIM_NAMES = ("multiples", "perm", "begin", "size", "paddings", "end", "strides")
 _SPD = re.compile(r"positive[- ]definite", re.I)
 _INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64")
 
@@ -351,6 +354,8 @@ def with_roles(args: Sequence[ArgSpec], tensorflow: bool = False) -> tuple[ArgSp
                 role = "index"
             elif tensorflow and a.kind == "tensor" and ints_only and a.name in _AXIS_NAMES:
                 role = "axis"
+            elif a.kind == "tensor" and ints_only and a.name in _PER_DIM_NAMES:
+                role = "per_dim"
         out.append(replace(a, role=role) if role else a)
     return tuple(out)
 
