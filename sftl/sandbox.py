@@ -10,6 +10,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -311,7 +312,10 @@ class Sandbox:
                     cmd += ["--tmpfs", str(p)]
                 elif p.exists():
                     cmd += ["--ro-bind", "/dev/null", str(p)]
-            for path in ro_paths:
+            # sftl's own interpreter and package (the helpers' runners import them) must stay visible too
+            # when they live under a fresh tmpfs mount, as in a checkout or CI clone under /tmp
+            own = (Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parent.parent)
+            for path in sorted({p.absolute() for p in (*ro_paths, *own)}):
                 if any(path == Path(t) or Path(t) in path.parents for t in ("/tmp", "/dev/shm")):
                     cmd += ["--ro-bind", str(path), str(path)]
             cmd += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch), "--"]
