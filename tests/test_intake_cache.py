@@ -87,7 +87,7 @@ def test_a_client_that_wrote_prunes_on_close_at_most_once_an_interval(gh: GitHub
     # a client that only read (all 304s) leaves the cache alone
     before = cache_usage(s).files
     with GitHubClient(s, clock=lambda: later + 2 * CACHE_PRUNE_INTERVAL_S, cache_max_bytes=0, cache_max_age_s=None) as client:
-        client.get_issue("o/r", 10)
+        client.get_issue("o/r", 11)  # the newest entry: the one the last prune surely kept
         assert client.stats.not_modified == 1
     assert cache_usage(s).files == before
 
