@@ -5,6 +5,9 @@ The label lines are synthesized at run time from ../shared/data/dev/ (bench/dev_
 trees), repeated under fresh issue numbers up to 1,000. A first, untimed `sftl eval` over the 195
 dev rows fills the caches (sources, baseline features); then the 1,000 are evaluated from
 scratch (new --out, so no checkpoint helps) and timed. Goal: <= 600 s on 2 cores.
+The very first warm-up on a machine embeds every candidate file of torch 2.13.0, tensorflow 2.21.0
+and the Debian PyTorch tree for BERT (about 7,000 files: tens of minutes on 2 busy cores); it is
+resumable, and --home keeps those caches for later runs.
 
     .venv/bin/python bench/bench_eval.py [--n 1000] [--jobs 2] [--methods sftl,paper,vsm,bert]
 """
