@@ -34,6 +34,7 @@ from bench_locate import extraction_for, rank_of, remove_member, site_packages, 
 from sftl.localize.dispatch import localize_paper, localize_sftl  # noqa: E402
 from sftl.model import Category, Issue, Outcome  # noqa: E402
 
+API = "--api" in sys.argv  # also public methods only users call (harder: no self.<name> evidence)
 CACHE = Path(os.environ.get("SFTL_RELEASES_DIR", "/work/cache/releases"))
 
 TORCH_FILES = [
@@ -152,6 +153,10 @@ def cases(rel: Release, rng: random.Random, limit: int) -> list[Case]:
                         continue
                     caller = _self_caller(user, meth)
                     if caller is None:
+                        if user is node and not meth.startswith("_") and API:
+                            # a public method the class never calls itself: only users (or other files) do
+                            out.append(Case(f, cname, meth, cname, "", cname))
+                            break
                         continue
                     owner = user.name
                     # the object is often an instance of a subclass defined elsewhere (`'Adam' object has
@@ -266,7 +271,10 @@ def measure(rel: Release, limit: int, verbose: bool) -> dict[tuple[str, str], li
             mutated = remove_member(text, case.cls, case.name)
         except ValueError:
             continue
-        tb = traceback_for(rel, case, mutated)
+        tb = traceback_for(rel, case, mutated) if case.caller else (
+            f"Traceback (most recent call last):\n  File \"repro.py\", line 9, in <module>\n    out = obj.{case.name}()\n"
+            f"AttributeError: '{case.owner}' object has no attribute '{case.name}'"
+        )
         if tb is None:
             continue
         source = Tree(rel, {case.file: mutated})
@@ -281,13 +289,15 @@ def measure(rel: Release, limit: int, verbose: bool) -> dict[tuple[str, str], li
         typo = _typo(case.name)
         typo_err = f"AttributeError: '{case.owner}' object has no attribute '{typo}'"
         typo_tb = user_tb.replace(f"obj.{case.name}()", f"obj.{typo}()").replace(err, typo_err)
-        variants = [
+        variants = [] if not case.caller else [
             ("traceback", tb, err, source, True),
             ("error-line", "", err, source, True),
             ("user-call", user_tb, err, source, True),
             # a misspelled name on the unmodified tree: the right answer is to abstain
             ("typo(neg)", typo_tb, typo_err, Tree(rel, {}), False),
         ]
+        if not case.caller:
+            variants = [("api-user", tb, err, source, True), ("api-line", "", err, source, True), ("typo(neg)", typo_tb, typo_err, Tree(rel, {}), False)]
         fw = "PyTorch" if rel.framework == "pytorch" else "TensorFlow"
         for variant, tb_text, err_line, src, positive in variants:
             body = f"```\n{tb_text}\n```" if tb_text else f"I get this error:\n\n{err_line}"

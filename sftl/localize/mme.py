@@ -100,12 +100,17 @@ def frame_repo_path(frame: Frame, framework: str | None) -> str | None:
     site = _SITE_RE.search(path)
     rel = site.group(1) if site else None
     if rel and rel.split("/", 1)[0] in packages and rel.endswith(".py"):
-        return rel
+        return _repo_layout(rel)
     for pkg in packages:
         idx = path.find(f"/{pkg}/")
         if idx >= 0 and path.endswith(".py"):
-            return path[idx + 1 :]
+            return _repo_layout(path[idx + 1 :])
     return None
+
+
+def _repo_layout(rel: str) -> str:
+    """TF 1.15-2.1 wheels installed the code as tensorflow_core/; the repository (and ground truth) says tensorflow/."""
+    return "tensorflow/" + rel[len("tensorflow_core/") :] if rel.startswith("tensorflow_core/") else rel
 
 
 def guess_framework(extraction: Extraction, issue: Issue) -> str | None:
@@ -591,6 +596,7 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
             return Localization("sftl", _dedupe(out, top), Outcome.ABSTAINED, f"{owner}.{name} exists in the source ({where}): no confident suspect")
         return Localization("sftl", (), Outcome.ABSTAINED, f"no definition of class {owner!r} found in the {version} source")
     user_note = ""
+    weak = False
     if _user_frame(ev) and not any(c.weight >= 0.9 for c, _, _ in lacking):
         verdicts = [_user_call_verdict(code, c.cls, mro, missing, version) for c, mro, _ in lacking[:4]]
         # a specific user-error explanation (misspelling, a name of a subclass/sibling) wins, then a
@@ -599,6 +605,8 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
         verdict = (specific or [v for v in verdicts if not v.startswith("abstain:")] or verdicts)[0]
         if verdict.startswith("abstain:"):
             return Localization("sftl", (), Outcome.ABSTAINED, verdict.split(":", 1)[1].strip())
+        if verdict.startswith("weak:"):
+            weak, verdict = True, verdict.split(":", 1)[1].strip()
         user_note = verdict
     dynamic = hook is not None or _is_dynamic_name(name)
     # among the classes in the owner's hierarchy, blame the one that should define the name
@@ -638,12 +646,14 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
             lacks = f"no class in {owner}'s hierarchy ({chain}{' ...' if depth + 1 < len(mro) else ''}) defines {name}"
             extra = f"; bases without source: {', '.join(unresolved)}" if unresolved and depth == 0 else ""
             reason = "; ".join([cand.why, lacks, *why]) + extra + (f"; {user_note}" if user_note and depth == best[1] else "")
-            out.append(_suspect(k.path, conf * (0.6 + 0.4 * share), reason))
+            out.append(_suspect(k.path, conf * (0.6 + 0.4 * share) * (0.55 if weak else 1.0), reason))
     if caller is not None:
         out.append(_suspect(caller[2], 0.3, f"traceback frame {caller[0]} ({caller[1].function}) refers to .{name}"))
     for num, frame, path in ev.framework_frames[-3:]:
         out.append(_suspect(path, 0.05, f"traceback frame {num} ({frame.function})"))
-    return _located(out, top)
+    # weak evidence (only user code asked, the framework merely mirrors or calls the name) is still
+    # an answer, scored low so that consumers can tell it from a traceback-backed one
+    return _located(out, top, min_score=0.25 if weak else 0.35)
 
 
 def _attribute_patterns(owner: str | None, name: str, suggestion: str | None) -> list[str]:
@@ -780,6 +790,13 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     documented = [k for k in mro if len(call.findall(code.class_text(k))) >= 2]
     if documented:
         return f"called from user code, but {documented[0].name}'s documentation calls .{name}(): the framework lost it"
+    mirror = _mirror_subclass(code, name, mro)
+    if mirror is not None:
+        sub, shared = mirror
+        return (
+            f"weak: called from user code, but {sub.name} ({sub.path}) re-implements {shared} of "
+            f"{owner.name}'s methods, {name} among them: {name} looks like an API {owner.name} lost (low confidence)"
+        )
     related = _related_definer(code, name, mro)
     if related is not None:
         other, common = related
@@ -795,24 +812,70 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
             f"called from user code, but framework code calls .{name}() on objects named like {cls.name} "
             f"in {len(files)} files (e.g. {files[0]}): the framework lost it"
         )
+    loose = _typed_call_sites(code, name, mro, loose=True)
+    if loose is not None:
+        cls, files = loose
+        return (
+            f"weak: called from user code; framework code calls .{name}() on objects named like {cls.name} "
+            f"in {len(files)} file(s) (e.g. {files[0]}): {cls.name} may have lost it (low confidence)"
+        )
     return f"abstain: {owner.name} has no {name} in {version} and the error comes from user code: a removed or misspelled API"
 
 
-def _typed_call_sites(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassRef, list[str]] | None:
+def _mirror_subclass(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassRef, int] | None:
+    """A subclass of the owner that overrides `name` and most of the owner's public methods (a wrapper
+    or a 'not supported' stub mirroring the API): it says the owner's API includes `name`."""
+    if not mro:
+        return None
+    base_api = {m for k in mro for m in code.members(k, class_level=True) if not m.startswith("_")}
+    for path in code.grep(rf"^\s+def\s+{re.escape(name)}\b")[:60]:
+        for node in code.classes(path).values():
+            ref = ClassRef(path, node)
+            if ref in mro or name not in code.members(ref, class_level=True):
+                continue
+            smro, _ = code.mro(ref)
+            if mro[0] not in smro[1:]:
+                continue
+            own = {m for m in code.members(ref, class_level=True) if not m.startswith("_") and m != name}
+            shared = len(own & base_api)
+            if shared >= 5 and shared >= 0.5 * len(own):
+                return ref, shared
+    return None
+
+
+def _typed_call_sites(code: Code, name: str, mro: list[ClassRef], loose: bool = False) -> tuple[ClassRef, list[str]] | None:
     """Framework files calling `.name(` on a receiver whose identifier is the class's name
-    (`module.state_dict()` for Module): the name is an API of that class, used across the code."""
+    (`module.state_dict()` for Module): the name is an API of that class, used across the code.
+
+    `loose`: the receiver may be the class name's last word (`writer` for SummaryWriter, `dataset`
+    for DatasetV2), and two files suffice: weaker evidence, reported with low confidence.
+    """
     call = re.compile(rf"\b([A-Za-z_]\w*)\.{re.escape(name)}\(")
+    chained = re.compile(rf"\.([A-Za-z_]\w*)\([^()]*\)\.{re.escape(name)}\(")
     best: tuple[ClassRef, list[str]] | None = None
     for k in mro:
         want = k.name.strip("_").lower()
+        # the last word of the name without a version suffix: DatasetV2 -> dataset, SummaryWriter -> writer
+        words = [w for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", re.sub(r"V?\d+$", "", k.name)) if w]
+        last = words[-1].lower() if words else ""
         if len(want) < 4:
             continue
         files = []
         for path in code.grep(rf"\.{re.escape(name)}\("):
             text = code.text(path) or ""
-            if any(nw_similarity(m.group(1).strip("_").rstrip("0123456789"), want) >= 0.85 for m in call.finditer(text)):
+            hit = False
+            for m in call.finditer(text):
+                recv = m.group(1).strip("_").rstrip("0123456789").lower()
+                if nw_similarity(recv, want) >= 0.85 or (loose and len(last) >= 4 and recv.split("_")[-1] in (last, last + "s")):
+                    hit = True
+                    break
+            if loose and not hit:
+                # a call chained on another method of the class: `ds.batch(32).prefetch(2)`
+                api = set(code.members(k, class_level=True))
+                hit = any(m.group(1) in api for m in chained.finditer(text))
+            if hit:
                 files.append(path)
-        if len(files) >= 3 and (best is None or len(files) > len(best[1])):
+        if len(files) >= (2 if loose else 3) and (best is None or len(files) > len(best[1])):
             best = (k, files)
     return best
 
