@@ -176,24 +176,30 @@ def bench_injected(verbose: bool) -> None:
         original = (sp / mut["file"]).read_text(encoding="utf-8")
         mutated = remove_member(original, mut["class"], mut["name"])
         source = Overlay(sp, row["framework"], row["version"], {mut["file"]: mutated})
-        issue = issue_from_row(row)
-        ex = extraction_for(issue, row)
         truth = set(row["truth_files"])
-        for method, fn in (("paper", localize_paper), ("sftl", localize_sftl)):
-            t0, c0 = time.perf_counter(), time.process_time()
-            loc = fn(issue, ex, Category.MME, source, 10)
-            times.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-            r = rank_of(loc.suspects, truth) if loc.outcome == Outcome.LOCATED else None
-            results.setdefault((row["framework"], method), []).append(r)
-            results.setdefault(("all", method), []).append(r)
-            if verbose and method == "sftl" and r != 1:
-                top = loc.suspects[0] if loc.suspects else None
-                print(f"  miss {row['title'][:70]!r}: truth {sorted(truth)} got rank {r} ({loc.outcome.value}); "
-                      f"top={top.path if top else None}: {top.reason[:160] if top else loc.reason[:160]}")
-    print(f"mme_injected.jsonl ({len(rows)} rows; located-only counts as a hit)")
+        # the same report with only its error line (many real reports paste no frames): the snippet
+        # stays (user code), the traceback goes
+        err = (row.get("traceback") or "").strip().splitlines()[-1:] or [row.get("error") or ""]
+        line_only = dict(row, traceback="", summary="It fails with:\n\n" + err[0], error=err[0])
+        for variant, vrow in (("", row), ("/line", line_only)):
+            issue = issue_from_row(vrow)
+            ex = extraction_for(issue, vrow)
+            for method, fn in (("paper", localize_paper), ("sftl", localize_sftl)):
+                t0, c0 = time.perf_counter(), time.process_time()
+                loc = fn(issue, ex, Category.MME, source, 10)
+                if not variant:
+                    times.append(time.perf_counter() - t0)
+                    cpu.append(time.process_time() - c0)
+                r = rank_of(loc.suspects, truth) if loc.outcome == Outcome.LOCATED else None
+                results.setdefault((row["framework"] + variant, method), []).append(r)
+                results.setdefault(("all" + variant, method), []).append(r)
+                if verbose and method == "sftl" and r != 1:
+                    top = loc.suspects[0] if loc.suspects else None
+                    print(f"  miss{variant} {row['title'][:70]!r}: rank {r} ({loc.outcome.value}); "
+                          f"{(top.path + ': ' + top.reason[:140]) if top else loc.reason[:160]}")
+    print(f"mme_injected.jsonl ({len(rows)} rows; located-only counts as a hit; '/line': the error line only, no frames)")
     for key in sorted(results):
-        print(f"  {key[0]:<10} {key[1]:<6} {summarize(results[key])}")
+        print(f"  {key[0]:<15} {key[1]:<6} {summarize(results[key])}")
     print(
         f"  localize time per call: median {sorted(times)[len(times) // 2] * 1000:.0f} ms wall "
         f"({sorted(cpu)[len(cpu) // 2] * 1000:.0f} ms CPU), max {max(times) * 1000:.0f} ms wall ({max(cpu) * 1000:.0f} ms CPU)"

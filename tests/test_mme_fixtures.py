@@ -64,3 +64,11 @@ def test_tf_core_wheel_layout_traceback_maps_to_repository_paths() -> None:
     assert loc.outcome == Outcome.LOCATED, loc.reason
     assert loc.suspects[0].path == "tensorflow/python/ops/variables.py"
     assert loc.suspects[0].score >= 0.5
+
+
+def test_error_line_only_owner_with_a_namesake_prefers_the_exported_class() -> None:
+    loc = _locate("ambiguous_owner", "pytorch", "1.13.1", "I get:\n\nAttributeError: 'Base' object has no attribute 'xpu'\n")
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/nn/base.py"
+    assert "exported as torch.nn.Base" in loc.suspects[0].reason
+    assert [s.path for s in loc.suspects].index("torch/jit/annotations.py") > 0

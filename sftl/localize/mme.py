@@ -471,8 +471,33 @@ def _owner_candidates(code: Code, ev: _Ev, owner: str) -> list[_Candidate]:
                 # generated and test code rarely holds the class a report is about
                 odd = bool(re.search(r"(_generated|_pb2|/tests?/|/testing/|_test\.py$)", p))
                 out.append(_Candidate(ref, f"class {owner} is defined in {p}", 0.2 if odd else 0.5))
+    if len(out) > 1:
+        # several classes share the name (torch.nn.Module, torch.jit.annotations.Module): the one its
+        # package re-exports is the public class a report means; private namesakes step back
+        public = {id(c): _exported_as(code, c.cls) for c in out}
+        if any(public.values()):
+            out = [
+                _reweighted(c, 0.6, f"{c.why}, exported as {public[id(c)]}") if public[id(c)] else _reweighted(c, min(c.weight, 0.25), c.why)
+                for c in out
+            ]
     out.sort(key=lambda c: -c.weight)
     return out
+
+
+def _reweighted(c: _Candidate, weight: float, why: str) -> _Candidate:
+    return _Candidate(c.cls, why, weight)
+
+
+def _exported_as(code: Code, cls: ClassRef) -> str | None:
+    """The shortest public dotted name (`torch.nn.Module`) under which a package re-exports the class."""
+    parts = module_of(cls.path).split(".")
+    for i in range(1, len(parts)):
+        pkg = ".".join(parts[:i])
+        if any(p.startswith("_") for p in parts[1:i]):
+            continue
+        if code.resolve(f"{pkg}.{cls.name}") == (cls.path, cls.name):
+            return f"{pkg}.{cls.name}"
+    return None
 
 
 def _defines(code: Code, mro: list[ClassRef], name: str, class_level: bool = False) -> ClassRef | None:
