@@ -72,3 +72,18 @@ def test_error_line_only_owner_with_a_namesake_prefers_the_exported_class() -> N
     assert loc.suspects[0].path == "torch/nn/base.py"
     assert "exported as torch.nn.Base" in loc.suspects[0].reason
     assert [s.path for s in loc.suspects].index("torch/jit/annotations.py") > 0
+
+
+def test_py2_era_source_still_parses_and_locates() -> None:
+    site = "/usr/lib/python2.7/site-packages/tensorflow/python/training/queue_runner.py"
+    body = (
+        "```\nTraceback (most recent call last):\n"
+        '  File "repro.py", line 3, in <module>\n    qr = QueueRunner(q, [op])\n'
+        f'  File "{site}", line 10, in __init__\n    self._init_from_args(queue, enqueue_ops)\n'
+        "AttributeError: 'QueueRunner' object has no attribute '_init_from_args'\n```\n"
+    )
+    loc = _locate("py2_era", "tensorflow", "1.4.0", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "tensorflow/python/training/queue_runner.py"
+    # read from the class itself, not only from the frame's line
+    assert "QueueRunner's hierarchy" in loc.suspects[0].reason

@@ -68,10 +68,7 @@ class Code:
     def tree(self, path: str) -> ast.Module | None:
         if path not in self._tree:
             text = self.text(path)
-            try:
-                self._tree[path] = ast.parse(text) if text is not None else None
-            except (SyntaxError, ValueError):
-                self._tree[path] = None
+            self._tree[path] = parse_lenient(text) if text is not None else None
         return self._tree[path]
 
     def module_path(self, dotted: str, stubs: bool = True) -> str | None:
@@ -387,6 +384,44 @@ class Code:
             if hits:
                 return min(hits, key=lambda i: abs(i - (line or 0)))
         return line if line and 0 < line <= len(lines) else None
+
+
+_PY2_EXCEPT = re.compile(r"^(\s*)except\s+([\w.()]+(?:\s*,\s*[\w.]+)*?)\s*,\s*(\w+)\s*:", re.M)
+_PY2_PRINT = re.compile(r"^(\s*)print(?:\s*>>|\s+(?![(=]))\S.*$", re.M)
+
+
+def parse_lenient(text: str, attempts: int = 25) -> ast.Module | None:
+    """Parse old releases' files too: `async` as a name (TF 1.x) needs the 3.6 grammar; Python 2
+    statements (`print x`, `except E, e`) are blanked line by line so the classes around them survive."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        pass
+    # the commonest Python 2 statements, rewritten to their Python 3 forms (line numbers kept)
+    text = _PY2_EXCEPT.sub(r"\1except \2 as \3:", text)
+    text = _PY2_PRINT.sub(r"\1pass", text)
+    for version in ((3, 6), None):
+        try:
+            return ast.parse(text, feature_version=version) if version else ast.parse(text)
+        except (SyntaxError, ValueError):
+            pass
+    lines = text.splitlines()
+    blanked: set[int] = set()
+    for _ in range(attempts):
+        try:
+            return ast.parse("\n".join(lines) + "\n")
+        except SyntaxError as exc:
+            n = (exc.lineno or 0) - 1
+            if not 0 <= n < len(lines) or n in blanked:
+                return None
+            blanked.add(n)
+            line = lines[n]
+            indent = line[: len(line) - len(line.lstrip())]
+            # an `except E, e:` opens a block: keep a block opener so its body still parses
+            lines[n] = indent + ("if True:" if line.rstrip().endswith(":") else "pass")
+        except ValueError:
+            return None
+    return None
 
 
 def _dotted(node: ast.AST) -> str | None:
