@@ -251,6 +251,8 @@ _MME_PATTERNS = (
     ("object-attr", re.compile(r"(?:^|[\s:(`\"])'(?P<owner>[\w.]+)' object has no attribute '(?P<name>\w+)'")),
     ("object-attr", re.compile(r"\btype object '(?P<owner>[\w.]+)' has no attribute '(?P<name>\w+)'")),
     ("object-attr", re.compile(r"AttributeError:?\s+(?P<owner>[\w.]+) (?:object )?has no attribute '?(?P<name>\w+)")),
+    # other AttributeErrors that report a missing member (torch's ops: "... has no overload name 'x'")
+    ("object-attr", re.compile(r"AttributeError:?\s+[^\n]{0,200}?\bhas no (?:overload name|member) '(?P<name>\w+)'")),
     ("no-module", re.compile(r"(?i:no module named)\s+['‘’\"]?(?P<owner>[\w.]+)['‘’\"]?")),
     ("import-name", re.compile(r"(?i:cannot import name)\s+['‘’\"]?(?P<name>\w+)['‘’\"]?(?:\s+from\s+(?:partially initialized module\s+)?['‘’\"]?(?P<owner>[\w.]+))?")),
 )

@@ -218,3 +218,15 @@ def test_homogeneous_corpus_does_not_silence_strong_rules() -> None:
     result = s.screen_docs(docs[:1])[0]
     assert result.category.value == "gcrde" and "outweighs a keyword score" in result.reason
     assert result.scores["gcrde"] > result.scores["other"]
+
+
+def test_an_attribute_error_for_a_missing_op_overload_is_a_missing_module_error() -> None:
+    from sftl.extract import extract_text
+
+    body = _tb("/usr/lib/python3.11/site-packages/torch/_ops.py",
+               "AttributeError: The underlying op of 'aten.rand' has no overload name 'op_overloads'")
+    rules = prepare(("t", body), extract_text("t", body)).rules
+    assert rules.mme and "has no overload name" in rules.mme_why
+    # the same words outside an AttributeError are not one
+    prose = "The docs say the op has no overload name 'default' for this schema."
+    assert not prepare(("t", prose), extract_text("t", prose)).rules.mme
