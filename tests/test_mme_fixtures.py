@@ -87,3 +87,11 @@ def test_py2_era_source_still_parses_and_locates() -> None:
     assert loc.suspects[0].path == "tensorflow/python/training/queue_runner.py"
     # read from the class itself, not only from the frame's line
     assert "QueueRunner's hierarchy" in loc.suspects[0].reason
+
+
+def test_error_line_only_name_a_subclass_really_implements_is_a_user_error() -> None:
+    loc = _locate(
+        "subclass_extension", "tensorflow", "2.1.0", "In tf.function:\n\nAttributeError: 'Tensor' object has no attribute 'numpy'\n"
+    )
+    assert loc.outcome == Outcome.ABSTAINED
+    assert "_EagerTensorBase" in loc.reason and "user error" in loc.reason

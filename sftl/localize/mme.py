@@ -811,18 +811,25 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     supers = _super_callers(code, name, mro)
     if supers:
         return f"called from user code, but {supers[0].name}.{name} ({supers[0].path}) calls super().{name}: a base class lost it"
+    mirror = _mirror_subclass(code, name, mro)
+    related = None if mirror is not None else _related_definer(code, name, mro)
+    if related is not None and related[1] == owner:
+        # a subclass implements it (EagerTensor.numpy for a graph Tensor): the docs that call it mean the subclass
+        other = related[0]
+        return (
+            f"abstain: {name} is defined on {other.name} ({other.path}), a subclass of {owner.name}: "
+            f"the object is a {owner.name}, not a {other.name} (a user error)"
+        )
     call = re.compile(rf"\.{re.escape(name)}\(")
     documented = [k for k in mro if len(call.findall(code.class_text(k))) >= 2]
     if documented:
         return f"called from user code, but {documented[0].name}'s documentation calls .{name}(): the framework lost it"
-    mirror = _mirror_subclass(code, name, mro)
     if mirror is not None:
         sub, shared = mirror
         return (
             f"weak: called from user code, but {sub.name} ({sub.path}) re-implements {shared} of "
             f"{owner.name}'s methods, {name} among them: {name} looks like an API {owner.name} lost (low confidence)"
         )
-    related = _related_definer(code, name, mro)
     if related is not None:
         other, common = related
         kin = f"a subclass of {owner.name}" if common == owner else f"a sibling of {owner.name} under {common.name}"
@@ -863,9 +870,29 @@ def _mirror_subclass(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassR
                 continue
             own = {m for m in code.members(ref, class_level=True) if not m.startswith("_") and m != name}
             shared = len(own & base_api)
-            if shared >= 5 and shared >= 0.5 * len(own):
+            if shared >= 5 and shared >= 0.5 * len(own) and _stub_or_delegate(ref, name):
                 return ref, shared
     return None
+
+
+def _stub_or_delegate(cls: ClassRef, name: str) -> bool:
+    """Is the class's `name` a 'not supported' stub or a call forwarded to a wrapped object
+    (`return self._optimizer.name(...)`)? A real implementation may be a genuine extension instead."""
+    for node in cls.node.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if len(body) > 3:
+                return False
+            for sub in (n for b in body for n in ast.walk(b)):
+                if isinstance(sub, ast.Raise):
+                    return True
+                if isinstance(sub, ast.Call):
+                    fname = dotted(sub.func) or ""
+                    if re.search(r"(?i)not_?supported|unsupported|notimplemented", fname):
+                        return True
+                    if isinstance(sub.func, ast.Attribute) and sub.func.attr == name and (fname.startswith("self.") and fname.count(".") == 2):
+                        return True
+    return False
 
 
 def _typed_call_sites(code: Code, name: str, mro: list[ClassRef], loose: bool = False) -> tuple[ClassRef, list[str]] | None:
