@@ -88,3 +88,25 @@ def test_harness_is_stdlib_only() -> None:
         for name in names:
             # torch / tensorflow are imported lazily by the harness, inside the target environment
             assert name in sys.stdlib_module_names or name in {"torch", "tensorflow", "numpy"}, name
+
+
+def test_an_internal_error_is_one_line_not_a_traceback(tmp_path, monkeypatch) -> None:
+    """A bug inside a handler still reaches the user as one line and exit 1; --debug shows the traceback."""
+    import io
+
+    import pytest
+
+    from sftl import cli
+    from sftl.cli import triage as triage_cli
+
+    def broken(args, ctx):
+        raise ZeroDivisionError("division by zero in a handler")
+
+    monkeypatch.setattr(triage_cli, "run_triage", broken)
+    err = io.StringIO()
+    assert cli.main(["triage", "a/b", "--home", str(tmp_path)], out=io.StringIO(), err=err) == 1
+    assert err.getvalue() == (
+        "sftl: internal error: ZeroDivisionError: division by zero in a handler (rerun with --debug for the traceback)\n"
+    )
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["triage", "a/b", "--debug", "--home", str(tmp_path)], out=io.StringIO(), err=io.StringIO())

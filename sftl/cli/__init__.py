@@ -67,6 +67,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         "--api-url", default=argparse.SUPPRESS, help="GitHub API root (env SFTL_GITHUB_API_URL)"
     )
     parser.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show Python tracebacks of internal errors"
+    )
+    parser.add_argument(
         "--offline",
         action="store_true",
         default=argparse.SUPPRESS,
@@ -125,6 +128,12 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None, err: IO[
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # a bug in sftl: still one line for the user; the traceback only on request
+        if getattr(args, "debug", False):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        ctx_err.write(f"sftl: internal error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)\n")
+        return EXIT_ERROR
 
 
 def entry() -> None:

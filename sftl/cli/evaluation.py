@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sftl.cli import EXIT_INTERRUPTED, EXIT_OK, Context, add_common
+from sftl.cli import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK, Context, add_common
 from sftl.errors import InputError
 
 if TYPE_CHECKING:
@@ -270,6 +270,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         ctx.out.write(report)
     ctx.err.write(f"wrote {out}/report.md, summary.json, rows.csv{'' if args.no_plots else ', topk.png, screening.png'}\n")
+    if not screened:
+        ctx.err.write(f"sftl: no usable label line in {labels_path} ({len(skipped)} skipped; see the report)\n")
+        return EXIT_NO_RESULT
     return EXIT_OK
 
 
@@ -486,6 +489,8 @@ def _plots(out: Path, summary: dict[str, Any]) -> None:
     fig.savefig(out / "topk.png", dpi=100)
     plt.close(fig)
 
+    if not summary.get("screening_thresholds"):
+        return  # nothing was screened (every label line skipped): no threshold curve to draw
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for ax, cat in zip(axes, ("mme", "gcrde"), strict=True):
         curve = summary["screening_thresholds"]["keywords" if "keywords" in summary["screening_thresholds"]

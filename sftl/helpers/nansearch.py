@@ -98,6 +98,10 @@ def search_script(
     script = Path(path).expanduser().resolve()
     if not script.is_file():
         raise InputError(f"no such script: {path}")
+    try:
+        script.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     if params and entry is None:
         raise InputError("--params needs --entry FUNC (the parameters of the script's nn.Module globals)")
     if budget <= 0:
