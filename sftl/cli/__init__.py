@@ -60,6 +60,17 @@ class Context:
         return Console(file=self.err if stderr else self.out, highlight=False, soft_wrap=False)
 
 
+def positive_int(text: str) -> int:
+    """argparse type for counts that must be at least 1 (--top, --jobs, ...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     """Options every command accepts, before or after the command name."""
     parser.add_argument("--home", default=argparse.SUPPRESS, help="state directory (env SFTL_HOME)")

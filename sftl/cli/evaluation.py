@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sftl.cli import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK, Context, add_common
+from sftl.cli import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK, Context, add_common, positive_int
 from sftl.errors import InputError
 
 if TYPE_CHECKING:
@@ -49,10 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--methods", default="sftl,paper,vsm,bert", type=_methods, metavar="M[,M...]",
         help=f"localizers to compare, comma-separated (default: all of {','.join(METHODS)})",
     )
-    p.add_argument("--jobs", type=_positive, default=1, metavar="N", help="parallel worker processes (default 1)")
+    p.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="parallel worker processes (default 1)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: <home>/eval/<label file name>)")
-    p.add_argument("--top", type=_positive, default=10, metavar="K", help="suspects kept per method (default 10)")
-    p.add_argument("--paper-k", type=_positive, default=1, metavar="K",
+    p.add_argument("--top", type=positive_int, default=10, metavar="K", help="suspects kept per method (default 10)")
+    p.add_argument("--paper-k", type=positive_int, default=1, metavar="K",
                    help="cut-off of the study's accuracy/precision/recall/F1 (default 1)")
     p.add_argument(
         "--screeners", default="keywords", type=_screeners, metavar="S[,S...]",
@@ -64,16 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true", help="print summary.json instead of the markdown report")
     add_common(p)
     p.set_defaults(handler=run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def _screeners(text: str) -> list[str]:

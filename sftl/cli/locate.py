@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from sftl.cli import EXIT_NO_RESULT, EXIT_OK, Context, add_common
+from sftl.cli import EXIT_NO_RESULT, EXIT_OK, Context, add_common, positive_int
 
 if TYPE_CHECKING:
     from sftl.model import Report
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("target", metavar="TARGET", help="issue URL, OWNER/REPO#N, or a GitHub issue JSON file")
     p.add_argument("--source-root", metavar="DIR", help="a local tree laid out like the framework's repository")
     p.add_argument("--method", choices=METHODS, default="sftl", help="localizer (default: sftl; paper = the published method)")
-    p.add_argument("--top", type=_positive, default=10, metavar="K", help="how many files to rank (default 10)")
+    p.add_argument("--top", type=positive_int, default=10, metavar="K", help="how many files to rank (default 10)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the documented JSON object")
     out.add_argument("--format", choices=("text", "markdown"), default="text", help="output for people (default text)")
@@ -35,16 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--rescreen", action="store_true", help="screen again even when a screening is stored")
     add_common(p)
     p.set_defaults(handler=run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
