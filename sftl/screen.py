@@ -936,6 +936,15 @@ class LearnedScreener:
         return hstack([tfidf, csr_matrix(dense)]).tocsr()
 
     def fit(self, items: Iterable[Any], labels: Sequence[str]) -> LearnedScreener:
+        from threadpoolctl import threadpool_limits  # a scikit-learn dependency
+
+        # One BLAS thread: on a few hundred reports L-BFGS (LogisticRegression, the sigmoid calibration)
+        # makes thousands of tiny BLAS calls, and waking OpenBLAS's threads for each cost 10-20x the
+        # work itself (minutes of a 5-fold evaluation on a busy machine, against well under a second).
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit(items, labels)
+
+    def _fit(self, items: Iterable[Any], labels: Sequence[str]) -> LearnedScreener:
         import numpy as np
         from sklearn.calibration import CalibratedClassifierCV
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -985,13 +994,19 @@ class LearnedScreener:
             raise InputError("the learned screener is not trained; run `sftl screen --train LABELS.jsonl`")
         if not docs:
             return []
+        import numpy as np
+
         X = self._features(docs)
         proba = self.model_.predict_proba(X)
+        # the averaged coefficients and the feature names once per batch, not once per report
+        coef = np.mean([est.estimator.coef_ for est in self.model_.calibrated_classifiers_], axis=0)
+        names = (list(self.tfidf_.get_feature_names_out()) + [f"rule:{n}" for n in FEATURE_NAMES]
+                 + ["keyword score:mme", "keyword score:gcrde"])
         out = []
         for i, d in enumerate(docs):
             scores = {c: round(float(p), 4) for c, p in zip(self.classes_, proba[i], strict=True)}
             cat = max(scores, key=lambda c: scores[c])
-            evidence = self._evidence(X, i, cat, d)
+            evidence = self._evidence(X, i, cat, d, coef, names)
             abstain = scores[cat] < self.min_confidence_
             reason = (f"needs human triage: confidence {scores[cat]:.2f} < {self.min_confidence_:.2f} "
                       f"(precision target {self.precision_target:g})") if abstain else f"confidence {scores[cat]:.2f}"
@@ -999,16 +1014,10 @@ class LearnedScreener:
                                  evidence, self.method, bool(abstain), reason))
         return out
 
-    def _evidence(self, X: Any, i: int, cat: str, d: Doc) -> tuple[str, ...]:
+    def _evidence(self, X: Any, i: int, cat: str, d: Doc, coef: Any, names: list[str]) -> tuple[str, ...]:
         """The words and rule features that pushed this report towards its category most."""
-        import numpy as np
-
-        coefs = [est.estimator.coef_ for est in self.model_.calibrated_classifiers_]
-        coef = np.mean(coefs, axis=0)
         k = list(self.model_.classes_).index(cat)
         row = X.getrow(i)
-        names = (list(self.tfidf_.get_feature_names_out()) + [f"rule:{n}" for n in FEATURE_NAMES]
-                 + ["keyword score:mme", "keyword score:gcrde"])
         contrib = sorted(((row[0, j] * coef[k, j], names[j]) for j in row.indices), reverse=True)
         words = [n for v, n in contrib if v > 0][:6]
         if cat == "mme" and d.rules.mme:

@@ -96,3 +96,21 @@ def test_artefact_round_trip_and_version_check(trained: LearnedScreener, tmp_pat
 def test_untrained_model_says_so() -> None:
     with pytest.raises(InputError, match="not trained"):
         LearnedScreener().predict(["x"])
+
+
+def test_fit_restores_the_process_thread_settings() -> None:
+    # fit runs its solver on one BLAS thread; the caller's settings (torch, numpy work) must come back as they were
+    from threadpoolctl import threadpool_info
+
+    before = [(p["filepath"], p["num_threads"]) for p in threadpool_info()]
+    docs, labels = load_labels(LABELS)
+    LearnedScreener().fit(docs, labels)
+    assert [(p["filepath"], p["num_threads"]) for p in threadpool_info()] == before
+
+
+def test_batch_screening_equals_one_at_a_time(trained: LearnedScreener) -> None:
+    docs, _ = load_labels(LABELS)
+    batch = trained.screen_docs(docs[:8])
+    single = [trained.screen_docs([d])[0] for d in docs[:8]]
+    assert [(s.category, s.evidence) for s in batch] == [(s.category, s.evidence) for s in single]
+    assert all(s.evidence for s in batch)
