@@ -473,11 +473,12 @@ def _owner_candidates(code: Code, ev: _Ev, owner: str) -> list[_Candidate]:
                 out.append(_Candidate(ref, f"class {owner} is defined in {p}", 0.2 if odd else 0.5))
     if len(out) > 1:
         # several classes share the name (torch.nn.Module, torch.jit.annotations.Module): the one its
-        # package re-exports is the public class a report means; private namesakes step back
+        # package re-exports is the public class a report means; namesakes step back a little (evidence
+        # in their own code still decides)
         public = {id(c): _exported_as(code, c.cls) for c in out}
         if any(public.values()):
             out = [
-                _reweighted(c, 0.6, f"{c.why}, exported as {public[id(c)]}") if public[id(c)] else _reweighted(c, min(c.weight, 0.25), c.why)
+                _reweighted(c, 0.6, f"{c.why}, exported as {public[id(c)]}") if public[id(c)] else _reweighted(c, min(c.weight, 0.45), c.why)
                 for c in out
             ]
     out.sort(key=lambda c: -c.weight)
@@ -678,7 +679,7 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
         out.append(_suspect(path, 0.05, f"traceback frame {num} ({frame.function})"))
     # weak evidence (only user code asked, the framework merely mirrors or calls the name) is still
     # an answer, scored low so that consumers can tell it from a traceback-backed one
-    return _located(out, top, min_score=0.25 if weak else 0.35)
+    return _located(out, top, min_score=0.2 if weak else 0.35)
 
 
 def _attribute_patterns(owner: str | None, name: str, suggestion: str | None) -> list[str]:
