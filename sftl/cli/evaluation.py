@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--screeners", default="keywords", type=_screeners, metavar="S[,S...]",
         help="screeners to score: keywords (the published one; default), learned (5-fold cross-validated: "
-        "five trainings, minutes on a few hundred issues)",
+        "five trainings, a few seconds on a few hundred issues)",
     )
     p.add_argument("--restart", action="store_true", help="discard the checkpoint in --out and start over")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
