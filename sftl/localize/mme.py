@@ -821,8 +821,12 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
             f"abstain: {name} is defined on {other.name} ({other.path}), a subclass of {owner.name}: "
             f"the object is a {owner.name}, not a {other.name} (a user error)"
         )
-    call = re.compile(rf"\.{re.escape(name)}\(")
-    documented = [k for k in mro if len(call.findall(code.class_text(k))) >= 2]
+    # documentation calling it on the class's own objects (`dataset.as_numpy_iterator()`), not on
+    # values the class merely produces (`element.numpy()` in Dataset's docs)
+    call = re.compile(rf"\b(\w+)\.{re.escape(name)}\(")
+    documented = [
+        k for k in mro if sum(1 for m in call.finditer(code.class_text(k)) if _receiver_like(m.group(1), k.name)) >= 2
+    ]
     if documented:
         return f"called from user code, but {documented[0].name}'s documentation calls .{name}(): the framework lost it"
     if mirror is not None:
@@ -853,6 +857,16 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
             f"in {len(files)} file(s) (e.g. {files[0]}): {cls.name} may have lost it (low confidence)"
         )
     return f"abstain: {owner.name} has no {name} in {version} and the error comes from user code: a removed or misspelled API"
+
+
+def _receiver_like(recv: str, cls_name: str) -> bool:
+    """Is a variable named like an instance of the class (`module` for Module, `writer` for SummaryWriter)?"""
+    recv = recv.strip("_").rstrip("0123456789").lower()
+    if recv in ("self", "cls"):
+        return True
+    words = [w for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", re.sub(r"V?\d+$", "", cls_name)) if w]
+    last = words[-1].lower() if words else ""
+    return nw_similarity(recv, cls_name.strip("_").lower()) >= 0.85 or (len(last) >= 3 and recv.split("_")[-1] in (last, last + "s"))
 
 
 def _mirror_subclass(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassRef, int] | None:
