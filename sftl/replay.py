@@ -555,6 +555,8 @@ def expand_versions(framework: str, spec: str) -> list[str]:
     versions = [v.strip() for v in spec.split(",") if v.strip()]
     if not versions:
         raise InputError(f"no versions in {spec!r}")
+    for v in versions:
+        parse_version(v)  # a typo is bad input (exit 2), not a release with no environment
     return versions
 
 

@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     e = esub.add_parser("create", help="build the environment for FRAMEWORK==VERSION (e.g. pytorch==1.13.1)")
     e.add_argument("spec", metavar="FRAMEWORK==VERSION")
     e.add_argument("--backend", choices=("auto", "conda", "venv"), default="auto")
-    e.add_argument("--python", metavar="X.Y", help="the Python to build with (default: newest supported that works)")
+    e.add_argument("--python", metavar="X.Y", type=_python_version, help="the Python to build with (default: newest supported that works)")
     e.add_argument("--dry-run", action="store_true", help="show the resolution and the commands; build nothing")
     e.add_argument("--json", action="store_true")
     add_common(e)
@@ -98,10 +98,31 @@ def _limits(args: argparse.Namespace) -> Any:
     from sftl.errors import InputError
     from sftl.sandbox import Limits, parse_size
 
-    if args.timeout <= 0 or args.max_procs < 1:
+    # `not x > 0` also refuses nan; inf would never time out, so it is refused too.
+    if not 0 < args.timeout < float("inf") or args.max_procs < 1:
         raise InputError("--timeout and --max-procs must be positive")
+    budget = getattr(args, "nan_budget", None)
+    if budget is not None and not 0 < budget < float("inf"):
+        raise InputError(f"--nan-budget must be a positive number of seconds, not {budget}")
     return Limits(timeout=args.timeout, memory=parse_size(args.memory), max_procs=args.max_procs,
                   output=parse_size(args.max_output))
+
+
+def _check_version(text: str | None) -> None:
+    """A --version the user typed must read as a release (exit 2), unlike a report's, which may be vague."""
+    if text is not None:
+        from sftl.envs import parse_version
+
+        parse_version(text)
+
+
+def _python_version(text: str) -> str:
+    """argparse type for --python: X.Y (or X.Y.Z)."""
+    import re
+
+    if not re.fullmatch(r"[23]\.\d{1,2}(\.\d{1,2})?", text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python version X.Y (e.g. 3.10)")
+    return text.strip()
 
 
 def _inputs(args: argparse.Namespace, ctx: Context, store: Any) -> tuple[str, str | None, str | None, Any, Any]:
@@ -124,6 +145,7 @@ def _inputs(args: argparse.Namespace, ctx: Context, store: Any) -> tuple[str, st
             expected = Traceback(frames=(), exception=kind.strip(), message=message.strip())
         if not args.framework:
             raise InputError("--snippet needs --framework pytorch|tensorflow")
+        _check_version(args.fw_version)
         return code, args.framework, args.fw_version, expected, None
     if not args.target:
         raise InputError("give a TARGET (issue URL, OWNER/REPO#N, FILE.json) or --snippet FILE.py")
@@ -139,6 +161,7 @@ def _inputs(args: argparse.Namespace, ctx: Context, store: Any) -> tuple[str, st
         kind, _, message = args.expect.partition(":")
         expected = Traceback(frames=(), exception=kind.strip(), message=message.strip())
     framework = args.framework or framework_of(issue, extraction)
+    _check_version(args.fw_version)
     version = args.fw_version or extraction.environment.version
     return code, framework, version, expected, issue
 

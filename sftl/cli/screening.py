@@ -71,7 +71,11 @@ def cmd_screen(args: argparse.Namespace, ctx: Context) -> int:
     if args.train:
         if not 0 < args.precision <= 1:
             raise InputError(f"--precision {args.precision} is not in (0, 1]")
-        docs, labels = scr.load_labels(args.train)
+        try:
+            docs, labels = scr.load_labels(args.train)
+        except UnicodeDecodeError as exc:  # load_labels (sftl/screen.py) reads text without catching this
+            raise InputError(f"{args.train} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                             f"{exc.start})") from None
         model = scr.LearnedScreener(precision_target=args.precision).fit(docs, labels)
         model.save(path)
         counts = {c: labels.count(c) for c in scr.CLASSES}

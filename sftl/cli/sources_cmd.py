@@ -51,9 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _fetch(args: argparse.Namespace, ctx: Any) -> int:
+    from sftl.envs import parse_version
     from sftl.sources import fetch_cxx, fetch_wheel, parse_spec
 
     framework, version = parse_spec(args.spec)
+    parse_version(version)  # 'pytorch==abc' is bad input (exit 2), not a question for pip
     ctx.err.write(f"fetching the {framework} {version} wheel ...\n")
     wheel = fetch_wheel(framework, version, ctx.settings, python=args.python)
     result: dict[str, Any] = {"framework": framework, "version": version, "wheel": str(wheel), "cxx_files": None}
@@ -70,9 +72,11 @@ def _fetch(args: argparse.Namespace, ctx: Any) -> int:
 
 
 def _add(args: argparse.Namespace, ctx: Any) -> int:
+    from sftl.envs import parse_version
     from sftl.sources import parse_spec, register_tree
 
     framework, version = parse_spec(args.spec)
+    parse_version(version)
     register_tree(ctx.settings, framework, version, args.root)
     ctx.out.write(f"{framework} {version}: tree {args.root} registered\n")
     if framework == "pytorch":  # index the kernels now, so the first `sftl locate` on it is as fast as the next
