@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +25,9 @@ ETA_MAX = 64.0  # a step may multiply a value's magnitude by up to ~65
 ETA_MIN = 1e-6  # below this the target site is given up
 MAX_TRIES = 80  # steps on one site before moving to the next
 NEWTON_OVERSHOOT = 1.25  # aim a quarter past the boundary: log(0) is -inf but sqrt(0) is still finite
-NEWTON_RETRY = 4  # after a failed first-order step, retry one after this many accepted signed steps
+NEWTON_FACTORS = (NEWTON_OVERSHOOT, 4.0)  # first-order probes: just past the boundary, then well past it
+TINY = 1e-60  # well below float32's smallest subnormal (1.4e-45), where a positive value rounds to 0
+SIGNED_FACTORS = (1.0, 4.0, 16.0)  # signed probes, in units of the current step size eta
 RANDOM_DOUBLING_EVERY = 10  # random baseline: trials per scale before doubling it
 
 
@@ -120,6 +123,13 @@ def gradient_search(
         seen.update(out.margins)
         return out
 
+    def probe(values: list[np.ndarray], target: str | None = None) -> RunOutcome:
+        nonlocal steps
+        steps += 1
+        out = backend.run(values, target, False, deadline)
+        seen.update(out.margins)
+        return out
+
     x = start
     out = start_outcome if start_outcome is not None else run(x, None)
     seen.update(out.margins)
@@ -127,7 +137,7 @@ def gradient_search(
         return _done(out.finding, steps, t0, x, seen, c0)
     exhausted: set[str] = set()
     target: str | None = None
-    eta, tries, restarts, newton, since_newton = ETA0, 0, 0, True, 0
+    eta, tries, restarts = ETA0, 0, 0
     while time.perf_counter() < deadline:
         candidates = {s: v for s, v in out.normalized.items() if s not in exhausted}
         if not candidates:
@@ -138,16 +148,18 @@ def gradient_search(
                 np.clip(s + sigma * _scale(v) * rng.standard_normal(s.shape), -lim, lim)
                 for s, v, lim in zip(start, vars_, limits, strict=True)
             ]
-            out = run(x, None)
+            out = probe(x)
             if out.finding:
                 return _done(out.finding, steps, t0, x, seen, c0)
             exhausted.clear()
             target = None
             continue
         chosen = min(candidates, key=lambda s: candidates[s])
-        if chosen != target or out.grads is None:
-            target, eta, tries, newton, since_newton = chosen, ETA0, 0, True, 0
-            out = run(x, target)
+        fresh = chosen != target
+        if fresh:
+            target, eta, tries = chosen, ETA0, 0
+        if fresh or out.grads is None:
+            out = run(x, target)  # the one run per accepted point that pays for a gradient
             if out.finding:
                 return _done(out.finding, steps, t0, x, seen, c0)
             if target not in out.margins or out.grads is None:
@@ -157,41 +169,25 @@ def gradient_search(
         if not any(g is not None and np.any(g) for g in grads):
             exhausted.add(target)
             continue
-        proposal = _newton(x, grads, out.margins[target], out.target_crossing, limits) if newton else None
-        used_newton = proposal is not None
-        if proposal is None:
-            proposal = []
-            for xi, gi, tau, lim in zip(x, grads, taus, limits, strict=True):
-                if gi is None:
-                    proposal.append(xi)
-                    continue
-                step = eta * np.maximum(np.abs(xi), tau)  # relative far from 0, so 0 itself can be reached
-                proposal.append(np.clip(xi - np.sign(gi) * step, -lim, lim))
-        new = run(proposal, target, out.margins[target])  # no gradient for a step that will be rejected
-        if new.finding:
-            return _done(new.finding, steps, t0, proposal, seen, c0)
+        margin = out.margins[target]
+        best: tuple[list[np.ndarray], RunOutcome] | None = None
+        # probe along the gradient with plain runs (no autograd): a first-order jump to (and past) the
+        # boundary, then signed steps of growing size; the best probe becomes the next point
+        for proposal in _probes(x, grads, margin, out.target_crossing, limits, taus, eta):
+            if time.perf_counter() >= deadline:
+                break
+            new = probe(proposal, target)
+            if new.finding:
+                return _done(new.finding, steps, t0, proposal, seen, c0)
+            if new.error is None and target in new.margins and new.margins[target] < (
+                    best[1].margins[target] if best else margin):
+                best = (proposal, new)
         tries += 1
-        improved = (
-            new.error is None
-            and target in new.margins
-            and new.grads is not None
-            and new.margins[target] < out.margins[target]
-        )
-        if used_newton:
-            # keep first-order steps while they get 90% of the way (a nearly linear margin, e.g. a divisor
-            # that rounding kept off 0); otherwise the margin is far from linear (a softmax probability,
-            # a sum of exponentials) and signed steps with a growing size do better
-            close = improved and new.margins[target] < 0.1 * out.margins[target]
-            newton, since_newton = close, 0
-            if improved:
-                x, out = proposal, new
-        elif improved:
-            x, out = proposal, new
+        if best is not None:
+            x, out = best  # out.grads is None: the next round takes the gradient there
             eta = min(eta * ETA_GROWTH, ETA_MAX)
-            since_newton += 1
-            newton = since_newton >= NEWTON_RETRY
         else:
-            eta *= 0.5
+            eta *= 0.125  # the probes spanned eta..16 eta: shrink below all of them
             if eta < ETA_MIN:
                 exhausted.add(target)
         if tries >= MAX_TRIES:
@@ -201,14 +197,44 @@ def gradient_search(
                         time.process_time() - c0)
 
 
+def _probes(
+    x: list[np.ndarray], grads: list[np.ndarray | None], margin: float, crossing: bool, limits: list[float],
+    taus: list[float], eta: float,
+) -> Iterator[list[np.ndarray]]:
+    """Points along the gradient, the likeliest first: the first-order steps just past the boundary and far
+    past it (log space), then signed steps of 1, 4 and 16 eta (capped at ETA_MAX)."""
+    # a margin that must cross 0 (log's input, sqrt's) is often far from linear near it (a softmax
+    # probability, an exponential): its logarithm is nearly linear, and the first-order step in log space
+    # to well below float32's smallest subnormal is the plain step scaled by ln(margin / TINY)
+    # towards 0 (a divisor that is a sum of exponentials) likewise: the plain step there aims at 0 exactly
+    factors = NEWTON_FACTORS
+    if margin > 0:
+        factors = (factors[0], max(factors[1], math.log(margin / TINY)))
+    newton = [_newton(x, grads, margin, crossing, limits, f) for f in factors[:1]]
+    newton += [_newton(x, grads, margin, True, limits, f) for f in factors[1:]]
+    etas = sorted({min(eta * k, ETA_MAX) for k in SIGNED_FACTORS})
+
+    def signed(e: float) -> list[np.ndarray]:
+        return [xi if gi is None else np.clip(xi - np.sign(gi) * e * np.maximum(np.abs(xi), tau), -lim, lim)
+                for xi, gi, tau, lim in zip(x, grads, taus, limits, strict=True)]
+
+    if crossing:  # any point past 0 is invalid: the far jump first, the near one if the far one saturates
+        newton.reverse()
+    order: list[list[np.ndarray] | None] = [*newton, *(signed(e) for e in etas)]
+    for p in order:
+        if p is not None:
+            yield p
+
+
 def _newton(
-    x: list[np.ndarray], grads: list[np.ndarray | None], margin: float, crossing: bool, limits: list[float]
+    x: list[np.ndarray], grads: list[np.ndarray | None], margin: float, crossing: bool, limits: list[float],
+    overshoot: float = NEWTON_OVERSHOOT,
 ) -> list[np.ndarray] | None:
     """The first-order step that takes the margin to 0 (or a little past it where the invalid side lies beyond)."""
     gsq = sum(float(np.sum(g * g)) for g in grads if g is not None)
     if not math.isfinite(gsq) or gsq <= 0 or not math.isfinite(margin):
         return None
-    factor = (margin * NEWTON_OVERSHOOT if crossing else margin) / gsq
+    factor = (margin * overshoot if crossing else margin) / gsq
     proposal = []
     for xi, gi, lim in zip(x, grads, limits, strict=True):
         if gi is None:

@@ -199,15 +199,17 @@ class _Watcher(TorchFunctionMode):
 
     def _margin(self, func: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
         st = self.state
+        line, _ = self.program.user_line()
+        site = f"{op_display(func)}@{line}"
+        # only the target's margin is differentiated: the others are plain values (no graph to build)
+        differentiate = st.want_grad and site == st.target
         try:
-            with torch.enable_grad():
+            with torch.enable_grad() if differentiate else torch.no_grad():
                 m: Margin | None = fn(KERNEL, args, kwargs, result)
         except (RuntimeError, TypeError, ValueError):
             return
         if m is None or not math.isfinite(m.value):
             return
-        line, _ = self.program.user_line()
-        site = f"{op_display(func)}@{line}"
         if m.value < st.margins.get(site, math.inf):
             st.margins[site] = m.value
             st.normalized[site] = m.normalized
