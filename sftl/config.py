@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -16,16 +17,20 @@ def _default_home(env: Mapping[str, str]) -> Path:
     return Path(data) / "sftl"
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, positive: bool = False) -> float:
+    """A numeric setting; negative, nan and inf values (and 0 where `positive`) are refused (exit 2)."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        return float(raw)
-    except ValueError:
-        from sftl.errors import InputError
+    from sftl.errors import InputError
 
+    try:
+        value = float(raw)
+    except ValueError:
         raise InputError(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise InputError(f"{name}={raw!r} must be a {'positive' if positive else 'non-negative'} number")
+    return value
 
 
 @dataclass(frozen=True)
@@ -77,18 +82,23 @@ def load_settings(
     """Build settings: explicit arguments win over SFTL_* variables, which win over defaults."""
     source: Mapping[str, str] = os.environ if env is None else env
     home_path = Path(home) if home else Path(source["SFTL_HOME"]) if source.get("SFTL_HOME") else _default_home(source)
+    api_root = (api_url or source.get("SFTL_GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
+    if not api_root.startswith(("http://", "https://")):
+        from sftl.errors import InputError
+
+        raise InputError(f"the GitHub API root {api_root!r} is not an http(s) URL (SFTL_GITHUB_API_URL / --api-url)")
     settings = Settings(
         home=home_path.expanduser(),
-        api_url=(api_url or source.get("SFTL_GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
+        api_url=api_root,
         token=source.get("GITHUB_TOKEN") or source.get("SFTL_GITHUB_TOKEN") or None,
         offline=bool(offline) if offline is not None else source.get("SFTL_OFFLINE", "") in ("1", "true", "yes"),
-        http_timeout=_float(source, "SFTL_HTTP_TIMEOUT", 30.0),
+        http_timeout=_float(source, "SFTL_HTTP_TIMEOUT", 30.0, positive=True),
         max_retries=int(_float(source, "SFTL_MAX_RETRIES", 5)),
         backoff_base=_float(source, "SFTL_BACKOFF", 1.0),
         rate_limit_wait=_float(source, "SFTL_RATE_LIMIT_WAIT", 60.0),
         chromedriver=source.get("SFTL_CHROMEDRIVER") or None,
         chromium=source.get("SFTL_CHROMIUM") or None,
-        page_timeout=_float(source, "SFTL_PAGE_TIMEOUT", 30.0),
+        page_timeout=_float(source, "SFTL_PAGE_TIMEOUT", 30.0, positive=True),
         base_env=dict(source),
     )
     return settings.with_overrides(**overrides)

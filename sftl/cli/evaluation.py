@@ -195,7 +195,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.source_root and not Path(args.source_root).is_dir():
         raise InputError(f"--source-root {args.source_root} is not a directory")
     out = Path(args.out) if args.out else ctx.settings.home / "eval" / labels_path.stem
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # --out names a file, or a place we may not write
+        raise InputError(f"cannot create the report directory {out}: {exc.strerror or exc}") from None
     checkpoint = out / CHECKPOINT
     if args.restart and checkpoint.exists():
         checkpoint.unlink()

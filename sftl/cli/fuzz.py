@@ -69,6 +69,10 @@ def run_fuzz(args: argparse.Namespace, ctx: Any) -> int:
 
     if args.budget < 20 or args.budget > 100_000:
         raise InputError(f"--budget {args.budget}: expected 20..100000")
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers {args.workers}: expected at least 1")
+    if args.variants < 1:
+        raise InputError(f"--variants {args.variants}: expected at least 1")
     if args.replay and not args.seed_from:
         raise InputError("--replay needs --seed-from (the call whose variants are replayed)")
     framework = args.framework or ("tensorflow" if args.api.startswith(("tf.", "tensorflow.")) else "pytorch")

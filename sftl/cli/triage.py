@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--state", default="open", choices=["open", "closed", "all"])
     p.add_argument("--limit", type=int, help="at most this many issues")
     p.add_argument("--replay", action="store_true", help="also replay each snippet in the sandbox")
-    p.add_argument("--method", default="sftl", help="localization method (default sftl)")
+    p.add_argument("--method", default="sftl", choices=["sftl", "paper", "vsm", "bert"], help="localization method (default sftl)")
     p.add_argument("--source-root", help="framework source tree to localize against")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
@@ -49,15 +49,27 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
         raise InputError(f"{args.repo!r} is not OWNER/REPO")
     if args.jobs < 1:
         raise InputError("--jobs must be at least 1")
+    from pathlib import Path
+
+    from sftl.intake import check_crawl_args, normalize_since
+
+    # refuse bad arguments before any work: a --limit of -1 sliced off the last issue, a --since that is
+    # not a date filtered everything out ("no stored issues"), a missing --source-root failed every issue
+    check_crawl_args(args.repo, args.state, args.limit)
+    since = normalize_since(args.since) if args.since else None
+    if args.source_root is not None and not Path(args.source_root).expanduser().is_dir():
+        raise InputError(f"--source-root {args.source_root} is not a directory")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"--out {args.out} is a file, not a report directory")
     settings = ctx.settings
     with Store(settings.db_path) as store:
         if not settings.offline:
             from sftl.intake import crawl
 
-            crawl(args.repo, settings, store, since=args.since, state=args.state, limit=args.limit)
+            crawl(args.repo, settings, store, since=since, state=args.state, limit=args.limit)
         issues = list(store.iter_issues(repo=args.repo, state=args.state))
-        if args.since:
-            issues = [i for i in issues if i.updated_at >= args.since]
+        if since:
+            issues = [i for i in issues if i.updated_at >= since]  # GitHub's YYYY-MM-DDTHH:MM:SSZ sorts as text
         if args.limit:
             issues = issues[: args.limit]
         if not issues:
@@ -78,7 +90,11 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
         report = triage.build_report(args.repo, stats.rows, triage.find_duplicates(issues))
-        paths = triage.write_report(report, args.out)
+        try:
+            paths = triage.write_report(report, args.out)
+        except OSError as exc:  # the results are stored; only the report could not be written
+            raise InputError(f"cannot write the report under {args.out}: {exc.strerror or exc} "
+                             "(the results are stored: rerun with another --out)") from None
     summary = {
         "repo": args.repo,
         "issues": stats.total,
