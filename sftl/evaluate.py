@@ -353,6 +353,8 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return SkippedRow(line, "", f"malformed JSON ({exc.msg} at column {exc.colno})")
+    except RecursionError:  # the C decoder recurses per nesting level
+        return SkippedRow(line, "", "JSON nested too deeply")
     if not isinstance(obj, dict):
         return SkippedRow(line, "", f"expected a JSON object, got {type(obj).__name__}")
     issue = obj.get("issue")

@@ -137,6 +137,21 @@ def _login(obj: Any) -> str:
     return obj.get("login", "") if isinstance(obj, dict) and isinstance(obj.get("login"), str) else ""
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_unicode(obj: Any) -> Any:
+    """`obj` with lone UTF-16 surrogates (legal JSON escapes such as \\ud800, not encodable as UTF-8,
+    so SQLite refuses them) replaced by U+FFFD; the decoder has already joined every valid pair."""
+    if isinstance(obj, str):
+        return _LONE_SURROGATE.sub("\ufffd", obj) if _LONE_SURROGATE.search(obj) else obj
+    if isinstance(obj, dict):
+        return {k: _valid_unicode(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_valid_unicode(v) for v in obj]
+    return obj
+
+
 def comment_from_json(obj: Any) -> Comment:
     """A REST issue-comment object -> Comment."""
     if not isinstance(obj, dict):
@@ -187,6 +202,9 @@ def issue_from_json(obj: Any, comments: list[dict[str, Any]] | None = None) -> I
     """
     if not isinstance(obj, dict):
         raise InputError(f"an issue must be a JSON object, not {type(obj).__name__}")
+    obj = _valid_unicode(obj)
+    if comments is not None:
+        comments = _valid_unicode(comments)
     number = obj.get("number")
     if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
         raise InputError("not a GitHub issue object: no positive integer 'number'")

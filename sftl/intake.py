@@ -56,6 +56,8 @@ def parse_json_text(text: str, name: str) -> Any:
     """json.loads with a one-line InputError that says where, and whether it looks truncated."""
     try:
         return json.loads(text)
+    except RecursionError:  # the C decoder recurses per nesting level
+        raise InputError(f"{name}: JSON nested too deeply to be a GitHub issue") from None
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip()) or "Unterminated" in exc.msg
         what = "truncated JSON" if truncated else "corrupt JSON"
@@ -480,6 +482,9 @@ def _iter_documents(data: bytes) -> Iterator[tuple[int, Any, str | None]]:
         line = text.count("\n", 0, pos) + 1
         try:
             obj, pos = decoder.raw_decode(text, pos)
+        except RecursionError:
+            yield line, None, "JSON nested too deeply to be a GitHub issue"
+            return
         except json.JSONDecodeError as exc:
             yield line, None, f"{'truncated' if exc.pos >= len(text.rstrip()) else 'corrupt'} JSON ({exc.msg}; line {exc.lineno}, column {exc.colno})"
             return  # no way to resynchronise inside a broken document

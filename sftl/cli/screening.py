@@ -76,6 +76,8 @@ def cmd_screen(args: argparse.Namespace, ctx: Context) -> int:
         except UnicodeDecodeError as exc:  # load_labels (sftl/screen.py) reads text without catching this
             raise InputError(f"{args.train} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
                              f"{exc.start})") from None
+        except RecursionError:  # json.loads on absurdly nested input, also uncaught in load_labels
+            raise InputError(f"{args.train}: JSON nested too deeply to be a labelled issue") from None
         model = scr.LearnedScreener(precision_target=args.precision).fit(docs, labels)
         model.save(path)
         counts = {c: labels.count(c) for c in scr.CLASSES}
