@@ -525,6 +525,8 @@ class GitHubClient:
             return json.loads(resp.body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise GitHubError(f"GitHub sent a malformed JSON answer ({exc})") from exc
+        except RecursionError:  # the C decoder recurses per nesting level
+            raise GitHubError("GitHub sent a malformed JSON answer (nested too deeply)") from None
 
     def _cache_path(self, url: str, accept: str | None) -> Path:
         digest = hashlib.sha256(f"{accept or ''} {url}".encode()).hexdigest()
@@ -817,7 +819,7 @@ def _message(resp: requests.Response) -> str:
     """GitHub's error `message`, one line, or ''."""
     try:
         data = resp.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     msg = data.get("message") if isinstance(data, dict) else None
     return " ".join(str(msg).split())[:200] if msg else ""

@@ -78,3 +78,35 @@ def test_a_lone_surrogate_escape_is_stored_as_a_replacement_character(home: Path
     assert json.loads(out)["title"] == "ok \U0001f600"  # a valid pair (emoji) is untouched
     rc, out, _ = run("export", "--format", "csv")
     assert rc == 0 and "\ufffd broken" in out
+
+
+@pytest.mark.parametrize("status", [200, 422])
+def test_a_deeply_nested_api_answer_is_a_github_error(home: Path, monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    body = b"[" * 100_000
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("SFTL_GITHUB_API_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        for argv in (["fetch", "a/b#1"], ["crawl", "a/b"]):
+            rc, _, err = run(*argv)
+            assert rc == 3, err
+            one_line(err)
+    finally:
+        server.shutdown()
+        server.server_close()
