@@ -95,3 +95,18 @@ def test_error_line_only_name_a_subclass_really_implements_is_a_user_error() -> 
     )
     assert loc.outcome == Outcome.ABSTAINED
     assert "_EagerTensorBase" in loc.reason and "user error" in loc.reason
+
+
+def test_error_line_only_public_name_of_a_private_field_is_a_lost_accessor() -> None:
+    err = "AttributeError: 'TensorSpec' object has no attribute 'shape'. Did you mean: '_shape'?"
+    loc = _locate("private_backing", "pytorch", "2.13.0", f"It fails:\n\n{err}\n")
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/nn/spec.py"
+    assert loc.suspects[0].score < 0.35 and "accessor" in loc.suspects[0].reason
+
+
+def test_error_line_only_near_miss_suggestion_is_still_a_misspelling() -> None:
+    err = "AttributeError: 'TensorSpec' object has no attribute 'dtpye'. Did you mean: 'dtype'?"
+    loc = _locate("private_backing", "pytorch", "2.13.0", f"It fails:\n\n{err}\n")
+    assert loc.outcome == Outcome.ABSTAINED
+    assert "misspelling" in loc.reason

@@ -672,7 +672,8 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
             lacks = f"no class in {owner}'s hierarchy ({chain}{' ...' if depth + 1 < len(mro) else ''}) defines {name}"
             extra = f"; bases without source: {', '.join(unresolved)}" if unresolved and depth == 0 else ""
             reason = "; ".join([cand.why, lacks, *why]) + extra + (f"; {user_note}" if user_note and depth == best[1] else "")
-            out.append(_suspect(k.path, conf * (0.6 + 0.4 * share) * (0.55 if weak else 1.0), reason))
+            score = conf * (0.6 + 0.4 * share)
+            out.append(_suspect(k.path, min(0.34, score * 0.55) if weak else score, reason))
     if caller is not None:
         out.append(_suspect(caller[2], 0.3, f"traceback frame {caller[0]} ({caller[1].function}) refers to .{name}"))
     for num, frame, path in ev.framework_frames[-3:]:
@@ -801,7 +802,9 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     """User code asked for a name no class in the owner's hierarchy has: a user error unless the
     framework's own code expects the name ("abstain: <why>" or a note for the located reason)."""
     name = missing.name
-    if missing.suggestion and _edit_distance(name, missing.suggestion) <= 2 and len(name) > 3:
+    # `shape` asked, `_shape` suggested: the private field of a public accessor, not a misspelling
+    backing = bool(missing.suggestion) and missing.suggestion != name and missing.suggestion.lstrip("_") == name
+    if missing.suggestion and not backing and _edit_distance(name, missing.suggestion) <= 2 and len(name) > 3:
         return f"abstain: {owner.name} has no {name} in {version}; the interpreter suggests {missing.suggestion!r}: a misspelling in user code"
     refs = [k for k in mro if code.self_refs(k, name)]
     if refs:
@@ -812,15 +815,6 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     supers = _super_callers(code, name, mro)
     if supers:
         return f"called from user code, but {supers[0].name}.{name} ({supers[0].path}) calls super().{name}: a base class lost it"
-    mirror = _mirror_subclass(code, name, mro)
-    related = None if mirror is not None else _related_definer(code, name, mro)
-    if related is not None and related[1] == owner:
-        # a subclass implements it (EagerTensor.numpy for a graph Tensor): the docs that call it mean the subclass
-        other = related[0]
-        return (
-            f"abstain: {name} is defined on {other.name} ({other.path}), a subclass of {owner.name}: "
-            f"the object is a {owner.name}, not a {other.name} (a user error)"
-        )
     # documentation calling it on the class's own objects (`dataset.as_numpy_iterator()`), not on
     # values the class merely produces (`element.numpy()` in Dataset's docs)
     call = re.compile(rf"\b(\w+)\.{re.escape(name)}\(")
@@ -829,6 +823,8 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     ]
     if documented:
         return f"called from user code, but {documented[0].name}'s documentation calls .{name}(): the framework lost it"
+    mirror = _mirror_subclass(code, name, mro)
+    related = None if mirror is not None else _related_definer(code, name, mro)
     if mirror is not None:
         sub, shared = mirror
         return (
@@ -856,6 +852,12 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
             f"weak: called from user code; framework code calls .{name}() on objects named like {cls.name} "
             f"in {len(files)} file(s) (e.g. {files[0]}): {cls.name} may have lost it (low confidence)"
         )
+    holder = next((k for k in mro if backing and missing.suggestion in code.members(k)), None)
+    if holder is not None:
+        return (
+            f"weak: called from user code; {holder.name} keeps {missing.suggestion!r} but has no public {name}: "
+            f"an accessor (property) for it looks lost (low confidence)"
+        )
     return f"abstain: {owner.name} has no {name} in {version} and the error comes from user code: a removed or misspelled API"
 
 
@@ -866,7 +868,10 @@ def _receiver_like(recv: str, cls_name: str) -> bool:
         return True
     words = [w for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", re.sub(r"V?\d+$", "", cls_name)) if w]
     last = words[-1].lower() if words else ""
-    return nw_similarity(recv, cls_name.strip("_").lower()) >= 0.85 or (len(last) >= 3 and recv.split("_")[-1] in (last, last + "s"))
+    tail = recv.split("_")[-1]
+    # `prof` for profile, `opt` for Optimizer, `mod` for Module: a prefix of three letters or more
+    abbrev = len(tail) >= 3 and last.startswith(tail)
+    return nw_similarity(recv, cls_name.strip("_").lower()) >= 0.85 or (len(last) >= 3 and (tail in (last, last + "s") or abbrev))
 
 
 def _mirror_subclass(code: Code, name: str, mro: list[ClassRef]) -> tuple[ClassRef, int] | None:
