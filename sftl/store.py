@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -94,7 +95,11 @@ class Store:
             if db is not None:
                 db.close()  # do not leak the handle of a store we refuse to use
             if isinstance(exc, sqlite3.DatabaseError):
-                raise StoreError(f"cannot open the store {self.path}: {exc}") from exc
+                # a read-only folder or file says only "unable to open database file" / "readonly database"
+                readonly = not os.access(self.path.parent, os.W_OK) or (
+                    self.path.exists() and not os.access(self.path, os.W_OK))
+                hint = " (the store or its folder is read-only: sftl writes there, even to read)" if readonly else ""
+                raise StoreError(f"cannot open the store {self.path}: {exc}{hint}") from exc
             if isinstance(exc, OSError):
                 raise StoreError(f"cannot create the store {self.path}: {exc.strerror or exc}") from exc
             raise
