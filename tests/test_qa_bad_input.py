@@ -95,3 +95,19 @@ def test_sources_with_an_unreadable_version_never_asks_pip(home: Path, command: 
     assert rc == 2
     assert_one_line(err, "cannot read a version from 'abc'")
     assert "fetching" not in err
+
+
+@pytest.mark.parametrize("extra", [
+    ["--memory", "0"],                          # every run crashed: "different-error"
+    ["--memory", "99999999999999999999G"],      # setrlimit overflow: "cannot start the sandbox" (exit 7)
+    ["--timeout", "1e308"],
+    ["--max-procs", "99999999999999999999"],
+    ["--max-output", "99999999999T"],
+])
+def test_replay_limits_the_kernel_cannot_take_are_bad_input(home: Path, extra: list[str]) -> None:
+    snippet = home / "ok.py"
+    snippet.write_text("print(1)\n")
+    rc, out, err = run("replay", "--snippet", str(snippet), "--framework", "pytorch", "--version", "2.13.0",
+                       "--device", "cpu", "--no-cache", *extra)
+    assert rc == 2 and out == ""
+    assert_one_line(err, extra[0])

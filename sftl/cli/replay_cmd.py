@@ -104,8 +104,17 @@ def _limits(args: argparse.Namespace) -> Any:
     budget = getattr(args, "nan_budget", None)
     if budget is not None and not 0 < budget < float("inf"):
         raise InputError(f"--nan-budget must be a positive number of seconds, not {budget}")
-    return Limits(timeout=args.timeout, memory=parse_size(args.memory), max_procs=args.max_procs,
-                  output=parse_size(args.max_output))
+    # limits the kernel cannot take (setrlimit overflows) failed as "cannot start the sandbox" (exit 7),
+    # and --memory 0 let every run crash: refuse them as bad input
+    if args.timeout > 1e6 or args.max_procs >= 2**31:
+        raise InputError("--timeout is at most 1000000 seconds and --max-procs below 2147483648")
+    memory = parse_size(args.memory)
+    if not 0 < memory < 2**62:
+        raise InputError(f"--memory {args.memory}: expected a size between 1 byte and 4E (e.g. 4G)")
+    output = parse_size(args.max_output)
+    if output >= 2**62:
+        raise InputError(f"--max-output {args.max_output}: too large")
+    return Limits(timeout=args.timeout, memory=memory, max_procs=args.max_procs, output=output)
 
 
 def _check_version(text: str | None) -> None:
