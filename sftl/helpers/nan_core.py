@@ -159,28 +159,28 @@ def gradient_search(
         if fresh:
             target, eta, tries = chosen, ETA0, 0
         if fresh or out.grads is None:
-            out = run(x, target)  # the one run per accepted point that pays for a gradient
+            out = run(x, chosen)  # the one run per accepted point that pays for a gradient
             if out.finding:
                 return _done(out.finding, steps, t0, x, seen, c0)
-            if target not in out.margins or out.grads is None:
-                exhausted.add(target)
+            if chosen not in out.margins or out.grads is None:
+                exhausted.add(chosen)
                 continue
         grads = out.grads
         if not any(g is not None and np.any(g) for g in grads):
-            exhausted.add(target)
+            exhausted.add(chosen)
             continue
-        margin = out.margins[target]
+        margin = out.margins[chosen]
         best: tuple[list[np.ndarray], RunOutcome] | None = None
         # probe along the gradient with plain runs (no autograd): a first-order jump to (and past) the
         # boundary, then signed steps of growing size; the best probe becomes the next point
         for proposal in _probes(x, grads, margin, out.target_crossing, limits, taus, eta):
             if time.perf_counter() >= deadline:
                 break
-            new = probe(proposal, target)
+            new = probe(proposal, chosen)
             if new.finding:
                 return _done(new.finding, steps, t0, proposal, seen, c0)
-            if new.error is None and target in new.margins and new.margins[target] < (
-                    best[1].margins[target] if best else margin):
+            if new.error is None and chosen in new.margins and new.margins[chosen] < (
+                    best[1].margins[chosen] if best else margin):
                 best = (proposal, new)
         tries += 1
         if best is not None:
@@ -189,9 +189,9 @@ def gradient_search(
         else:
             eta *= 0.125  # the probes spanned eta..16 eta: shrink below all of them
             if eta < ETA_MIN:
-                exhausted.add(target)
+                exhausted.add(chosen)
         if tries >= MAX_TRIES:
-            exhausted.add(target)
+            exhausted.add(chosen)
     reason = "budget spent; no unsafe operation reached NaN/INF" if seen else "no unsafe operation was reached"
     return SearchResult(False, None, steps, time.perf_counter() - t0, None, reason, sorted(seen),
                         time.process_time() - c0)
