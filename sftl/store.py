@@ -76,6 +76,15 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+def _loads(text: str, column: str) -> Any:
+    """json.loads of a stored column; a row damaged outside sftl is a store error (exit 4), not a crash."""
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        raise StoreError(f"the store holds a corrupt {column!r} value (changed outside sftl?); "
+                         "re-import or re-fetch the issue, or start from a fresh SFTL_HOME") from None
+
+
 class Store:
     """One SQLite file. Every write is one transaction; upserts are idempotent."""
 
@@ -123,7 +132,7 @@ class Store:
                     for r in db.execute("SELECT repo, number, labels FROM issues").fetchall():
                         db.executemany(
                             "INSERT OR IGNORE INTO issue_labels VALUES (?,?,?)",
-                            [(r["repo"], r["number"], name) for name in json.loads(r["labels"])],
+                            [(r["repo"], r["number"], name) for name in _loads(r["labels"], "labels")],
                         )
                 # 2 -> 3: the crawl remembers the since of its listing (a resumed run queues threads by it)
                 if "since" not in {c["name"] for c in db.execute("PRAGMA table_info(crawls)")}:
@@ -292,7 +301,7 @@ class Store:
 
     def get_raw(self, repo: str, number: int) -> dict[str, Any] | None:
         row = self._db.execute("SELECT raw FROM issues WHERE repo=? AND number=?", (repo, number)).fetchone()
-        return json.loads(row["raw"]) if row and row["raw"] else None
+        return _loads(row["raw"], "raw") if row and row["raw"] else None
 
     def iter_issues(
         self, repo: str | None = None, state: str | None = None, include_pulls: bool = False, label: str | None = None
@@ -332,7 +341,7 @@ class Store:
             title=row["title"],
             body=row["body"],
             state=row["state"],
-            labels=tuple(json.loads(row["labels"])),
+            labels=tuple(_loads(row["labels"], "labels")),
             author=row["author"],
             created_at=row["created_at"],
             updated_at=row["updated_at"],
@@ -544,7 +553,7 @@ class Store:
             sql += " AND is_pull_request=0"
         sql += " ORDER BY repo, number"
         for row in self._db.execute(sql, params).fetchall():
-            yield self._issue_from_row(row), (json.loads(row["raw"]) if row["raw"] else None)
+            yield self._issue_from_row(row), (_loads(row["raw"], "raw") if row["raw"] else None)
 
     def size_bytes(self) -> int:
         """The store's size on disk, WAL included."""
@@ -572,7 +581,7 @@ class Store:
             sql += " AND method=?"
             params.append(method)
         row = self._db.execute(sql + " ORDER BY created DESC LIMIT 1", params).fetchone()
-        return json.loads(row["payload"]) if row else None
+        return _loads(row["payload"], "payload") if row else None
 
     def save_localization(self, repo: str, number: int, payload: dict[str, Any]) -> None:
         """`payload` is the `sftl locate --json` object (method and outcome inside)."""
@@ -586,7 +595,7 @@ class Store:
         row = self._db.execute(
             "SELECT payload FROM localizations WHERE repo=? AND number=? AND method=?", (repo, number, method)
         ).fetchone()
-        return json.loads(row["payload"]) if row else None
+        return _loads(row["payload"], "payload") if row else None
 
     def save_replay(self, key: str, payload: dict[str, Any], repo: str | None = None, number: int | None = None) -> None:
         """Replays are keyed by a content hash of (snippet, environment, device)."""
@@ -598,7 +607,7 @@ class Store:
 
     def get_replay(self, key: str) -> dict[str, Any] | None:
         row = self._db.execute("SELECT payload FROM replays WHERE key=?", (key,)).fetchone()
-        return json.loads(row["payload"]) if row else None
+        return _loads(row["payload"], "payload") if row else None
 
     def save_result(self, kind: str, key: str, payload: dict[str, Any]) -> None:
         """A generic keyed result (evaluation rows, triage progress, fuzz models' metadata, ...)."""
@@ -607,11 +616,11 @@ class Store:
 
     def get_result(self, kind: str, key: str) -> dict[str, Any] | None:
         row = self._db.execute("SELECT payload FROM results WHERE kind=? AND key=?", (kind, key)).fetchone()
-        return json.loads(row["payload"]) if row else None
+        return _loads(row["payload"], "payload") if row else None
 
     def iter_results(self, kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
         for row in self._db.execute("SELECT key, payload FROM results WHERE kind=? ORDER BY key", (kind,)).fetchall():
-            yield row["key"], json.loads(row["payload"])
+            yield row["key"], _loads(row["payload"], "payload")
 
 
 def _without_comments(raw: dict[str, Any]) -> dict[str, Any]:
@@ -620,10 +629,18 @@ def _without_comments(raw: dict[str, Any]) -> dict[str, Any]:
 
 def _same_issue(row: sqlite3.Row, issue: Issue, raw: dict[str, Any] | None) -> bool:
     """Is `issue` (and its raw object, when given) exactly what the row holds? The thread aside:
-    a raw object's `comments` is a count or an inline list, and threads are compared apart."""
+    a raw object's `comments` is a count or an inline list, and threads are compared apart.
+    A row damaged outside sftl is not the same: writing the new copy repairs it."""
+    try:
+        return _same_row(row, issue, raw)
+    except StoreError:
+        return False
+
+
+def _same_row(row: sqlite3.Row, issue: Issue, raw: dict[str, Any] | None) -> bool:
     if (
         row["title"] != issue.title or row["body"] != issue.body or row["state"] != issue.state
-        or json.loads(row["labels"]) != list(issue.labels) or row["author"] != issue.author
+        or _loads(row["labels"], "labels") != list(issue.labels) or row["author"] != issue.author
         or row["created_at"] != issue.created_at or row["updated_at"] != issue.updated_at
         or row["comments_count"] != issue.comments_count or bool(row["is_pull_request"]) != issue.is_pull_request
         or row["html_url"] != issue.html_url
@@ -633,4 +650,4 @@ def _same_issue(row: sqlite3.Row, issue: Issue, raw: dict[str, Any] | None) -> b
         return True
     if not row["raw"]:
         return False
-    return bool(_without_comments(json.loads(row["raw"])) == _without_comments(raw))
+    return bool(_without_comments(_loads(row["raw"], "raw")) == _without_comments(raw))

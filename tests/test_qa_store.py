@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -65,3 +66,25 @@ def test_a_corrupt_store_is_exit_4_for_every_store_command(tmp_path: Path, monke
         assert rc == 4, (argv, err)
         assert err.startswith("sftl: cannot open the store") and err.count("\n") == 1, err
     assert (tmp_path / "sftl.db").read_bytes() == garbage  # never "repaired" by overwriting
+
+
+def test_a_row_damaged_outside_sftl_is_exit_4_and_a_reimport_repairs_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    monkeypatch.setenv("SFTL_HOME", str(tmp_path))
+    monkeypatch.setenv("SFTL_GITHUB_API_URL", "http://127.0.0.1:9")
+    assert run("import", str(FIXTURE))[0] == 0
+    db = sqlite3.connect(tmp_path / "sftl.db")
+    db.execute("UPDATE issues SET raw = '{garbage', labels = 'nope'")
+    db.commit()
+    db.close()
+    for argv in (["show", "tensorflow/tensorflow#61234"], ["export"], ["screen"],
+                 ["locate", "tensorflow/tensorflow#61234", "--offline"]):
+        rc, _, err = run(*argv)
+        assert rc == 4, (argv, err)  # was an internal error (JSONDecodeError)
+        assert err.startswith("sftl: the store holds a corrupt") and err.count("\n") == 1, err
+    rc, _, err = run("import", str(FIXTURE))
+    assert rc == 0, err
+    rc, out, _ = run("export")
+    assert rc == 0 and json.loads(out)["number"] == 61234
