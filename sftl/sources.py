@@ -202,6 +202,9 @@ def repo_path(framework: str, installed: str) -> str | None:
             return installed
         return None
     if framework == "tensorflow":
+        if installed.startswith("tensorflow_core/"):
+            # TF 2.0/2.1 wheels: the real package is tensorflow_core/, tensorflow/ only a shim over it
+            installed = "tensorflow/" + installed[len("tensorflow_core/") :]
         if installed.startswith("tensorflow/include/"):
             rest = installed[len("tensorflow/include/") :]
             return rest if rest.startswith("tensorflow/") else None
@@ -233,7 +236,8 @@ class SitePackages:
     def _paths(self) -> dict[str, str]:
         if self._map is None:
             mapping: dict[str, str] = {}
-            for top in ("torch", "torchgen", "functorch") if self.framework == "pytorch" else ("tensorflow",):
+            # tensorflow_core (TF 2.0/2.1) first: where both define a path, the real package wins over the shim
+            for top in ("torch", "torchgen", "functorch") if self.framework == "pytorch" else ("tensorflow_core", "tensorflow"):
                 base = self.site_dir / top
                 for dirpath, dirnames, filenames in os.walk(base):
                     dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
@@ -296,7 +300,10 @@ class WheelSource:
                 continue
             repo = repo_path(self.framework, name)
             if repo is not None:
-                self._map.setdefault(repo, name)
+                if name.startswith("tensorflow_core/"):
+                    self._map[repo] = name  # the real package wins over the tensorflow/ shim
+                else:
+                    self._map.setdefault(repo, name)
 
     def list_files(self) -> list[str]:
         return list(self._map)

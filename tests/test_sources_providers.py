@@ -443,3 +443,21 @@ def test_a_local_tree_listing_is_cached_until_a_folder_changes(tmp_path: Path, f
     os.utime(kernels, ns=(time.time_ns(), time.time_ns() + 2_000_000_000))
     assert LocalTree(root, "pytorch", cache_dir=cache).list_files() == fresh
     assert LocalTree(root, "pytorch").list_files() == fresh  # no cache dir: listed as before
+
+
+def test_tf_2_1_wheel_layout_maps_tensorflow_core_over_the_shim(tmp_path: Path) -> None:
+    """TF 2.0/2.1 wheels keep the real package in tensorflow_core/; tensorflow/ is a shim over it."""
+    import zipfile
+
+    from sftl.sources import WheelSource, repo_path
+
+    assert repo_path("tensorflow", "tensorflow_core/python/framework/ops.py") == "tensorflow/python/framework/ops.py"
+    wheel = tmp_path / "tensorflow_cpu-2.1.0-cp37-cp37m-manylinux2010_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("tensorflow/__init__.py", "# shim\nfrom tensorflow_core import *\n")
+        zf.writestr("tensorflow_core/__init__.py", "# the real package\n")
+        zf.writestr("tensorflow_core/python/framework/ops.py", "class Tensor:\n    pass\n")
+    src = WheelSource(wheel, "tensorflow", "2.1.0")
+    assert sorted(src.list_files()) == ["tensorflow/__init__.py", "tensorflow/python/framework/ops.py"]
+    assert src.read_text("tensorflow/__init__.py") == "# the real package\n"
+    assert "class Tensor" in (src.read_text("tensorflow/python/framework/ops.py") or "")
