@@ -85,6 +85,17 @@ class Issue:
         return f"{self.repo}#{self.number}"
 
     @property
+    def fingerprint(self) -> str:
+        """A hash of what the stages read: a stored result is reused only while this is unchanged."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for part in (self.title, self.body, *(c.body for c in self.comments)):
+            h.update(part.encode("utf-8", "replace"))
+            h.update(b"\0")
+        return h.hexdigest()[:16]
+
+    @property
     def text(self) -> str:
         """Title, body and comments: everything a reader of the thread sees."""
         parts = [self.title, self.body]

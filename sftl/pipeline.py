@@ -47,7 +47,7 @@ def locate(
     extraction = extract(issue)
     screening, fresh = _screening(issue, extraction, store, screener, rescreen)
     if fresh:
-        store.save_screening(issue.repo, issue.number, screening)
+        store.save_screening(issue.repo, issue.number, screening, fingerprint=issue.fingerprint)
 
     replay_result = None
     if replay:
@@ -98,7 +98,8 @@ def _screening(
 
     if screener is None and not rescreen:
         stored = store.get_screening(issue.repo, issue.number)
-        if stored is not None:
+        # only a screening of this very text: an edited report is screened again
+        if stored is not None and stored.get("issue_fingerprint") == issue.fingerprint:
             try:
                 return _screening_from_json(stored), False
             except (KeyError, ValueError, TypeError):

@@ -566,8 +566,11 @@ class Store:
 
     # -- stage results --------------------------------------------------------------------------
 
-    def save_screening(self, repo: str, number: int, screening: Any) -> None:
+    def save_screening(self, repo: str, number: int, screening: Any, fingerprint: str | None = None) -> None:
+        """`fingerprint` (Issue.fingerprint) ties the screening to the text it read: readers can tell it is stale."""
         payload = to_jsonable(screening)
+        if fingerprint:
+            payload["issue_fingerprint"] = fingerprint
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO screenings VALUES (?,?,?,?,?,?)",

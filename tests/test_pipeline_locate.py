@@ -90,3 +90,23 @@ def test_unknown_method_is_an_input_error(sftl_home: Path) -> None:
     settings = load_settings(offline=True)
     with Store(settings.db_path) as store, pytest.raises(InputError):
         locate(_issue("mme_removed_module_in_user_code.json"), settings, store, method="nope")
+
+
+def test_an_edited_report_is_screened_again_not_served_a_stale_screening(sftl_home: Path) -> None:
+    from dataclasses import replace
+
+    settings = load_settings(offline=True)
+    with Store(settings.db_path) as store:
+        issue = _issue("mme_fx_graphmodule_missing_constant.json")
+        store.upsert_issue(issue)
+        assert report_json(locate(issue, settings, store))["category"] == "mme"
+        stored = store.get_screening(issue.repo, issue.number)
+        assert stored["issue_fingerprint"] == issue.fingerprint
+        # the same text again: the stored screening is reused as it is
+        assert report_json(locate(issue, settings, store))["category"] == "mme"
+        edited = replace(issue, title="Docs: typo in the FX tutorial", body="The tutorial says 'grpah'.",
+                         updated_at="2030-01-01T00:00:00Z")
+        store.upsert_issue(edited)
+        payload = report_json(locate(edited, settings, store))
+        assert payload["category"] == "other" and payload["outcome"] == "skipped"
+        assert store.get_screening(issue.repo, issue.number)["issue_fingerprint"] == edited.fingerprint

@@ -98,7 +98,7 @@ def cmd_screen(args: argparse.Namespace, ctx: Context) -> int:
         corpus = store.iter_issues() if model is None else ()
         screenings = scr.screen_corpus(targets, corpus, model)
         for issue, s in zip(targets, screenings, strict=True):
-            store.save_screening(issue.repo, issue.number, s)
+            store.save_screening(issue.repo, issue.number, s, fingerprint=issue.fingerprint)
     rows = [(i, s) for i, s in zip(targets, screenings, strict=True) if not args.category or s.category.value == args.category]
     if args.json:
         ctx.print_json([{"issue": i.key, "title": i.title, **to_jsonable(s)} for i, s in rows])
