@@ -803,7 +803,8 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     framework's own code expects the name ("abstain: <why>" or a note for the located reason)."""
     name = missing.name
     # `shape` asked, `_shape` suggested: the private field of a public accessor, not a misspelling
-    backing = bool(missing.suggestion) and missing.suggestion != name and missing.suggestion.lstrip("_") == name
+    suggestion = missing.suggestion or ""
+    backing = bool(suggestion) and suggestion != name and suggestion.lstrip("_") == name
     if missing.suggestion and not backing and _edit_distance(name, missing.suggestion) <= 2 and len(name) > 3:
         return f"abstain: {owner.name} has no {name} in {version}; the interpreter suggests {missing.suggestion!r}: a misspelling in user code"
     refs = [k for k in mro if code.self_refs(k, name)]
