@@ -306,6 +306,12 @@ class Store:
     def iter_issues(
         self, repo: str | None = None, state: str | None = None, include_pulls: bool = False, label: str | None = None
     ) -> Iterator[Issue]:
+        for row in self._issue_rows(repo, state, include_pulls, label):
+            yield self._issue_from_row(row)
+
+    def _issue_rows(
+        self, repo: str | None, state: str | None, include_pulls: bool, label: str | None = None
+    ) -> list[sqlite3.Row]:
         sql = "SELECT * FROM issues WHERE 1=1"
         params: list[Any] = []
         if repo:
@@ -320,8 +326,7 @@ class Store:
         if not include_pulls:
             sql += " AND is_pull_request=0"
         sql += " ORDER BY repo, number"
-        for row in self._db.execute(sql, params).fetchall():
-            yield self._issue_from_row(row)
+        return self._db.execute(sql, params).fetchall()
 
     def count_issues(self, repo: str | None = None) -> int:
         if repo:
@@ -544,15 +549,7 @@ class Store:
         self, repo: str | None = None, include_pulls: bool = False
     ) -> Iterator[tuple[Issue, dict[str, Any] | None]]:
         """Issues with their raw REST object (None when intake kept none, e.g. the browser)."""
-        sql = "SELECT * FROM issues WHERE 1=1"
-        params: list[Any] = []
-        if repo:
-            sql += " AND repo=?"
-            params.append(repo)
-        if not include_pulls:
-            sql += " AND is_pull_request=0"
-        sql += " ORDER BY repo, number"
-        for row in self._db.execute(sql, params).fetchall():
+        for row in self._issue_rows(repo, None, include_pulls):
             yield self._issue_from_row(row), (_loads(row["raw"], "raw") if row["raw"] else None)
 
     def size_bytes(self) -> int:

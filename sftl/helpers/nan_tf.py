@@ -9,7 +9,6 @@ Only --entry mode: FUNC(*example_inputs()).
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import linecache
 import math
@@ -23,7 +22,7 @@ import tensorflow as tf
 
 from sftl.helpers.nan_core import Finding, RunOutcome, Variable, summarize
 from sftl.helpers.nan_ops import UNSAFE_OPS, Margin, canonical
-from sftl.helpers.nan_torch import RunTimeout, _alarm, _quiet
+from sftl.helpers.nan_torch import RunTimeout, _alarm, _quiet, load_entry_point
 
 NAMESPACES = {"tf": tf, "tf.math": tf.math, "tf.nn": tf.nn, "tf.linalg": tf.linalg}
 OPERATORS = ("__truediv__", "__rtruediv__", "__pow__", "__rpow__")
@@ -113,17 +112,8 @@ class TFProgram:
         self._patches = self._wrappers()
 
     def load_entry(self) -> None:
-        ns: dict[str, Any] = {"__name__": "__sftl_nan_search__", "__file__": self.filename, "__builtins__": builtins}
-        with _quiet():
-            exec(self.code, ns)
-        func = ns.get(self.entry)
-        if not callable(func):
-            raise LookupError(f"{self.path.name} defines no function {self.entry}()")
-        make = ns.get("example_inputs")
-        if not callable(make):
-            raise LookupError(f"{self.path.name} defines no example_inputs() (needed with --entry)")
-        with _quiet():
-            inputs = make()
+        assert self.entry is not None
+        _, func, inputs = load_entry_point(self.code, self.filename, self.path.name, self.entry)
         if not isinstance(inputs, (tuple, list)):
             inputs = (inputs,)
         self.func = func

@@ -278,18 +278,8 @@ class TorchProgram:
     # -- loading ----------------------------------------------------------------------------
     def load_entry(self) -> None:
         """Execute the script's definitions (not its __main__ block) and read example_inputs()."""
-        ns: dict[str, Any] = {"__name__": "__sftl_nan_search__", "__file__": self.filename, "__builtins__": builtins}
-        with _quiet():
-            exec(self.code, ns)
         assert self.entry is not None
-        func = ns.get(self.entry)
-        if not callable(func):
-            raise LookupError(f"{self.path.name} defines no function {self.entry}()")
-        make = ns.get("example_inputs")
-        if not callable(make):
-            raise LookupError(f"{self.path.name} defines no example_inputs() (needed with --entry)")
-        with _quiet():
-            inputs = make()
+        ns, func, inputs = load_entry_point(self.code, self.filename, self.path.name, self.entry)
         if isinstance(inputs, torch.Tensor) or not isinstance(inputs, (tuple, list)):
             inputs = (inputs,)
         self.func = func
@@ -448,6 +438,24 @@ def _reseed(seed: int) -> None:
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().to(torch.float64).numpy().copy()
+
+
+def load_entry_point(code: Any, filename: str, name: str, entry: str) -> tuple[dict[str, Any], Any, Any]:
+    """Execute a script's definitions (not its __main__ block): (namespace, FUNC, example_inputs()).
+
+    Shared by the PyTorch and TensorFlow backends; LookupError names what the script lacks."""
+    ns: dict[str, Any] = {"__name__": "__sftl_nan_search__", "__file__": filename, "__builtins__": builtins}
+    with _quiet():
+        exec(code, ns)
+    func = ns.get(entry)
+    if not callable(func):
+        raise LookupError(f"{name} defines no function {entry}()")
+    make = ns.get("example_inputs")
+    if not callable(make):
+        raise LookupError(f"{name} defines no example_inputs() (needed with --entry)")
+    with _quiet():
+        inputs = make()
+    return ns, func, inputs
 
 
 @contextlib.contextmanager
