@@ -793,11 +793,23 @@ class KeywordScreener:
         if not docs:
             raise InputError("cannot fit the screener on an empty corpus")
         counts, _ = self._counts(docs)
-        df = np.asarray((counts > 0).sum(axis=0)).ravel()
-        idf = np.log(len(docs) / (1.0 + df))
+        return self.fit_frequencies(np.asarray((counts > 0).sum(axis=0)).ravel(), len(docs))
+
+    def present_terms(self, texts: Iterable[Any]) -> list[list[int]]:
+        """Per report, the indices (into vocabulary()) of the keyword terms it contains: its share of df."""
+        counts, _ = self._counts(_as_docs(texts))
+        return [sorted(int(j) for j in counts.getrow(i).indices) for i in range(counts.shape[0])]
+
+    def fit_frequencies(self, document_frequency: Any, n_docs: int) -> KeywordScreener:
+        """Fit from document frequencies counted elsewhere (e.g. kept per stored report): same as fit()."""
+        import numpy as np
+
+        if n_docs <= 0:
+            raise InputError("cannot fit the screener on an empty corpus")
+        idf = np.log(n_docs / (1.0 + np.asarray(document_frequency, dtype=float)))
         self.idf_ = np.maximum(idf, 0.0)  # a term in every document carries no evidence, not negative evidence
         self.vocabulary_ = {t: i for i, t in enumerate(self.vocabulary())}
-        self.n_docs_ = len(docs)
+        self.n_docs_ = n_docs
         return self
 
     # -- scoring --------------------------------------------------------------------------------

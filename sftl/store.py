@@ -328,6 +328,19 @@ class Store:
         sql += " ORDER BY repo, number"
         return self._db.execute(sql, params).fetchall()
 
+    def iter_report_texts(self) -> Iterator[tuple[str, int, str, str, tuple[str, ...]]]:
+        """(repo, number, title, body, the author's own comment bodies) of every stored issue that is
+        not a pull request, in two queries: what screening reads, without building Issue objects."""
+        own: dict[tuple[str, int], list[str]] = {}
+        for c in self._db.execute(
+            "SELECT c.repo, c.number, c.body FROM comments c JOIN issues i ON i.repo=c.repo AND i.number=c.number "
+            "WHERE i.is_pull_request=0 AND i.author<>'' AND c.author=i.author AND c.body<>'' "
+            "ORDER BY c.repo, c.number, c.created_at, c.id"
+        ):
+            own.setdefault((c[0], c[1]), []).append(c[2])
+        for r in self._db.execute("SELECT repo, number, title, body FROM issues WHERE is_pull_request=0 ORDER BY repo, number"):
+            yield r[0], r[1], r[2], r[3], tuple(own.get((r[0], r[1]), ()))
+
     def count_issues(self, repo: str | None = None) -> int:
         if repo:
             return int(self._db.execute("SELECT COUNT(*) FROM issues WHERE repo=?", (repo,)).fetchone()[0])
