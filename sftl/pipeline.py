@@ -30,6 +30,7 @@ def locate(
     replay: bool = False,
     screener: Any = None,
     rescreen: bool = False,
+    corpus_size: int | None = None,
 ) -> Report:
     """Run one issue through the pipeline and store its screening and localization.
 
@@ -45,7 +46,7 @@ def locate(
     except ImportError as exc:
         raise InputError(f"method {method!r} is not available in this installation ({exc.name or exc})") from None
     extraction = extract(issue)
-    screening, fresh = _screening(issue, extraction, store, screener, rescreen)
+    screening, fresh = _screening(issue, extraction, store, screener, rescreen, corpus_size)
     if fresh:
         store.save_screening(issue.repo, issue.number, screening, fingerprint=issue.fingerprint)
 
@@ -91,7 +92,7 @@ def _other_reason(screening: Screening) -> str:
 
 
 def _screening(
-    issue: Issue, extraction: Extraction, store: Store, screener: Any, rescreen: bool
+    issue: Issue, extraction: Extraction, store: Store, screener: Any, rescreen: bool, corpus_size: int | None = None
 ) -> tuple[Screening, bool]:
     """The stored screening when there is one (the store is the cache), else a fresh one."""
     from sftl import screen as scr
@@ -120,15 +121,15 @@ def _screening(
     scores["other"] = round(1.0 - max(scores.values()), 4)
     evidence = tuple(x for x in ((rules.mme_why,) if rules.mme else rules.gcrde_why) if x)
     reason = (
-        f"only {store.count_issues()} stored issue(s), too few to fit the keyword IDF; the screening rules "
+        f"only {store.count_issues() if corpus_size is None else corpus_size} stored issue(s), too few to fit the keyword IDF; the screening rules "
         f"decided (mme: {rules.mme_why or 'no'}; gcrde evidence {rules.gcrde:g})"
     )
     return Screening(cat, scores, evidence, method="rules", reason=reason), True
 
 
-def corpus_screener(issue: Issue, store: Store) -> Any:
+def corpus_screener(issue: Issue | None, store: Store) -> Any:
     """The keyword screener fitted on the stored corpus (every other stored report plus this issue's
-    current text), or None when the corpus is too small for an IDF.
+    current text; with no issue, the stored reports alone), or None when the corpus is too small for an IDF.
 
     Fitting needs each report's keyword terms; those are kept in the store, keyed by a hash of the
     text screening reads, so only new or edited reports are read again (10,000 stored reports: ~5 s
@@ -150,28 +151,29 @@ def corpus_screener(issue: Issue, store: Store) -> Any:
     corpus: list[str] = []
     unread: dict[str, tuple[str, str]] = {}
     for repo, number, title, body, own in store.iter_report_texts():
-        if (repo, number) == (issue.repo, issue.number):
+        if issue is not None and (repo, number) == (issue.repo, issue.number):
             continue  # this issue counts once, with the text being located
         text = "\n\n".join([body or "", *own]) if own else body  # as screen.prepare reads an Issue
         digest = _report_digest(title, text)
         corpus.append(digest)
         if digest not in known:
             unread[digest] = (title, text)
-    if len(corpus) + 1 < MIN_SCREEN_CORPUS:
+    extra = 0 if issue is None else 1
+    if len(corpus) + extra < MIN_SCREEN_CORPUS:
         return None
     terms = dict(known)
     if unread:
         docs = scr.prepare_many(list(unread.values()))
         terms.update(zip(unread, screener.present_terms(docs), strict=True))
-    own_terms = screener.present_terms([issue])[0]
     df = np.zeros(len(vocab))
     for digest in corpus:
         df[terms[digest]] += 1
-    df[own_terms] += 1
+    if issue is not None:
+        df[screener.present_terms([issue])[0]] += 1
     keep = {d: terms[d] for d in corpus}
     if keep.keys() != known.keys():
         store.save_result(kind, key, {"terms": keep})
-    return screener.fit_frequencies(df, len(corpus) + 1)
+    return screener.fit_frequencies(df, len(corpus) + extra)
 
 
 def _report_digest(title: str, text: str) -> str:

@@ -33,6 +33,7 @@ class TriageJob:
     replay: bool = False
     source_root: str | None = None
     screener: Any = None  # a fitted screener shared by all jobs (fitted once by the driver)
+    corpus_size: int | None = None  # the driver's store size (workers see only a scratch store)
 
     @property
     def fingerprint(self) -> str:
@@ -73,7 +74,7 @@ def run_job(job: TriageJob) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="sftl-triage-") as scratch, Store(Path(scratch) / "w.db") as local:
             report = pipeline.locate(
                 job.issue, job.settings, local, method=job.method, source_root=job.source_root,
-                replay=job.replay, screener=job.screener,
+                replay=job.replay, screener=job.screener, corpus_size=job.corpus_size,
             )
             row = pipeline.report_json(report)
     except SftlError as exc:
@@ -84,8 +85,16 @@ def run_job(job: TriageJob) -> dict[str, Any]:
     return row
 
 
+def fit_store_screener(store: Store) -> Any:
+    """One keyword screener fitted on every stored report, shared by every job (None when too few);
+    the store keeps each report's keyword terms, so a re-run reads only new or edited reports."""
+    from sftl import pipeline
+
+    return pipeline.corpus_screener(None, store)
+
+
 def fit_screener(corpus: Iterable[Issue]) -> Any:
-    """One keyword screener fitted on the whole stored corpus, shared by every job (None when too few)."""
+    """One keyword screener fitted on the given corpus, shared by every job (None when too few)."""
     from sftl import pipeline, screen
 
     issues = list(corpus)
@@ -223,9 +232,10 @@ def triage_issues(
     started = time.perf_counter()
     stats = TriageStats(executor=executor)
     todo: list[TriageJob] = []
+    corpus_size = store.count_issues()
     for issue in issues:
         stats.total += 1
-        job = TriageJob(issue, settings, method, replay, source_root, screener)
+        job = TriageJob(issue, settings, method, replay, source_root, screener, corpus_size)
         stored = store.get_result(RESULT_KIND, _key(issue))
         if stored and stored.get("fingerprint") == job.fingerprint:
             stats.reused += 1

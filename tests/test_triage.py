@@ -45,6 +45,8 @@ def test_local_triage_end_to_end_then_nothing_is_done_twice(loaded) -> None:
     assert by_number[995001]["suspects"][0]["path"] == "torch/optim/swa_utils.py"
     assert by_number[995002]["category"] == "gcrde"
     assert by_number[995004]["category"] == "other" and by_number[995004]["outcome"] == "skipped"
+    # workers screen in a scratch store: the small-corpus reason still counts the real one
+    assert "only 6 stored issue(s)" in by_number[995004]["reason"]
     # the driver wrote every result to the real store
     assert store.get_localization(REPO, 995001)["suspects"][0]["path"] == "torch/optim/swa_utils.py"
 

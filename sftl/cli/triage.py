@@ -77,7 +77,7 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
                 f"no stored issues for {args.repo}"
                 + (" (offline: run 'sftl crawl' or 'sftl import' first)" if settings.offline else "")
             )
-        screener = triage.fit_screener(store.iter_issues())
+        screener = triage.fit_store_screener(store)
         with Progress(
             TextColumn("triage"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=ctx.console(stderr=True), transient=True,
