@@ -243,7 +243,8 @@ def _dunder_free(name: str) -> str:
 _WRONG = re.compile(
     r"wrong|incorrect|bug|\bnan\b|\binf\b|differ|mismatch|not match|inconsisten|garbage|unexpected|ignor|"
     r"crash|fail|broken|not correct|bad result|off by|instead of|should be|expected|\bdrops?\b|dropped|"
-    r"\bmiss(?:es|ed|ing)?\b|\blos(?:es|t)\b|\bskip(?:s|ped)?\b|overflow|garbled",
+    r"\bmiss(?:es|ed|ing)?\b|\blos(?:es|t)\b|\bskip(?:s|ped)?\b|overflow|underflow|garbled|inaccura|precision"
+    r"|relative error",
     re.I,
 )
 _GPU = re.compile(r"\bcuda\b|\bgpu\b|device=.cuda|\.cuda\(\)|cuda:\d", re.I)
@@ -289,6 +290,78 @@ def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
 
 
 # --------------------------------------------------------------------------------------------
+# What else the report says about where the fault lies
+
+# a CUDA device other than the default one, as code or observed output writes it
+_SECOND_DEVICE = re.compile(
+    r"cuda:\s*[1-9]|\.cuda\(\s*(?:device\s*=\s*)?[1-9]\s*\)|device\(\s*['\"]cuda['\"]\s*,\s*(?:index\s*=\s*)?[1-9]"
+    r"|set_device\(\s*[1-9]|\b(?:gpu|cuda device)\s*#?[1-9]\b",
+    re.I,
+)
+_DEFAULT_DEVICE = re.compile(r"cuda:\s*0|\.cuda\(\s*\)|\.cuda\(\s*0\s*\)|['\"]cuda['\"]|\b(?:gpu|cuda device)\s*#?0\b|\bfirst gpu",
+                             re.I)
+# words that compare CUDA devices with each other (not CPU with GPU: "different devices" alone is that)
+_CROSS_WORDS = re.compile(
+    r"\b(?:second|non-?default)\s+(?:cuda\s+)?(?:gpu|device)\b|(?:different|other|another|multiple|two)\s+cuda\s+devices?"
+    r"|across (?:cuda|gpu) devices|(?:different|other) (?:cuda )?device (?:index|indices|ordinal)",
+    re.I,
+)
+# "different GPUs" / "another GPU" often means another GPU model: only with a second device index too
+_LOOSE_CROSS = re.compile(r"(?:different|other|another|multiple|two)\s+gpus?\b|between (?:the )?gpus|multi-?gpu", re.I)
+# an accuracy loss that depends on the input's value: the math's approximation, not the kernel plumbing
+_VALUE_CUE = re.compile(
+    r"precision|\baccura|inaccura|relative error|\bulps?\b|asymptot|underflow|\btails?\b|\bnear (?:the )?pole"
+    r"|close to (?:the )?pole|(?:large|small|big|tiny|negative) (?:x|values?|arguments?|inputs?|magnitudes?)\b"
+    r"|\bfor (?:x|p|q|a|inputs?)\s*[<>=]|\bscipy\b|\bmpmath\b|\bdigits?\b",
+    re.I,
+)
+# ... unless the report ties it to shapes, layouts or sizes (the kernel or its launch, not the formula)
+_LAYOUT_CUE = re.compile(
+    r"non-?contiguous|\bstrides?\b|broadcast|large tensors?|big tensors?|\bnumel\b|2\s*\*\*\s*31|int32 index"
+    r"|\bbatch(?:es| size)?\b|\bshapes?\b|transpos|channels_last|memory format|\bout=",
+    re.I,
+)
+# NaN handled differently: the comparison functors decide which operand wins
+_NAN_CUE = re.compile(
+    r"\bnan\b[^.;\n]{0,60}(?:ignor|propagat|skip|drop|return|miss|lost|treat)|(?:ignor|propagat|skip|drop)\w*\s+"
+    r"(?:the\s+)?nans?\b|nan[- ]propagation",
+    re.I,
+)
+_COMPARING_OPS = re.compile(r"max|min|arg(?:max|min)|clamp|clip|sort|topk|median|kthvalue|mode|nan\w*|cummax|cummin")
+
+
+@dataclass(frozen=True)
+class Cues:
+    """Hints in the report about where, along the op's path, the fault lies."""
+
+    cross_device: str = ""  # why the report reads as CUDA device vs CUDA device, else ""
+    value_dependent: str = ""  # the report ties the divergence to input values (the math), else ""
+    nan: str = ""  # NaN kept/dropped differently (the comparison functors), else ""
+
+
+def report_cues(issue: Issue, extraction: Extraction) -> Cues:
+    """Read the cross-device, value-dependent accuracy and NaN-handling cues of a report."""
+    prose = "\n".join(x for x in (issue.title, issue.body, extraction.error_line or "") if x)
+    code = extraction.snippet.code if extraction.snippet else ""
+    both = prose + "\n" + code
+    cross = ""
+    words = _CROSS_WORDS.search(prose)
+    second = _SECOND_DEVICE.search(both)
+    loose = _LOOSE_CROSS.search(prose)
+    if words or (loose and second):
+        cross = f"the report compares CUDA devices ({(words or loose).group(0).strip()!r})"  # type: ignore[union-attr]
+    elif second and _DEFAULT_DEVICE.search(both):
+        cross = f"the report runs on a non-default CUDA device ({second.group(0).strip()!r}) beside the default one"
+    value = ""
+    vm = _VALUE_CUE.search(prose)
+    if vm and not _LAYOUT_CUE.search(prose):
+        value = f"the divergence depends on input values ({vm.group(0).strip()!r})"
+    nm = _NAN_CUE.search(prose)
+    nan = f"NaN handled differently ({nm.group(0).strip()!r})" if nm else ""
+    return Cues(cross, value, nan)
+
+
+# --------------------------------------------------------------------------------------------
 # Evidence bookkeeping
 
 
@@ -319,6 +392,12 @@ class _Evidence:
 class _Board:
     def __init__(self) -> None:
         self.files: dict[str, _Evidence] = defaultdict(_Evidence)
+        # path -> (function, body) of the op's kernels defined there: where its launchers are called
+        self.bodies: dict[str, list[tuple[str, str]]] = defaultdict(list)
+
+    def body(self, path: str, fn: str, body: str) -> None:
+        if (fn, body) not in self.bodies[path]:
+            self.bodies[path].append((fn, body))
 
     def add(self, path: str, score: float, reason: str, side: Side | None = None) -> None:
         self.files[path].add(score, reason, side)
@@ -385,10 +464,24 @@ def _rank(board: _Board, side_weight: dict[Side | None, float], top: int, label:
             score *= 0.5  # a quantized/sparse/nested kernel, for a report about none of these
         ranked.append((score, path, side, ev.reason()))
     ranked.sort(key=lambda x: (-x[0], x[1]))
-    return [Suspect(path, round(score, 4), side, reason) for score, path, side, reason in ranked[:top]]
+    return [Suspect(path, _unit(score), side, reason) for score, path, side, reason in ranked[:top]]
 
 
-def _side_weights(div: Divergence) -> dict[Side | None, float]:
+# Raw evidence tops out near 1.3 (an op named in the title, defined on the diverging device, lifted by a
+# cue, plus corroborating hits); scores are reported on [0, 1] by this fixed scale, so they compare
+# across reports and keep the ranking's order.
+_SCORE_SCALE = 1.3
+
+
+def _unit(raw: float) -> float:
+    return round(min(1.0, max(0.0, raw / _SCORE_SCALE)), 4)
+
+
+def _side_weights(div: Divergence, cues: Cues | None = None) -> dict[Side | None, float]:
+    if cues is not None and cues.cross_device:
+        # the CPU agrees with the default GPU: CPU code is out; device-generic code (structured meta,
+        # TensorIterator set-up) still decides which device runs the kernel
+        return {Side.CUDA: 1.0, Side.SHARED: 0.85, Side.CPU: 0.45, None: 0.2}
     other = Side.CPU if div.side == Side.CUDA else Side.CUDA
     return {div.side: 1.0, Side.SHARED: 0.82, other: 0.66 if div.confident else 0.78, None: 0.2}
 
@@ -602,6 +695,8 @@ def _localize_pytorch(
     bindings = nat.legacy_bindings(t for t in (source.read_text(p) for p in nat.LEGACY_BINDINGS) if t)
     _add_th_definitions(ops, index, board, bindings)
     _add_headers(index, board)
+    cues = report_cues(issue, extraction)
+    cue_notes = _apply_cues(cues, div, ops, index, board, _side_weights(div, cues))
     structural = bool(board.files)
     # back-off: TF-IDF over contents with the op names, their kernels, and the title's identifiers
     terms = [o.name for o in ops if o.weight > 0.3] + [_dunder_free(o.name) for o in ops if o.weight > 0.3]
@@ -613,8 +708,8 @@ def _localize_pytorch(
             board.add(path, 0.3 * s / best, f"TF-IDF back-off over contents ({s / best:.2f} of best)")
     context = " ".join([issue.title, issue.body, *extraction.apis,
                         extraction.snippet.code if extraction.snippet else ""])
-    suspects = _rank(board, _side_weights(div), top, label, nat.path_side, context)
-    notes = []
+    suspects = _rank(board, _side_weights(div, cues), top, label, nat.path_side, context)
+    notes = list(cue_notes)
     if yaml_problem:
         notes.append(yaml_problem + "; dispatch kernels unknown")
     if unknown:
@@ -630,6 +725,131 @@ def _localize_pytorch(
                                 "; ".join(["no operator found in the report", lead, *notes]))
     opnames = ", ".join(o.name for o in ops[:5]) or "none"
     return Localization(label, tuple(suspects), Outcome.LOCATED, "; ".join([f"ops: {opnames}", lead, *notes]))
+
+
+_LAUNCHER = re.compile(r"kernel|launch|loop", re.I)
+_OWN_NAN = re.compile(r"isnan\s*\(|\b(\w+)\s*!=\s*\1\b")
+_LIFT = 1.05  # a cue-supported file ranks this much above the op's best kernel file
+
+
+def _apply_cues(cues: Cues, div: Divergence, ops: list[OpRef], index: nat.KernelIndex, board: _Board,
+                weights: dict[Side | None, float]) -> list[str]:
+    """Move evidence along the op's path where the report's cues say the fault lies; notes for the reason."""
+
+    def lift(path: str) -> float:  # evidence that ranks `path` just above the best kernel, after side weights
+        ev = board.files[path]
+        return best * _LIFT / max(weights.get(ev.side or nat.path_side(path), 0.2), 0.2)
+
+    notes: list[str] = []
+    if cues.cross_device:
+        if _add_launch_path(index, board):
+            notes.append(cues.cross_device + ": the op's math agrees on the default device, so its launch path "
+                         "(launchers, device guards) ranks above the math")
+        for ev in board.files.values():  # math cannot explain one GPU disagreeing with another
+            if ev.reasons and all(" math" in r or "math)" in r for _, r in ev.reasons):
+                ev.score *= 0.8
+        return notes
+    side = div.side
+    best = max((ev.score for p, ev in board.files.items() if not p.endswith(_HEADERS) and
+                (ev.side or nat.path_side(p)) == side), default=0.0)
+    if best <= 0:
+        return notes
+    own = f"{side.value.upper()}-only math"
+    if cues.value_dependent:
+        lifted = [p for p, ev in board.files.items() if any(own in r for _, r in ev.reasons)]
+        for path in lifted:
+            # math only the diverging device runs: the one place a value-dependent divergence can come from
+            board.add(path, lift(path), f"{own}, and {cues.value_dependent}", side=board.files[path].side)
+        if lifted:
+            notes.append(f"{cues.value_dependent}: {own} ranks above the kernel")
+    if cues.nan and any(_COMPARING_OPS.search(o.name) for o in ops if o.weight >= 0.5):
+        kernels = [p for p, ev in board.files.items() if not p.endswith(_HEADERS) and ev.score >= 0.75 * best
+                   and (ev.side or nat.path_side(p)) == side]
+        if kernels and not any(_OWN_NAN.search(index.texts.get(p, "")) for p in kernels):
+            lifted = []
+            for path, ev in list(board.files.items()):
+                if path.endswith(_HEADERS) and nat.path_side(path) in (side, Side.SHARED) and \
+                        any("math" in r and "used by" in r for _, r in ev.reasons) and \
+                        _OWN_NAN.search(index.texts.get(path, "")):
+                    board.add(path, lift(path), f"its comparison functors decide NaNs, and {cues.nan}",
+                              side=ev.side)
+                    lifted.append(path)
+            if lifted:
+                notes.append(f"{cues.nan}: the kernel writes no NaN comparison of its own, so the functors it "
+                             "uses rank first")
+    return notes
+
+
+def _add_launch_path(index: nat.KernelIndex, board: _Board) -> bool:
+    """Credit the CUDA launcher headers the op's CUDA kernels call (gpu_kernel_with_scalars in Loops.cuh,
+    gpu_reduce_kernel in Reduce.cuh), and the launchers those call in turn (gpu_kernel_impl in CUDALoops.cuh)."""
+    kernels = sorted(((p, ev.score) for p, ev in board.files.items()
+                      if nat.path_side(p) == Side.CUDA and not p.endswith(_HEADERS)), key=lambda x: -x[1])
+    if not kernels:
+        return False
+    best = kernels[0][1]
+    kernels = [(p, sc) for p, sc in kernels if sc >= 0.5 * best][:6]
+    # header -> [(launcher, kernel file, its score, call sites)]
+    direct: dict[str, list[tuple[str, str, float, int]]] = defaultdict(list)
+    deep: dict[str, list[tuple[str, str]]] = defaultdict(list)  # header -> [(launcher, caller)]
+    for path, score in kernels:
+        texts = [b for _, b in board.bodies.get(path, ())]
+        for attempt in (texts, [index.texts.get(path, "")]):  # the op's kernel bodies, else its whole file
+            found = False
+            for name in dict.fromkeys(m.group(1) for t in attempt for m in _CALL_T.finditer(t[:30000])):
+                d = _launcher_def(name, path, index)
+                if d is None:
+                    continue
+                found = True
+                calls = sum(len(re.findall(r"\b" + re.escape(name) + r"\s*[<(]", t)) for t in attempt)
+                direct[d.path].append((name, path, score, calls))
+                todo, seen = [(name, d)], {name}
+                while todo and len(seen) < 12:  # through same-header wrappers to the launch in another header
+                    outer, od = todo.pop()
+                    for inner in dict.fromkeys(m.group(1) for m in _CALL_T.finditer(od.body[:20000])):
+                        if inner in seen:
+                            continue
+                        seen.add(inner)
+                        same = index.definition_in(inner, od.path) if _LAUNCHER.search(inner) else None
+                        dd = same or _launcher_def(inner, od.path, index)
+                        if dd is None or dd.path == path:
+                            continue
+                        if dd.path == d.path:
+                            todo.append((inner, dd))
+                        else:
+                            deep[dd.path].append((inner, outer))
+            if found:
+                break
+    for header, uses in direct.items():
+        # the header most of the op's kernels and call sites go through leads (gpu_kernel over the
+        # jiterator's alternative of one kernel)
+        top = max(sc for _, _, sc, _ in uses)
+        files = list(dict.fromkeys(f.rsplit("/", 1)[-1] for _, f, _, _ in uses))
+        names = list(dict.fromkeys(n for n, _, _, _ in uses))
+        calls = sum(c for _, _, _, c in uses)
+        board.add(header, top * (_LIFT + 0.03) + 0.01 * min(len(files) - 1, 3) + 0.005 * min(calls - 1, 4),
+                  f"defines {', '.join(names[:3])}, the launcher {', '.join(files[:3])} call", side=Side.CUDA)
+    for header, inner_uses in deep.items():
+        if header in direct:
+            continue
+        names = list(dict.fromkeys(n for n, _ in inner_uses))
+        callers = list(dict.fromkeys(c for _, c in inner_uses))
+        board.add(header, best * _LIFT, f"defines {', '.join(names[:3])}, called by the launcher "
+                  f"{', '.join(callers[:3])}", side=Side.CUDA)
+    return bool(direct)
+
+
+def _launcher_def(name: str, caller_path: str, index: nat.KernelIndex) -> nat.Definition | None:
+    """The CUDA header defining a launcher-like function (`*kernel*`, `launch*`, `*loop*`), if one does."""
+    if len(name) < 6 or not _LAUNCHER.search(name) or name.isupper() or name.startswith(("C10_", "AT_", "TORCH_")):
+        return None
+    if index.definition_in(name, caller_path) is not None:
+        return None  # the kernel file's own helper
+    defs = [d for d in index.definitions(name, limit=4, tensorish=False)
+            if d.path.endswith(_HEADERS) and nat.path_side(d.path) == Side.CUDA]
+    if not defs or len({d.path for d in defs}) > 2:
+        return None
+    return defs[0]
 
 
 def _no_kernels_reason(source: SourceProvider, extraction: Extraction) -> str:
@@ -699,6 +919,7 @@ def _follow_op(
             fside = nat.path_side(d.path)
             role = (0.55 if composite else 0.8) if fside == Side.SHARED else 1.0
             board.add(d.path, kw * role, f"defines {kernel} ({keys}) for {name} [{origin}]")
+            board.body(d.path, kernel, d.body)
             bodies = [(kernel, d.body)]
             for helper in nat.local_calls(d.body)[:40]:  # same-file helpers: std -> std_var_out -> std_var_stub
                 if helper in index.registrations or helper == kernel or len(helper) < 4:
@@ -754,6 +975,7 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
         d for d in index.definitions(fn, limit=2, tensorish=False) if nat.path_side(d.path) != opposite
     ]
     for d in defs[:1]:
+        board.body(d.path, fn, d.body)
         if d.path != reg_path:
             board.add(d.path, score, f"defines {fn}, registered in {reg_path.rsplit('/', 1)[-1]}")
         _follow_math(fn, d, score * 0.95, index, board)
@@ -803,7 +1025,7 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
     symbols = list(dict.fromkeys(tok for body in bodies for tok in nat.identifiers(body)))
     found: dict[str, list[str]] = defaultdict(list)
     for sym in symbols:
-        if len(sym) < 4 or _NOT_MATH.search(sym) or sym == caller or sym in index.registrations:
+        if len(sym) < 4 or _NOT_MATH.search(sym) or sym.isupper() or sym == caller or sym in index.registrations:
             continue
         holders = index.files_with(sym)
         if not holders or len(holders) > _MATH_RARE:
