@@ -408,7 +408,7 @@ def main() -> int:
             t0 = time.perf_counter()
             loc = locate(issue, ex, tree, method)
             secs.append(time.perf_counter() - t0)
-            truth = set(row["truth_files"])  # type: ignore[arg-type]
+            truth = set(row["truth_files"])  # type: ignore[call-overload]
             present = [t for t in truth if (tree.root / t).is_file()]
             r = rank_of([s.path for s in loc.suspects], truth)
             ranks.append(r)
