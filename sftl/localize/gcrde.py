@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from sftl.errors import SourceError
 from sftl.localize import _native as nat
+from sftl.localize import legacy
 from sftl.model import Extraction, Issue, Localization, Outcome, Side, Suspect
 
 if TYPE_CHECKING:
@@ -294,11 +295,11 @@ def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
 
 # a CUDA device other than the default one, as code or observed output writes it
 _SECOND_DEVICE = re.compile(
-    r"cuda:\s*[1-9]|\.cuda\(\s*(?:device\s*=\s*)?[1-9]\s*\)|device\(\s*['\"]cuda['\"]\s*,\s*(?:index\s*=\s*)?[1-9]"
+    r"cuda:[1-9](?![\d.])|\.cuda\(\s*(?:device\s*=\s*)?[1-9]\s*\)|device\(\s*['\"]cuda['\"]\s*,\s*(?:index\s*=\s*)?[1-9]"
     r"|set_device\(\s*[1-9]|\b(?:gpu|cuda device)\s*#?[1-9]\b",
     re.I,
 )
-_DEFAULT_DEVICE = re.compile(r"cuda:\s*0|\.cuda\(\s*\)|\.cuda\(\s*0\s*\)|['\"]cuda['\"]|\b(?:gpu|cuda device)\s*#?0\b|\bfirst gpu",
+_DEFAULT_DEVICE = re.compile(r"cuda:0(?![\d.])|\.cuda\(\s*\)|\.cuda\(\s*0\s*\)|['\"]cuda['\"]|\b(?:gpu|cuda device)\s*#?0\b|\bfirst gpu",
                              re.I)
 # words that compare CUDA devices with each other (not CPU with GPU: "different devices" alone is that)
 _CROSS_WORDS = re.compile(
@@ -680,7 +681,15 @@ def _localize_pytorch(
 
     kernel_files = nat.kernel_paths(files)
     if not any(f.endswith((".cpp", ".cu", ".cc", ".c")) for f in kernel_files):
-        # a wheel ships ATen headers (torch/include) but no kernel sources: ranking headers alone misleads
+        # a wheel ships ATen headers (torch/include) but no kernel sources: ranking headers alone misleads,
+        # except an old release's TH/THC generic headers, which name the files defining the op (legacy.py)
+        ops, _ = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op)
+        board = _Board()
+        if any(legacy.library(f) for f in kernel_files) and legacy.add_evidence(
+                ops, _kernel_index(source, files), source, natives, board.add):
+            ranked = _rank(board, _side_weights(divergent_side(issue, extraction)), top, label, nat.path_side)
+            return Localization(label, tuple(ranked), Outcome.LOCATED, f"ops: {', '.join(o.name for o in ops[:5])}; "
+                                f"{legacy.HEADERS_ONLY}: {source.description}")
         return Localization(
             label, (), Outcome.SKIPPED,
             _no_kernels_reason(source, extraction),
@@ -692,8 +701,8 @@ def _localize_pytorch(
     followed: set[str] = set()
     for op in ops:
         _follow_op(op.name, op.weight, op.origin, natives, index, board, followed, depth=0)
-    bindings = nat.legacy_bindings(t for t in (source.read_text(p) for p in nat.LEGACY_BINDINGS) if t)
-    _add_th_definitions(ops, index, board, bindings)
+    # TH/THC-era releases: cwrap/nn.yaml/legacy dispatch -> THCTensor_(x) and its functors (legacy.py)
+    legacy.add_evidence(ops, index, source, natives, board.add)
     _add_headers(index, board)
     cues = report_cues(issue, extraction)
     cue_notes = _apply_cues(cues, div, ops, index, board, _side_weights(div, cues))
