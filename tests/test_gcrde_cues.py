@@ -57,6 +57,8 @@ def test_cross_device_reports_are_recognised(title: str, body: str, code: str) -
         ("mul gives different results on different devices", "CPU and GPU disagree.", ""),  # CPU vs GPU
         ("mul differs on different GPUs", "V100 and A100 give different values.", ""),  # GPU models
         ("mul wrong on CUDA", "The CUDA result differs from the CPU one.", "y = torch.mul(2.0, x.cuda(1))\n"),
+        # an environment section's versions are no device indices
+        ("mul wrong on CUDA", "PyTorch: 1.13.1\nCUDA: 11.7\ncuDNN: 8.5", "y = torch.mul(2.0, x.cuda())\n"),
     ],
 )
 def test_cpu_gpu_and_gpu_model_reports_are_not_cross_device(title: str, body: str, code: str) -> None:
