@@ -188,10 +188,15 @@ def repo_path(framework: str, installed: str) -> str | None:
             return NATIVE_FUNCTIONS
         if installed.startswith("torchgen/packaged/ATen/"):
             return "aten/src/ATen/" + installed[len("torchgen/packaged/ATen/") :]
+        if installed.startswith("torch/lib/include/"):  # 0.4-1.0 wheels kept the headers under torch/lib/
+            installed = "torch/include/" + installed[len("torch/lib/include/") :]
+        elif installed in ("torch/lib/THNN.h", "torch/lib/THCUNN.h"):  # 1.0: THNN/THCUNN's generic API headers
+            lib = installed[len("torch/lib/") : -len(".h")]
+            return f"aten/src/{lib}/generic/{lib}.h"
         if installed.startswith("torch/include/"):
             # headers shipped for extensions: torch/include/ATen/... -> aten/src/ATen/...
             rest = installed[len("torch/include/") :]
-            if rest.startswith(("ATen/", "TH/", "THC/")):
+            if rest.startswith(("ATen/", "TH/", "THC/", "THNN/", "THCUNN/")):
                 return "aten/src/" + rest
             if rest.startswith("c10/"):
                 return rest
@@ -703,12 +708,57 @@ def nearest_version(version: str, candidates: Iterable[str]) -> str | None:
     return ordered[0] if ordered else None
 
 
+# Release dates (first upload of each release to PyPI, to the day as far as known): the release a
+# report without a version ran on is the one current when it was filed.
+_RELEASES = {
+    "pytorch": """0.1.12 2017-05-02 0.2.0 2017-08-08 0.3.0 2017-12-05 0.3.1 2018-02-14 0.4.0 2018-04-24
+        0.4.1 2018-07-26 1.0.0 2018-12-07 1.0.1 2019-02-07 1.1.0 2019-04-30 1.2.0 2019-08-08 1.3.0 2019-10-10
+        1.3.1 2019-11-07 1.4.0 2020-01-15 1.5.0 2020-04-21 1.5.1 2020-06-18 1.6.0 2020-07-28 1.7.0 2020-10-27
+        1.7.1 2020-12-10 1.8.0 2021-03-04 1.8.1 2021-03-25 1.9.0 2021-06-15 1.9.1 2021-09-22 1.10.0 2021-10-21
+        1.10.1 2021-12-15 1.10.2 2022-01-27 1.11.0 2022-03-10 1.12.0 2022-06-28 1.12.1 2022-08-05 1.13.0 2022-10-28
+        1.13.1 2022-12-15 2.0.0 2023-03-15 2.0.1 2023-05-08 2.1.0 2023-10-04 2.1.1 2023-11-15 2.1.2 2023-12-14
+        2.2.0 2024-01-30 2.2.1 2024-02-22 2.2.2 2024-03-27 2.3.0 2024-04-24 2.3.1 2024-06-05 2.4.0 2024-07-24
+        2.4.1 2024-09-04 2.5.0 2024-10-17 2.5.1 2024-10-29 2.6.0 2025-01-29 2.7.0 2025-04-23 2.7.1 2025-06-04
+        2.8.0 2025-08-06 2.9.0 2025-10-15""",
+    "tensorflow": """1.0.0 2017-02-15 1.1.0 2017-04-21 1.2.0 2017-06-15 1.3.0 2017-08-17 1.4.0 2017-11-02
+        1.5.0 2018-01-26 1.6.0 2018-03-01 1.7.0 2018-03-29 1.8.0 2018-04-28 1.9.0 2018-07-10 1.10.0 2018-08-08
+        1.11.0 2018-09-27 1.12.0 2018-11-05 1.13.1 2019-02-26 1.14.0 2019-06-19 1.15.0 2019-10-16
+        2.0.0 2019-09-30 2.1.0 2020-01-08 2.2.0 2020-05-07 2.3.0 2020-07-27 2.4.0 2020-12-14 2.5.0 2021-05-13
+        2.6.0 2021-08-11 2.7.0 2021-11-04 2.8.0 2022-02-02 2.9.0 2022-05-16 2.10.0 2022-09-06 2.11.0 2022-11-18
+        2.12.0 2023-03-20 2.13.0 2023-07-05 2.14.0 2023-09-26 2.15.0 2023-11-14 2.16.1 2024-03-08
+        2.17.0 2024-07-11 2.18.0 2024-10-24 2.19.0 2025-03-11""",
+}
+
+
+def release_dates(framework: str) -> list[tuple[str, str]]:
+    """(version, ISO date) of the framework's releases sftl knows, oldest first."""
+    words = _RELEASES[normalize_framework(framework)].split()
+    return sorted(zip(words[::2], words[1::2], strict=True), key=lambda vd: vd[1])
+
+
+def release_at(framework: str, when: str) -> str | None:
+    """The latest release published on or before `when` (an ISO date or GitHub timestamp); None before the first.
+
+    TensorFlow's 1.x and 2.x lines overlapped (1.15 came after 2.0): the highest version out by then
+    wins, the one a plain `pip install` would have given that day.
+    """
+    day = (when or "").strip()[:10]
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+        return None
+    current = None
+    for version, date in release_dates(framework):
+        if date <= day and (current is None or _version_key(version) > _version_key(current)):
+            current = version
+    return current
+
+
 def open_source(
     framework: str,
     version: str | None,
     settings: Settings,
     source_root: str | Path | None = None,
     offline: bool = False,
+    created_at: str | None = None,
 ) -> SourceProvider:
     """The best source of the release's files: `source_root`, else what is cached, else fetched.
 
@@ -716,11 +766,17 @@ def open_source(
     else the cached GitHub C++ tree layered over the cached (or, online, fetched) wheel; when that
     holds no C++ sources, the registered tree of the NEAREST release is layered first, and the
     provider's description says so. Offline with nothing at all raises SourceError naming the
-    `sftl sources fetch` command to run.
+    `sftl sources fetch` command to run. A report with no version (`version` None) gets the release
+    current at `created_at` when given (`release_at`); the provider's description says so.
     """
     framework = normalize_framework(framework)
     if source_root is not None:
         return LocalTree(source_root, framework, version, cache_dir=settings.cache_dir)
+    inferred = release_at(framework, created_at) if not version and created_at else None
+    if inferred and created_at:
+        provider = open_source(framework, inferred, settings, offline=offline)
+        provider.description += f" (the report names no version: {inferred} was current on {created_at[:10]})"
+        return provider
     if not version:
         raise SourceError(f"the report names no {framework} version, so no source of the right release can be chosen")
     offline = offline or settings.offline
