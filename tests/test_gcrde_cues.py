@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sftl.localize.gcrde import localize_gcrde, report_cues
+from sftl.localize.gcrde import _jiterator_fallbacks, localize_gcrde, report_cues
 from sftl.model import Environment, Extraction, Issue, Side, Snippet
 from sftl.sources import LocalTree
 
@@ -184,3 +184,38 @@ def test_scores_are_in_unit_range_and_ordered(tree: LocalTree, method: str) -> N
         assert scores or method == "paper"  # the published name matching may find nothing
         assert all(0.0 <= s <= 1.0 for s in scores)
         assert scores == sorted(scores, reverse=True)
+
+
+# -- what a default CUDA build runs: not the `#else` of `#if AT_USE_JITERATOR()` --------------------
+
+
+def test_jiterator_fallback_spans_handle_nesting() -> None:
+    text = ("void k() {\n#if AT_USE_JITERATOR()\n  jitted(a);\n#else\n#ifdef X\n  b();\n#endif\n  calc(a);\n"
+            "#endif\n#if defined(Y)\n  c();\n#else\n  d();\n#endif\n}\n")
+    spans = _jiterator_fallbacks(text)
+    assert len(spans) == 1
+    start, end = spans[0]
+    assert "calc(a)" in text[start:end] and "b();" in text[start:end] and "jitted" not in text[start:end]
+    assert "d();" not in text[start:end]  # an #else of another test is no jiterator fallback
+
+
+def test_cpu_value_cue_lifts_host_math_cuda_runs_only_without_the_jiterator(tree: LocalTree) -> None:
+    # calc_i0e is named by the CUDA kernel only in its #else fallback (and in the jiterator's name string),
+    # and its definition carries an attribute macro before the body
+    issue, ex = report("special.i0e inaccurate for large x on CPU", ("torch.special.i0e",),
+                       "relative error 1e-4 against scipy on CPU; CUDA is accurate.")
+    loc = localize_gcrde(issue, ex, tree)
+    assert loc.suspects[0].path == NATIVE + "Math.h"
+    assert "calc_i0e" in loc.suspects[0].reason and "CPU-only math" in loc.suspects[0].reason
+    assert loc.suspects[1].path == NATIVE + "cpu/UnaryOpsKernel.cpp"
+
+
+def test_cuda_kernel_math_and_launchers_skip_the_jiterator_fallback(tree: LocalTree) -> None:
+    issue, ex = report("special.i0e gives a wrong result on CUDA", ("torch.special.i0e",))
+    loc = localize_gcrde(issue, ex, tree)
+    by_path = {s.path.removeprefix(NATIVE): s for s in loc.suspects}
+    assert loc.suspects[0].path == NATIVE + "cuda/UnarySpecialOpsKernel.cu"
+    assert "i0e_string" in by_path["cuda/Math.cuh"].reason
+    assert "used by i0e_kernel_cuda" not in by_path.get("Math.h", loc.suspects[0]).reason
+    assert "jitted_gpu_kernel" in by_path["cuda/JitLoops.cuh"].reason
+    assert "gpu_kernel, called by" not in by_path.get("cuda/Loops.cuh", loc.suspects[0]).reason

@@ -240,7 +240,7 @@ class KernelIndex:
                 texts[path] = text
         return cls(texts)
 
-    _FORMAT = "sftl-kernel-index-2"
+    _FORMAT = "sftl-kernel-index-3"
 
     def save(self, path: Path, key: str) -> None:
         """Write the index (with its token index) for the next process; best effort, atomic."""
@@ -532,7 +532,9 @@ def _is_definition(text: str, open_paren: int) -> int | None:
         return None
     # after the parameter list: qualifiers, a trailing return type or an initializer list, then '{'
     tail = text[i + 1 : i + 300]
-    m = re.match(r"\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?:->\s*[\w:<>,\s&*]+?)?\s*(\{|:[^;{]*\{)", tail)
+    # (attribute macros such as `__ubsan_ignore_float_divide_by_zero__` may stand before the body)
+    m = re.match(r"\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?(?:__\w+__\s*)*(?:->\s*[\w:<>,\s&*]+?)?\s*"
+                 r"(\{|:[^;{]*\{)", tail)
     if m is None:
         return None
     return i + 1 + m.end() - 1

@@ -988,7 +988,8 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
         if d.path != reg_path:
             board.add(d.path, score, f"defines {fn}, registered in {reg_path.rsplit('/', 1)[-1]}")
         _follow_math(fn, d, score * 0.95, index, board)
-        helpers = list(dict.fromkeys(m.group(1) for m in _HELPER.finditer(d.body[:20000])))
+        body = _without_jiterator_fallback(d.body[:20000]) if reg_side == Side.CUDA else d.body[:20000]
+        helpers = list(dict.fromkeys(m.group(1) for m in _HELPER.finditer(body)))
         for helper in helpers[:6]:
             if helper == fn or helper.startswith(("C10_", "AT_", "TORCH_", "TORCH")):
                 continue
@@ -1031,6 +1032,8 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
         headers += [g for g in index.includes.get(h, ()) if g.endswith(_HEADERS) and g not in headers]
     kside = nat.path_side(d.path)
     other = {Side.CPU: Side.CUDA, Side.CUDA: Side.CPU}.get(kside) if kside is not None else None
+    if kside == Side.CUDA:  # what default CUDA builds run: not the `#else` of `#if AT_USE_JITERATOR()`
+        bodies = [_without_jiterator_fallback(b) for b in bodies]
     symbols = list(dict.fromkeys(tok for body in bodies for tok in nat.identifiers(body)))
     found: dict[str, list[str]] = defaultdict(list)
     for sym in symbols:
@@ -1056,7 +1059,8 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
             syms = [s for s in syms if not any(h != header and nat.path_side(h) == device for h in _definers(found, s))]
             if not syms:
                 continue
-            host_only = device == Side.CPU and all(_defined_on(index, s, Side.CUDA) for s in syms)
+            host_only = device == Side.CPU and all(
+                _defined_on(index, s, Side.CUDA) or _cuda_fallback_only(index, s) for s in syms)
         else:
             host_only = False
         same = device is not None and (hside == device or host_only)
@@ -1064,6 +1068,55 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
         board.add(header, score * (1.0 if same else 0.85) + 0.01 * min(len(syms) - 1, 3),
                   f"defines {', '.join(syms[:3])} ({where}) used by {caller} in {d.path.rsplit('/', 1)[-1]}",
                   side=device if host_only else None)
+
+
+_PP = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
+
+
+def _jiterator_fallbacks(text: str) -> list[tuple[int, int]]:
+    """Spans of the `#else` branches of `#if AT_USE_JITERATOR()` blocks: code CUDA builds run only
+    without the jiterator (ROCm, old toolkits), so not the math a default CUDA build runs."""
+    spans: list[tuple[int, int]] = []
+    stack: list[list[object]] = []  # [is the jiterator test, start of its #else]
+    for m in _PP.finditer(text):
+        kw = m.group(1)
+        if kw.startswith("if"):
+            stack.append([kw == "if" and "AT_USE_JITERATOR" in m.group(2), None])
+        elif kw in ("else", "elif") and stack:
+            if stack[-1][0] and stack[-1][1] is None:
+                stack[-1][1] = m.end()
+        elif kw == "endif" and stack:
+            is_jit, start = stack.pop()
+            if is_jit and isinstance(start, int):
+                spans.append((start, m.start()))
+    return spans
+
+
+def _without_jiterator_fallback(body: str) -> str:
+    if "AT_USE_JITERATOR" not in body:
+        return body
+    for start, end in sorted(_jiterator_fallbacks(body), reverse=True):
+        body = body[:start] + body[end:]
+    return body
+
+
+def _cuda_fallback_only(index: nat.KernelIndex, sym: str) -> bool:
+    """Whether every CUDA kernel file naming `sym` names it only in a jiterator fallback branch
+    (calc_i0e in UnarySpecialOpsKernel.cu, whose default path runs i0e_string)."""
+    users = [p for p in index.files_with(sym) if nat.path_side(p) == Side.CUDA and not p.endswith(_HEADERS)]
+    if not users:
+        return False
+    pattern = re.compile(r"\b" + re.escape(sym) + r"\b")
+    for path in users:
+        text = index.texts.get(path, "")
+        spans = _jiterator_fallbacks(text) if "AT_USE_JITERATOR" in text else []
+        for m in pattern.finditer(text):
+            line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+            if line.count('"') % 2 or line.lstrip().startswith("//"):
+                continue  # a string (the jiterator's kernel name "calc_i0e") or a comment: not a call
+            if not any(a <= m.start() < b for a, b in spans):
+                return False
+    return True
 
 
 def _definers(found: dict[str, list[str]], sym: str) -> list[str]:
