@@ -697,12 +697,12 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 
 def nearest_version(version: str, candidates: Iterable[str]) -> str | None:
-    """The candidate release closest to `version` (same major first, then by distance)."""
+    """The candidate release closest to `version` in release order (0.4 is next to 1.0, not to 1.4; 2.0 to 1.13)."""
     want = _version_key(version)
 
-    def distance(v: str) -> tuple[int, int, int]:
+    def distance(v: str) -> tuple[int, int]:
         have = _version_key(v)
-        return (abs(have[0] - want[0]), abs(have[1] - want[1]), abs(have[2] - want[2]))
+        return (abs((have[0] - want[0]) * 100 + have[1] - want[1]), abs(have[2] - want[2]))
 
     ordered = sorted(candidates, key=distance)
     return ordered[0] if ordered else None

@@ -12,7 +12,7 @@ from sftl.errors import SourceError
 from sftl.localize.gcrde import localize_gcrde
 from sftl.localize.legacy import HEADERS_ONLY, INFERRED
 from sftl.model import Environment, Extraction, Issue, Localization, Outcome, Side
-from sftl.sources import WheelSource, open_source, release_at, wheel_cache_dir
+from sftl.sources import WheelSource, nearest_version, open_source, release_at, wheel_cache_dir
 
 WHEEL_101 = "torch-1.0.1-cp36-cp36m-manylinux1_x86_64.whl"
 
@@ -97,6 +97,12 @@ def test_release_current_at_a_date() -> None:
     assert release_at("tensorflow", "2019-11-01T00:00:00Z") == "2.0.0"  # 1.15 came later, but 2.0 is higher
     assert release_at("pytorch", "2016-01-01") is None
     assert release_at("pytorch", "yesterday") is None
+
+
+def test_nearest_release_follows_release_order_across_majors() -> None:
+    assert nearest_version("0.4", ["1.0.1", "1.4.0", "1.8.1"]) == "1.0.1"  # not 1.4.0 for sharing a minor number
+    assert nearest_version("2.0.0", ["1.0.1", "1.13.1"]) == "1.13.1"
+    assert nearest_version("1.0.1", ["1.13.1", "2.6.0"]) == "1.13.1"
 
 
 def test_open_source_without_a_version_uses_the_release_of_the_report_date(tmp_path: Path, fixtures_dir: Path) -> None:
