@@ -117,3 +117,17 @@ def test_open_source_without_a_version_uses_the_release_of_the_report_date(tmp_p
     loc = locate(src, "rshift on cuda is wrong", ("torch.Tensor.__rshift__",))
     assert loc.suspects[0].path == "aten/src/THC/generic/THCTensorMathPairwise.cu"
     assert "0.4.0 was current on 2018-06-04" in loc.reason
+
+
+def test_th_names_are_guessed_in_camel_case_too(tmp_path: Path) -> None:
+    """index_add_ is THCTensor_(indexAdd): no binding file in a wheel, so the name is guessed from the op."""
+    whl = tmp_path / "torch-1.0.1-cp37-cp37m-manylinux1_x86_64.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        zf.writestr("torch/lib/include/THC/generic/THCTensorIndex.h",
+                    '#ifndef THC_GENERIC_FILE\n#define THC_GENERIC_FILE "generic/THCTensorIndex.h"\n#else\n\n'
+                    "THC_API void THCTensor_(indexAdd)(THCState *state, THCTensor *res_, int dim, "
+                    "THCudaLongTensor *indices, THCTensor *src);\n\n#endif\n")
+        zf.writestr("torch/__init__.py", "")
+    loc = locate(WheelSource(whl, "pytorch"), "index_add_ wrong on cuda", ("torch.Tensor.index_add_",))
+    assert loc.suspects[0].path == "aten/src/THC/generic/THCTensorIndex.cu"
+    assert "TH*Tensor_(indexAdd)" in loc.suspects[0].reason and "TH name guessed from the op" in loc.suspects[0].reason

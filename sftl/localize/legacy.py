@@ -351,7 +351,9 @@ def release_tables(source: SourceProvider) -> tuple[dict[str, list[Binding]], di
 def _guesses(op: str) -> list[str]:
     """TH names a release would give the op when no binding file says: rshift, maxall, cmax."""
     base = op.strip("_").rstrip("_")
-    names = [base, base + "all", "c" + base, base.replace("_", "")]
+    head, *rest = base.split("_")
+    camel = head + "".join(w[:1].upper() + w[1:] for w in rest)  # index_add -> indexAdd, masked_fill -> maskedFill
+    names = [base, base + "all", "c" + base, base.replace("_", ""), camel]
     return [n for n in dict.fromkeys(names) if n]
 
 
@@ -456,8 +458,12 @@ def add_evidence(
                 if impl is not None:
                     note = (f"{impl.rsplit('/', 1)[-1]} is present but its definition was not found in the text"
                             if impl in files else INFERRED)
-                    credit(impl, w * 0.85, f"implements {label} by {_lib_name(header)}'s convention: generic/{hname} "
-                           f"declares it [{why}] for {op.name} ({op.origin}); {note}", side)
+                    # TH spreads generic/THTensorMath.h over THTensorMath/MoreMath/EvenMoreMath: a weaker guess
+                    split = hname == "THTensorMath.h" and _lib_name(header) == "TH"
+                    if split:
+                        note += " (TH also defines THTensorMath.h's functions in THTensorMoreMath/EvenMoreMath)"
+                    credit(impl, w * (0.7 if split else 0.85), f"implements {label} by {_lib_name(header)}'s convention: "
+                           f"generic/{hname} declares it [{why}] for {op.name} ({op.origin}); {note}", side)
                 # the functors of the declaring header's family (generic/X.h -> X.cuh), read where shipped
                 family = header.replace("/generic/", "/").rsplit(".", 1)[0] + ".cuh"
                 for name in _named_functors(op.name, binding.th, layout):
