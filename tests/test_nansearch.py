@@ -136,3 +136,12 @@ def test_tensorflow_entry_mode(settings) -> None:  # type: ignore[no-untyped-def
     r = search_script(FIX / "tf_log_of_softmax_entry.py", settings, entry="loss", budget=4.0, baseline=False)
     assert r.framework == "tensorflow"
     assert r.found and r.op == "tf.math.log" and r.line == 7
+
+
+def test_repeats_time_both_searches_again_and_report_the_phase(settings) -> None:  # type: ignore[no-untyped-def]
+    r = search_script(FIX / "log_of_softmax_entry.py", settings, entry="loss", budget=2.0, repeats=3)
+    assert r.found and r.op == "torch.log" and r.phase in {"domain", "gradient"}
+    assert r.baseline is not None and r.baseline.seconds > 0 and r.start_seconds > 0
+    g = search_script(FIX / "log_of_softmax_entry.py", settings, entry="loss", budget=2.0, probes=False,
+                      baseline=False)
+    assert g.found and g.phase == "gradient" and g.op == "torch.log"

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -28,6 +29,15 @@ NEWTON_OVERSHOOT = 1.25  # aim a quarter past the boundary: log(0) is -inf but s
 NEWTON_FACTORS = (NEWTON_OVERSHOOT, 4.0)  # first-order probes: just past the boundary, then well past it
 TINY = 1e-60  # well below float32's smallest subnormal (1.4e-45), where a positive value rounds to 0
 SIGNED_FACTORS = (1.0, 4.0, 16.0)  # signed probes, in units of the current step size eta
+SATURATE = 1e3  # domain probe "up": each variable scaled to this many times its typical size (within the bound)
+MAX_DOMAIN_PROBES = 4
+DOMAIN_PROBES = {  # per invalid domain (nan_ops.Margin.kind), the input transformations likeliest to reach it
+    "overflow": ("up", "flip_up"),
+    "positive": ("up", "flip", "flip_up"),
+    "unit": ("up", "flip_up"),
+    "zero": ("zeros", "up", "flip_up"),
+}
+RANKED_SITES = 3  # after an all-sites gradient run, the far first-order jump of this many best-ranked sites
 RANDOM_DOUBLING_EVERY = 10  # random baseline: trials per scale before doubling it
 
 
@@ -37,6 +47,19 @@ class Variable:
     start: np.ndarray  # float64 copy of the starting value
     dtype: str  # the framework dtype name, e.g. "float32"
 
+    @cached_property
+    def top(self) -> float:
+        """The start's largest magnitude."""
+        return float(np.max(np.abs(self.start))) if self.start.size else 0.0
+
+    @cached_property
+    def scale(self) -> float:
+        """The start's typical magnitude (its spread, or its mean size), at least 1e-3."""
+        if not self.start.size:
+            return 1.0
+        s = float(np.std(self.start)) if self.start.size > 1 else 0.0
+        return max(s, float(np.mean(np.abs(self.start))), 1e-3)
+
 
 @dataclass
 class Finding:
@@ -45,6 +68,15 @@ class Finding:
     code: str
     kind: str  # "forward" | "backward" | "python"
     inputs: list[dict[str, Any]] = field(default_factory=list)
+    # copies of the op's inputs, summarized only when reported (`summary()`): not inside the timed search
+    pending: list[tuple[str, Any]] = field(default_factory=list)
+    summarizer: Callable[[Any, str], dict[str, Any]] | None = None
+
+    def summary(self) -> list[dict[str, Any]]:
+        """The op's inputs as JSON summaries."""
+        if self.pending and self.summarizer is not None:
+            return self.inputs + [self.summarizer(value, name) for name, value in self.pending]
+        return self.inputs
 
 
 @dataclass
@@ -56,15 +88,22 @@ class RunOutcome:
     target_crossing: bool = True  # the target's invalid region lies beyond 0 (else: only at 0)
     error: str | None = None
     seconds: float = 0.0
+    kinds: dict[str, str] = field(default_factory=dict)  # site -> invalid domain (nan_ops.Margin.kind)
+    site_grads: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # target ALL_SITES: every gradient
+    site_crossing: dict[str, bool] = field(default_factory=dict)
+
+
+ALL_SITES = "*"  # as a run's target: every site's margin is differentiated (one instrumented run ranks them all)
 
 
 class Backend(Protocol):
     variables: list[Variable]
 
     def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
-            grad_below: float = math.inf, margins: bool = True) -> RunOutcome:
-        """One run; the target's gradient is taken only where its margin falls below `grad_below`;
-        `margins=False` (random search) only watches for NaN/INF."""
+            grad_below: float = math.inf, margins: bool = True, only_target: bool = False) -> RunOutcome:
+        """One run; the target's gradient is taken only where its margin falls below `grad_below`
+        (target ALL_SITES: every site's, into `site_grads`); `margins=False` (random search, probes)
+        only watches for NaN/INF; `only_target` records the target's margin alone."""
         ...
 
 
@@ -78,123 +117,181 @@ class SearchResult:
     reason: str = ""
     sites: list[str] = field(default_factory=list)
     cpu_seconds: float = 0.0  # this process's CPU time: steadier than wall time on a loaded machine
+    phase: str = ""  # what found it: "start", "domain" (a cheap probe), "gradient", "restart", "random"
 
 
 def bound_for(var: Variable, bound: float) -> float:
     """Values stay within a realistic range: +-bound, or 10x the start's magnitude if larger."""
-    top = float(np.max(np.abs(var.start))) if var.start.size else 0.0
-    return max(bound, 10.0 * top)
-
-
-def _scale(var: Variable) -> float:
-    if not var.start.size:
-        return 1.0
-    s = float(np.std(var.start)) if var.start.size > 1 else 0.0
-    return max(s, float(np.mean(np.abs(var.start))), 1e-3)
+    return max(bound, 10.0 * var.top)
 
 
 def _done(finding: Finding | None, steps: int, t0: float, values: list[np.ndarray], sites: set[str],
-          c0: float) -> SearchResult:
+          c0: float, phase: str = "") -> SearchResult:
     return SearchResult(True, finding, steps, time.perf_counter() - t0, values, "", sorted(sites),
-                        time.process_time() - c0)
+                        time.process_time() - c0, phase)
+
+
+def domain_probes(start: list[np.ndarray], vars_: list[Variable], limits: list[float],
+                  out: RunOutcome) -> list[tuple[str, list[np.ndarray]]]:
+    """The cheap first guesses, from the invalid domains of the sites the start run reached (closest first).
+
+    A saturating or overflowing op (softmax/sigmoid/tanh into log/atanh, exp) breaks when the inputs
+    grow ("up": each variable scaled to SATURATE times its typical size, within the bound), a divisor
+    or a norm when they vanish ("zeros"), a log/sqrt of a linear function when they change sign."""
+    order = sorted(out.normalized, key=lambda s: out.normalized[s])
+    lists = [DOMAIN_PROBES.get(out.kinds.get(s, "positive"), ()) for s in order]
+    names: list[str] = []
+    for level in range(max((len(x) for x in lists), default=0)):
+        for probes in lists:
+            if level < len(probes) and probes[level] not in names:
+                names.append(probes[level])
+    return [(name, _transform(name, start, vars_, limits)) for name in names[:MAX_DOMAIN_PROBES]]
+
+
+def _transform(name: str, start: list[np.ndarray], vars_: list[Variable], limits: list[float]) -> list[np.ndarray]:
+    if name == "zeros":
+        return [np.zeros_like(s) for s in start]
+    if name == "flip":
+        return [-s for s in start]
+    sign = -1.0 if name == "flip_up" else 1.0
+    return [s if v.top == 0 else np.clip(s * (sign * min(SATURATE * v.scale, lim) / v.top), -lim, lim)
+            for s, v, lim in zip(start, vars_, limits, strict=True)]
+
+
+def _rank(out: RunOutcome, exhausted: set[str]) -> list[str]:
+    """Sites by linearised distance to their invalid region, margin / |gradient| (a site close in value
+    but insensitive to the inputs is far in input space); sites without a gradient are left out."""
+    scored = []
+    for site, grads in out.site_grads.items():
+        if site in exhausted or site not in out.margins:
+            continue
+        gsq = sum(float(np.sum(g * g)) for g in grads if g is not None)
+        if not math.isfinite(gsq) or gsq <= 0:
+            continue
+        scored.append((max(out.margins[site], 0.0) / math.sqrt(gsq), site))
+    return [site for _, site in sorted(scored)]
 
 
 def gradient_search(
-    backend: Backend, budget: float, seed: int = 0, bound: float = 1e4, start_outcome: RunOutcome | None = None
+    backend: Backend, budget: float, seed: int = 0, bound: float = 1e4, start_outcome: RunOutcome | None = None,
+    probes: bool = True,
 ) -> SearchResult:
-    """Descend one unsafe site's margin at a time (first-order steps onto the invalid side, then signed steps)."""
+    """Cheap domain probes, then gradient descent of one unsafe site's margin at a time, the site nearest
+    to invalid (linearised) first: first-order steps onto the invalid side, then signed steps.
+
+    `probes=False` skips the domain probes (to see the gradient phase alone)."""
     t0 = time.perf_counter()
     c0 = time.process_time()
     deadline = t0 + budget
-    rng = np.random.default_rng(seed)
     vars_ = backend.variables
     if not vars_:
         return SearchResult(False, None, 0, 0.0, None, "the program has no floating-point inputs to search")
-    start = [v.start.copy() for v in vars_]
+    start = [v.start for v in vars_]  # never modified in place: every step builds new arrays
     limits = [bound_for(v, bound) for v in vars_]
-    taus = [1e-3 * _scale(v) for v in vars_]
     seen: set[str] = set()
     steps = 0
 
-    def run(values: list[np.ndarray], target: str | None, grad_below: float = math.inf) -> RunOutcome:
+    def run(values: list[np.ndarray], target: str | None, want_grad: bool = True,
+            margins: bool = True) -> RunOutcome:
         nonlocal steps
         steps += 1
-        out = backend.run(values, target, target is not None, deadline, grad_below)
-        seen.update(out.margins)
-        return out
-
-    def probe(values: list[np.ndarray], target: str | None = None) -> RunOutcome:
-        nonlocal steps
-        steps += 1
-        out = backend.run(values, target, False, deadline)
+        out = backend.run(values, target, want_grad, deadline, margins=margins,
+                          only_target=target is not None and target != ALL_SITES and not want_grad)
         seen.update(out.margins)
         return out
 
     x = start
-    out = start_outcome if start_outcome is not None else run(x, None)
+    out = start_outcome if start_outcome is not None else run(x, None, False)
     seen.update(out.margins)
     if out.finding:
-        return _done(out.finding, steps, t0, x, seen, c0)
+        return _done(out.finding, steps, t0, x, seen, c0, "start")
+    # 1. the invalid domains' cheap guesses: plain runs that only watch for NaN/INF, no margins, no autograd
+    for _, proposal in domain_probes(start, vars_, limits, out) if probes else ():
+        if time.perf_counter() >= deadline:
+            break
+        new = run(proposal, None, False, margins=False)
+        if new.finding:
+            return _done(new.finding, steps, t0, proposal, seen, c0, "domain")
+    # 2. gradient descent: one instrumented run differentiates every site's margin and ranks the sites
+    rng: np.random.Generator | None = None
+    taus = [1e-3 * v.scale for v in vars_]
     exhausted: set[str] = set()
+    ranking: list[str] = []  # from the last all-sites run at x; empty: take a new one
     target: str | None = None
+    grads: list[np.ndarray | None] | None = None
+    margin, crossing = math.inf, True
     eta, tries, restarts = ETA0, 0, 0
     while time.perf_counter() < deadline:
-        candidates = {s: v for s, v in out.normalized.items() if s not in exhausted}
-        if not candidates:
-            # every reachable site is stuck: restart from a random point around the start, wider each time
-            restarts += 1
-            sigma = 0.5 * 2.0 ** min(restarts, 40)
-            x = [
-                np.clip(s + sigma * _scale(v) * rng.standard_normal(s.shape), -lim, lim)
-                for s, v, lim in zip(start, vars_, limits, strict=True)
-            ]
-            out = probe(x)
+        if target is None:
+            if not ranking:
+                out = run(x, ALL_SITES)
+                if out.finding:
+                    return _done(out.finding, steps, t0, x, seen, c0, "restart" if restarts else "gradient")
+                ranking = _rank(out, exhausted)
+                if not ranking:
+                    # every reachable site is stuck: restart from a random point around the start, wider each
+                    # time (the next round's ranking run there watches for NaN/INF too)
+                    restarts += 1
+                    rng = rng or np.random.default_rng(seed)
+                    sigma = 0.5 * 2.0 ** min(restarts, 40)
+                    x = [np.clip(s + sigma * v.scale * rng.standard_normal(s.shape), -lim, lim)
+                         for s, v, lim in zip(start, vars_, limits, strict=True)]
+                    exhausted.clear()
+                    continue
+                # the far first-order jump of the next best sites too: the nearest is not always the easiest
+                for site in ranking[1:RANKED_SITES]:
+                    jump = _newton(x, out.site_grads[site], out.margins[site], True, limits,
+                                   _log_jump(out.margins[site]))
+                    if jump is not None and time.perf_counter() < deadline:
+                        new = run(jump, None, False, margins=False)
+                        if new.finding:
+                            return _done(new.finding, steps, t0, jump, seen, c0, "gradient")
+            target = ranking.pop(0)
+            grads = out.site_grads[target]
+            margin, crossing = out.margins[target], out.site_crossing.get(target, True)
+            eta, tries = ETA0, 0
+        elif grads is None:
+            out = run(x, target)  # the one gradient run per accepted point
             if out.finding:
-                return _done(out.finding, steps, t0, x, seen, c0)
-            exhausted.clear()
-            target = None
-            continue
-        chosen = min(candidates, key=lambda s: candidates[s])
-        fresh = chosen != target
-        if fresh:
-            target, eta, tries = chosen, ETA0, 0
-        if fresh or out.grads is None:
-            out = run(x, chosen)  # the one run per accepted point that pays for a gradient
-            if out.finding:
-                return _done(out.finding, steps, t0, x, seen, c0)
-            if chosen not in out.margins or out.grads is None:
-                exhausted.add(chosen)
+                return _done(out.finding, steps, t0, x, seen, c0, "gradient")
+            if target not in out.margins or out.grads is None or not any(
+                    g is not None and np.any(g) for g in out.grads):
+                exhausted.add(target)
+                target, ranking = None, []
                 continue
-        grads = out.grads
-        if not any(g is not None and np.any(g) for g in grads):
-            exhausted.add(chosen)
-            continue
-        margin = out.margins[chosen]
-        best: tuple[list[np.ndarray], RunOutcome] | None = None
-        # probe along the gradient with plain runs (no autograd): a first-order jump to (and past) the
-        # boundary, then signed steps of growing size; the best probe becomes the next point
-        for proposal in _probes(x, grads, margin, out.target_crossing, limits, taus, eta):
+            grads, margin, crossing = out.grads, out.margins[target], out.target_crossing
+        assert grads is not None
+        best: tuple[list[np.ndarray], float] | None = None
+        # probe along the gradient with plain runs that record only the target's margin: a first-order
+        # jump to (and past) the boundary, then signed steps of growing size; the best probe is the next point
+        for proposal in _probes(x, grads, margin, crossing, limits, taus, eta):
             if time.perf_counter() >= deadline:
                 break
-            new = probe(proposal, chosen)
+            new = run(proposal, target, False)
             if new.finding:
-                return _done(new.finding, steps, t0, proposal, seen, c0)
-            if new.error is None and chosen in new.margins and new.margins[chosen] < (
-                    best[1].margins[chosen] if best else margin):
-                best = (proposal, new)
+                return _done(new.finding, steps, t0, proposal, seen, c0, "gradient")
+            m = new.margins.get(target)
+            if new.error is None and m is not None and m < (best[1] if best else margin):
+                best = (proposal, m)
         tries += 1
         if best is not None:
-            x, out = best  # out.grads is None: the next round takes the gradient there
+            x, margin = best
+            grads = None  # the next round takes the gradient there
+            ranking = []  # other sites' ranks were measured at the old point
             eta = min(eta * ETA_GROWTH, ETA_MAX)
         else:
             eta *= 0.125  # the probes spanned eta..16 eta: shrink below all of them
-            if eta < ETA_MIN:
-                exhausted.add(chosen)
-        if tries >= MAX_TRIES:
-            exhausted.add(chosen)
+        if eta < ETA_MIN or tries >= MAX_TRIES:
+            exhausted.add(target)
+            target, grads = None, None
     reason = "budget spent; no unsafe operation reached NaN/INF" if seen else "no unsafe operation was reached"
     return SearchResult(False, None, steps, time.perf_counter() - t0, None, reason, sorted(seen),
                         time.process_time() - c0)
+
+
+def _log_jump(margin: float) -> float:
+    """The overshoot of the far first-order jump: ln(margin / TINY) (see _probes)."""
+    return max(NEWTON_FACTORS[1], math.log(margin / TINY)) if margin > 0 else NEWTON_FACTORS[1]
 
 
 def _probes(
@@ -202,28 +299,20 @@ def _probes(
     taus: list[float], eta: float,
 ) -> Iterator[list[np.ndarray]]:
     """Points along the gradient, the likeliest first: the first-order steps just past the boundary and far
-    past it (log space), then signed steps of 1, 4 and 16 eta (capped at ETA_MAX)."""
+    past it (log space), then signed steps of 1, 4 and 16 eta (capped at ETA_MAX); built lazily."""
     # a margin that must cross 0 (log's input, sqrt's) is often far from linear near it (a softmax
     # probability, an exponential): its logarithm is nearly linear, and the first-order step in log space
     # to well below float32's smallest subnormal is the plain step scaled by ln(margin / TINY)
     # towards 0 (a divisor that is a sum of exponentials) likewise: the plain step there aims at 0 exactly
-    factors = NEWTON_FACTORS
-    if margin > 0:
-        factors = (factors[0], max(factors[1], math.log(margin / TINY)))
-    newton = [_newton(x, grads, margin, crossing, limits, f) for f in factors[:1]]
-    newton += [_newton(x, grads, margin, True, limits, f) for f in factors[1:]]
-    etas = sorted({min(eta * k, ETA_MAX) for k in SIGNED_FACTORS})
-
-    def signed(e: float) -> list[np.ndarray]:
-        return [xi if gi is None else np.clip(xi - np.sign(gi) * e * np.maximum(np.abs(xi), tau), -lim, lim)
-                for xi, gi, tau, lim in zip(x, grads, taus, limits, strict=True)]
-
-    if crossing:  # any point past 0 is invalid: the far jump first, the near one if the far one saturates
-        newton.reverse()
-    order: list[list[np.ndarray] | None] = [*newton, *(signed(e) for e in etas)]
-    for p in order:
+    near = (NEWTON_FACTORS[0], crossing)
+    far = (_log_jump(margin), True)
+    for factor, cross in ((far, near) if crossing else (near, far)):
+        p = _newton(x, grads, margin, cross, limits, factor)
         if p is not None:
             yield p
+    for e in sorted({min(eta * k, ETA_MAX) for k in SIGNED_FACTORS}):
+        yield [xi if gi is None else np.clip(xi - np.sign(gi) * e * np.maximum(np.abs(xi), tau), -lim, lim)
+               for xi, gi, tau, lim in zip(x, grads, taus, limits, strict=True)]
 
 
 def _newton(
@@ -258,9 +347,9 @@ def random_search(
     vars_ = backend.variables
     if not vars_:
         return SearchResult(False, None, 0, 0.0, None, "the program has no floating-point inputs to search")
-    start = [v.start.copy() for v in vars_]
+    start = [v.start for v in vars_]
     limits = [bound_for(v, bound) for v in vars_]
-    scales = [_scale(v) for v in vars_]
+    scales = [v.scale for v in vars_]
     top = max(lim / s for lim, s in zip(limits, scales, strict=True))
     seen: set[str] = set()
     steps = 0
@@ -278,7 +367,7 @@ def random_search(
         out = backend.run(x, None, False, deadline, margins=False)  # NaN/INF watch only: no margins to pay
         seen.update(out.margins)
         if out.finding:
-            return _done(out.finding, steps, t0, x, seen, c0)
+            return _done(out.finding, steps, t0, x, seen, c0, "random")
     return SearchResult(False, None, steps, time.perf_counter() - t0, None, "budget spent", sorted(seen),
                         time.process_time() - c0)
 

@@ -35,6 +35,8 @@ class Margin:
     value: float
     scale: float
     crossing: bool = True  # invalid beyond 0 (log, sqrt, exp, acos); False: only at 0 itself (divisors, norms)
+    kind: str = "positive"  # the invalid domain: "positive" (input to 0 or below), "zero" (a divisor or norm to 0),
+    # "overflow" (input past log(max)), "unit" (|input| past 1): it suggests the search's first probes
 
     @property
     def normalized(self) -> float:
@@ -50,9 +52,9 @@ def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, name: str) -> An
     return kwargs.get(name)
 
 
-def _margin(k: Kernel, term: Any, scale: float, crossing: bool = True) -> Margin:
+def _margin(k: Kernel, term: Any, scale: float, crossing: bool = True, kind: str = "positive") -> Margin:
     value = k.value(term)
-    return Margin(term, value, scale if math.isfinite(scale) and scale > 0 else 1.0, crossing)
+    return Margin(term, value, scale if math.isfinite(scale) and scale > 0 else 1.0, crossing, kind)
 
 
 def _positive(index: int, name: str = "input", offset: float = 0.0) -> MarginFn:
@@ -76,7 +78,7 @@ def _nonzero(index: int, name: str = "other") -> MarginFn:
         if not k.is_float_tensor(y):
             return None
         a = k.abs(y)
-        return _margin(k, k.amin(a), max(k.value(k.amax(a)), 1e-30), crossing=False)
+        return _margin(k, k.amin(a), max(k.value(k.amax(a)), 1e-30), crossing=False, kind="zero")
 
     return fn
 
@@ -90,7 +92,7 @@ def _overflow(index: int = 0, factor: float = 1.0, symmetric: bool = False, extr
             return None
         limit = (k.log_max(x) + extra) / factor
         top = k.amax(k.abs(x)) if symmetric else k.amax(x)
-        return _margin(k, limit - top, limit)
+        return _margin(k, limit - top, limit, kind="overflow")
 
     return fn
 
@@ -102,7 +104,7 @@ def _unit(index: int = 0) -> MarginFn:
         x = _arg(args, kwargs, index, "input")
         if not k.is_float_tensor(x):
             return None
-        return _margin(k, 1.0 - k.amax(k.abs(x)), 1.0)
+        return _margin(k, 1.0 - k.amax(k.abs(x)), 1.0, kind="unit")
 
     return fn
 
@@ -128,14 +130,14 @@ def _tan(k: Kernel, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> 
     x = _arg(args, kwargs, 0, "input")
     if not k.is_float_tensor(x):
         return None
-    return _margin(k, k.amin(k.abs(k.cos(x))), 1.0)
+    return _margin(k, k.amin(k.abs(k.cos(x))), 1.0, crossing=False, kind="zero")
 
 
 def _output_positive(k: Kernel, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Margin | None:
     """norm: its gradient is NaN at a zero vector, and dividing by it is INF/NaN there."""
     if not k.is_float_tensor(out):
         return None
-    return _margin(k, k.amin(out), max(k.value(k.amax(k.abs(out))), 1e-30), crossing=False)
+    return _margin(k, k.amin(out), max(k.value(k.amax(k.abs(out))), 1e-30), crossing=False, kind="zero")
 
 
 def _pow(k: Kernel, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Margin | None:
@@ -154,7 +156,7 @@ def _pow(k: Kernel, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> 
         return _nonzero(0, "input")(k, args, kwargs, out)
     if e > 1:  # overflow: |base| ** e beyond max
         limit = k.log_max(base) / e
-        return _margin(k, limit - k.log(k.amax(k.abs(base)) + 1e-30), limit)
+        return _margin(k, limit - k.log(k.amax(k.abs(base)) + 1e-30), limit, kind="overflow")
     return None
 
 
@@ -166,7 +168,7 @@ def _rpow(k: Kernel, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) ->
     lc = math.log(c)
     limit = k.log_max(x) / abs(lc)
     top = k.amax(x) if lc > 0 else -k.amin(x)
-    return _margin(k, limit - top, limit)
+    return _margin(k, limit - top, limit, kind="overflow")
 
 
 @dataclass(frozen=True)

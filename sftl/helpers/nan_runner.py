@@ -7,10 +7,12 @@ the real stdout (C extensions, os.write) cannot be mistaken for it.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
 import re
+import statistics
 import sys
 import time
 import traceback
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 RESULT_MARK = "SFTL_NAN_RESULT "
+REPEAT_BELOW = 0.2  # with `repeats`, searches shorter than this (seconds) are timed again
 
 
 class ScriptError(Exception):
@@ -42,7 +45,7 @@ def _result(search: Any, dtypes: list[str]) -> dict[str, Any]:
         "line": f.line if f else None,
         "code": f.code if f else "",
         "kind": f.kind if f else "",
-        "op_inputs": f.inputs if f else [],
+        "op_inputs": f.summary() if f else [],
         "steps": search.steps,
         "seconds": round(search.seconds, 6),
         "cpu_seconds": round(search.cpu_seconds, 6),
@@ -51,6 +54,7 @@ def _result(search: Any, dtypes: list[str]) -> dict[str, Any]:
         ],
         "reason": search.reason,
         "sites": search.sites,
+        "phase": search.phase,
     }
 
 
@@ -107,20 +111,41 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     names = [v.name for v in program.variables]
     dtypes = [v.dtype for v in program.variables]
     if start.finding:  # the program is already broken at its own inputs: nothing to search
-        hit = SearchResult(True, start.finding, 1, start.seconds, [v.start for v in program.variables], "the start point already produces NaN/INF", sorted(start.margins))
+        hit = SearchResult(True, start.finding, 1, start.seconds, [v.start for v in program.variables],
+                           "the start point already produces NaN/INF", sorted(start.margins), phase="start")
         return {"framework": framework, "variables": names, "search": _result(hit, dtypes), "baseline": _result(hit, dtypes) if request.get("baseline", True) else None}
+    with_baseline = bool(request.get("baseline", True))
     # warm-up: a short throw-away search of each kind (other seeds), so that neither timed search pays
     # one-time costs (first autograd call, lazily built kernels, numpy dispatch caches)
-    gradient_search(program, min(0.5, budget), seed + 7919, bound, start)
-    if request.get("baseline", True):
+    probes = bool(request.get("probes", True))
+    gradient_search(program, min(0.5, budget), seed + 7919, bound, start, probes)
+    if with_baseline:
         random_search(program, min(0.2, budget), seed + 7919, bound, start)
+    # collect now, and keep what exists out of later collections; a full collection right before a timed
+    # search left its first runs cold (a 0.13 ms gradient run took 0.9 ms), which mostly hit the shorter search
     gc.collect()
-    found = gradient_search(program, budget, seed, bound, start)
-    gc.collect()
-    base = random_search(program, budget, seed, bound, start) if request.get("baseline", True) else None
+    gc.freeze()
+    # the start run, timed again warm (the first one paid the program's one-time costs): the benchmark's
+    # second figure charges it to both searches
+    start_seconds = program.run([v.start for v in program.variables], None, False, time.perf_counter() + max(budget, 20.0)).seconds
+    found = gradient_search(program, budget, seed, bound, start, probes)
+    base = random_search(program, budget, seed, bound, start) if with_baseline else None
+    # `repeats` (the benchmark): sub-millisecond searches are timed again, alternating the two kinds with the
+    # same seeds (same runs), and each kind's median time is reported
+    repeats = max(1, int(request.get("repeats", 1)))
+    g_times, b_times = [found.seconds], [base.seconds] if base is not None else []
+    for _ in range(repeats - 1):
+        if found.found and found.seconds < REPEAT_BELOW:
+            g_times.append(gradient_search(program, budget, seed, bound, start, probes).seconds)
+        if base is not None and base.found and base.seconds < REPEAT_BELOW:
+            b_times.append(random_search(program, budget, seed, bound, start).seconds)
+    found = dataclasses.replace(found, seconds=statistics.median(g_times))
+    if base is not None:
+        base = dataclasses.replace(base, seconds=statistics.median(b_times))
     return {
         "framework": framework,
         "variables": names,
+        "start_seconds": round(start_seconds, 6),
         "search": _result(found, dtypes),
         "baseline": _result(base, dtypes) if base is not None else None,
     }

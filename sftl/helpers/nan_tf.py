@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sftl.helpers.nan_core import Finding, RunOutcome, Variable, summarize
+from sftl.helpers.nan_core import ALL_SITES, Finding, RunOutcome, Variable, summarize
 from sftl.helpers.nan_ops import UNSAFE_OPS, Margin, canonical
 from sftl.helpers.nan_torch import RunTimeout, _alarm, _quiet, load_entry_point
 
@@ -91,6 +91,10 @@ class _State:
         self.target_best = math.inf
         self.target_crossing = True
         self.with_margins = True
+        self.only_target = False
+        self.kinds: dict[str, str] = {}
+        self.site_terms: dict[str, Any] = {}  # target ALL_SITES: each site's smallest margin term
+        self.site_crossing: dict[str, bool] = {}
 
 
 class TFProgram:
@@ -153,16 +157,21 @@ class TFProgram:
                 st.finding = Finding(display, line, code, "forward", inputs[:4])
                 raise Found()
             if spec is not None and spec.margin is not None and st.with_margins:
+                line, _ = program.user_line()
+                site = f"{display}@{line}"
+                if st.only_target and site != st.target:
+                    return result
                 try:
                     m: Margin | None = spec.margin(program.kernel, args, kwargs, result)
                 except (TypeError, ValueError, tf.errors.InvalidArgumentError):
                     m = None
                 if m is not None and math.isfinite(m.value):
-                    line, _ = program.user_line()
-                    site = f"{display}@{line}"
                     if m.value < st.margins.get(site, math.inf):
                         st.margins[site] = m.value
                         st.normalized[site] = m.normalized
+                        st.kinds[site] = m.kind
+                        if st.target == ALL_SITES:
+                            st.site_terms[site], st.site_crossing[site] = m.term, m.crossing
                     if site == st.target and m.value < st.target_best:
                         st.target_best, st.target_term, st.target_crossing = m.value, m.term, m.crossing
             return result
@@ -193,11 +202,12 @@ class TFProgram:
 
     # -- running ----------------------------------------------------------------------------------
     def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
-            grad_below: float = math.inf, margins: bool = True) -> RunOutcome:
+            grad_below: float = math.inf, margins: bool = True, only_target: bool = False) -> RunOutcome:
         t0 = time.perf_counter()
         st = _State(target, want_grad)
         st.target_best = grad_below
         st.with_margins = margins
+        st.only_target = only_target and target is not None
         tf.random.set_seed(self.seed)
         leaves = [tf.constant(v, dtype=self.fixed[slot].dtype) for v, slot in zip(values, self.var_slots, strict=True)]
         inputs = list(self.fixed)
@@ -205,8 +215,9 @@ class TFProgram:
             inputs[slot] = leaf
         error = None
         grads: list[np.ndarray | None] | None = None
+        site_grads: dict[str, list[np.ndarray | None]] = {}
         try:
-            with _quiet(), _alarm(deadline), tf.GradientTape(persistent=False) as tape:
+            with _quiet(), _alarm(deadline), tf.GradientTape(persistent=target == ALL_SITES) as tape:
                 for leaf in leaves:
                     tape.watch(leaf)
                 with self._patched(st):
@@ -216,8 +227,10 @@ class TFProgram:
                     # an operation sftl does not wrap produced it; the function's output is where it shows
                     st.finding = Finding(f"{self.entry}() output", None, "", "forward", [_summary(o, "output") for o in outs[:2]])
             if want_grad and st.target_term is not None and st.finding is None:
-                raw = tape.gradient(st.target_term, leaves)
-                grads = [None if g is None else np.asarray(tf.convert_to_tensor(g).numpy(), dtype=np.float64) for g in raw]
+                grads = _numpy_grads(tape.gradient(st.target_term, leaves))
+            if want_grad and st.finding is None:
+                for site, term in st.site_terms.items():
+                    site_grads[site] = _numpy_grads(tape.gradient(term, leaves))
         except Found:
             pass
         except RunTimeout:
@@ -225,7 +238,11 @@ class TFProgram:
         except Exception as exc:  # the program's own failure at this point: a rejected step
             error = f"{type(exc).__name__}: {exc}"
         return RunOutcome(st.finding, st.margins, st.normalized, grads, st.target_crossing, error,
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, st.kinds, site_grads, st.site_crossing)
+
+
+def _numpy_grads(raw: list[Any]) -> list[np.ndarray | None]:
+    return [None if g is None else np.asarray(tf.convert_to_tensor(g).numpy(), dtype=np.float64) for g in raw]
 
 
 def _summary(x: Any, name: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from sftl.helpers.nan_core import Finding, RunOutcome, Variable, summarize
+from sftl.helpers.nan_core import ALL_SITES, Finding, RunOutcome, Variable, summarize
 from sftl.helpers.nan_ops import UNSAFE_OPS, Margin, canonical
 
 RANDOM_FACTORIES = {"randn", "rand", "normal", "randn_like", "rand_like", "uniform"}
@@ -123,6 +123,10 @@ def _finite(obj: Any) -> bool:
     return True
 
 
+def _snapshot(x: Any) -> Any:
+    return x.detach().clone() if isinstance(x, torch.Tensor) else x
+
+
 def tensor_summary(x: Any, name: str | None = None) -> dict[str, Any]:
     if isinstance(x, torch.Tensor):
         t = x.detach().cpu()
@@ -151,6 +155,10 @@ class RunState:
     target_best: float = math.inf
     target_crossing: bool = True
     with_margins: bool = True
+    only_target: bool = False  # a probe along the target's gradient: no other site's margin is needed
+    kinds: dict[str, str] = field(default_factory=dict)
+    site_grads: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # target ALL_SITES
+    site_crossing: dict[str, bool] = field(default_factory=dict)
 
 
 class _Watcher(TorchFunctionMode):
@@ -190,19 +198,25 @@ class _Watcher(TorchFunctionMode):
     def _found(self, func: Any, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any],
                summary: list[dict[str, Any]] | None = None) -> None:
         line, code = self.program.user_line()
-        inputs = summary or [
-            tensor_summary(a, f"arg{i}") for i, a in enumerate(args) if isinstance(a, (torch.Tensor, float, int))
-        ]
-        inputs += [tensor_summary(v, k) for k, v in kwargs.items() if isinstance(v, (torch.Tensor, float, int))]
-        self.state.finding = Finding(op_display(func), line, code, kind, inputs[:4])
+        if summary is not None:
+            pending = []
+        else:  # copies now (the program could change them), summaries when reported
+            pending = [(f"arg{i}", _snapshot(a)) for i, a in enumerate(args) if isinstance(a, (torch.Tensor, float, int))]
+        pending += [(k, _snapshot(v)) for k, v in kwargs.items() if isinstance(v, (torch.Tensor, float, int))]
+        inputs = summary or []
+        self.state.finding = Finding(op_display(func), line, code, kind, inputs[:4], pending[:4 - len(inputs[:4])],
+                                     tensor_summary)
         raise Found()
 
     def _margin(self, func: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
         st = self.state
         line, _ = self.program.user_line()
         site = f"{op_display(func)}@{line}"
-        # only the target's margin is differentiated: the others are plain values (no graph to build)
-        differentiate = st.want_grad and site == st.target
+        if st.only_target and site != st.target:
+            return
+        every = st.target == ALL_SITES
+        # only the target's margin (every site's in a ranking run) is differentiated: no graph for the others
+        differentiate = st.want_grad and (every or site == st.target)
         try:
             with torch.enable_grad() if differentiate else torch.no_grad():
                 m: Margin | None = fn(KERNEL, args, kwargs, result)
@@ -210,27 +224,42 @@ class _Watcher(TorchFunctionMode):
             return
         if m is None or not math.isfinite(m.value):
             return
-        if m.value < st.margins.get(site, math.inf):
+        previous = st.margins.get(site, math.inf)
+        if m.value < previous:
             st.margins[site] = m.value
             st.normalized[site] = m.normalized
-        if st.want_grad and site == st.target and m.value < st.target_best:
-            st.target_best = m.value
-            st.target_crossing = m.crossing
-            leaves = [leaf for leaf in st.leaves if leaf is not None]
-            term = m.term
-            if isinstance(term, torch.Tensor) and term.requires_grad and leaves:
-                try:
-                    grads = torch.autograd.grad(term, leaves, retain_graph=True, allow_unused=True)
-                except RuntimeError:
-                    return
-                it = iter(grads)
-                st.grads = [
-                    (None if (g := next(it)) is None else g.detach().to(torch.float64).cpu().numpy())
-                    if leaf is not None else None
-                    for leaf in st.leaves
-                ]
-            elif st.grads is None:
-                st.grads = [None for _ in st.leaves]
+            st.kinds[site] = m.kind
+        if not differentiate or m.value >= (previous if every else st.target_best):
+            return
+        grads = self._grads(m.term)
+        if every:
+            if grads is not None:
+                st.site_grads[site] = grads
+                st.site_crossing[site] = m.crossing
+            return
+        st.target_best = m.value
+        st.target_crossing = m.crossing
+        if grads is not None:
+            st.grads = grads
+        elif st.grads is None:
+            st.grads = [None for _ in st.leaves]
+
+    def _grads(self, term: Any) -> list[np.ndarray | None] | None:
+        """d term / d variables, right away (the program may later modify its tensors in place)."""
+        st = self.state
+        leaves = [leaf for leaf in st.leaves if leaf is not None]
+        if not (isinstance(term, torch.Tensor) and term.requires_grad and leaves):
+            return None
+        try:
+            grads = torch.autograd.grad(term, leaves, retain_graph=True, allow_unused=True)
+        except RuntimeError:
+            return None
+        it = iter(grads)
+        return [
+            (None if (g := next(it)) is None else g.detach().to(torch.float64).cpu().numpy())
+            if leaf is not None else None
+            for leaf in st.leaves
+        ]
 
     def _backward(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run the program's backward(), then check the gradients it produced for NaN/INF."""
@@ -365,8 +394,9 @@ class TorchProgram:
         return out
 
     def run(self, values: list[np.ndarray], target: str | None, want_grad: bool, deadline: float,
-            grad_below: float = math.inf, margins: bool = True) -> RunOutcome:
-        st = RunState(values, target, want_grad, self.filename, target_best=grad_below, with_margins=margins)
+            grad_below: float = math.inf, margins: bool = True, only_target: bool = False) -> RunOutcome:
+        st = RunState(values, target, want_grad, self.filename, target_best=grad_below, with_margins=margins,
+                      only_target=only_target and target is not None)
         return self._execute(st, deadline)
 
     def _execute(self, st: RunState, deadline: float) -> RunOutcome:
@@ -412,12 +442,15 @@ class TorchProgram:
             pass
         except Exception as exc:  # the program's own failure at this point: a rejected step, not ours
             error = f"{type(exc).__name__}: {exc}"
-        grads = st.grads
-        if grads is not None:  # align with the variables (a run may create fewer or more factory tensors)
-            n = len(self.variables)
-            grads = (grads + [None] * n)[:n]
-        return RunOutcome(st.finding, st.margins, st.normalized, grads, st.target_crossing, error,
-                          time.perf_counter() - t0)
+        n = len(self.variables)
+
+        def align(grads: list[np.ndarray | None]) -> list[np.ndarray | None]:
+            # with the variables: a whole-script run may create fewer or more factory tensors
+            return (grads + [None] * n)[:n]
+
+        return RunOutcome(st.finding, st.margins, st.normalized, None if st.grads is None else align(st.grads),
+                          st.target_crossing, error, time.perf_counter() - t0, st.kinds,
+                          {site: align(g) for site, g in st.site_grads.items()}, st.site_crossing)
 
     def user_line_of(self, exc: BaseException) -> tuple[int | None, str]:
         tb = exc.__traceback__

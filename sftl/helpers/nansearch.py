@@ -57,6 +57,8 @@ class NanSearchResult:
     sites: tuple[str, ...] = ()  # the unsafe operation sites the search reached, "torch.log@12"
     reason: str = ""  # why nothing was found
     cpu_seconds: float = 0.0  # the search's CPU time (steadier than `seconds` on a loaded machine)
+    phase: str = ""  # what found it: "start", "domain" (a cheap probe), "gradient", "restart"
+    start_seconds: float = 0.0  # the shared, untimed run at the program's own inputs (both searches start after it)
 
     @property
     def speedup(self) -> float | None:
@@ -93,8 +95,13 @@ def search_script(
     params: bool = False,
     python: str | None = None,
     allow_network: bool = False,
+    repeats: int = 1,
+    probes: bool = True,
 ) -> NanSearchResult:
-    """Search SCRIPT for inputs that make an unsafe operation produce NaN/INF (raises InputError on a bad script)."""
+    """Search SCRIPT for inputs that make an unsafe operation produce NaN/INF (raises InputError on a bad script).
+
+    `repeats` > 1 (the benchmark) times short searches that many times, each kind alternately, and reports
+    the median times; `probes=False` skips the cheap domain probes (the gradient phase alone)."""
     script = Path(path).expanduser().resolve()
     if not script.is_file():
         raise InputError(f"no such script: {path}")
@@ -106,7 +113,7 @@ def search_script(
         raise InputError("--params needs --entry FUNC (the parameters of the script's nn.Module globals)")
     if budget <= 0:
         raise InputError(f"--budget must be positive, not {budget:g}")
-    timeout = budget * (2 if baseline else 1) + STARTUP_ALLOWANCE
+    timeout = budget * (2 if baseline else 1) + STARTUP_ALLOWANCE + (repeats - 1) * 0.5
     sandbox = Sandbox(settings, Limits(timeout=timeout, memory=MEMORY_LIMIT), allow_network=allow_network)
     scratch = Path(tempfile.mkdtemp(prefix="sftl-nan-"))
     try:
@@ -116,7 +123,8 @@ def search_script(
         copy = scratch / script.name
         shutil.copyfile(script, copy)
         request = {"script": str(copy), "cwd": str(script.parent), "entry": entry, "budget": budget, "seed": seed,
-                   "baseline": baseline, "bound": bound, "params": params}
+                   "baseline": baseline, "bound": bound, "params": params, "repeats": repeats,
+                   "probes": probes}
         (scratch / "request.json").write_text(json.dumps(request), encoding="utf-8")
         argv = [python or sys.executable, "-B", str(RUNNER), "--request", str(scratch / "request.json"),
                 "--result", str(scratch / "result.json")]
@@ -184,4 +192,6 @@ def _to_result(payload: dict[str, Any], script: Path) -> NanSearchResult:
         sites=tuple(s.get("sites") or ()),
         reason=s.get("reason") or "",
         cpu_seconds=float(s.get("cpu_seconds", 0.0)),
+        phase=s.get("phase") or "",
+        start_seconds=float(payload.get("start_seconds", 0.0)),
     )
