@@ -10,8 +10,10 @@ program's own inputs (it validates the script); a second figure charges that run
 under 0.2 s are timed --repeats times (default 5), alternating the two kinds, and the median is kept:
 sub-millisecond wall times on a shared machine are noisy. Program runs and CPU time (counted in
 scheduler ticks) are reported beside it; per program the median over seeds is taken.
-`--no-probes` skips the gradient search's cheap domain probes, to measure the gradient phase alone.
-Usage: python bench/bench_nansearch.py [BUDGET] [--seeds N] [--repeats N] [--no-probes] [NAME-FILTER ...]
+`--no-probes` skips the gradient search's cheap domain probes, to measure the gradient phase alone;
+`--reference` also runs a random search whose scales are drawn log-uniformly up to the bound (a stronger
+reference than the baseline, which doubles its scale every 10 tries).
+Usage: python bench/bench_nansearch.py [BUDGET] [--seeds N] [--repeats N] [--no-probes] [--reference] [FILTER ...]
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def main(argv: list[str]) -> int:
         seeds = int(args[i + 1])
         del args[i : i + 2]
     probes = "--no-probes" not in args  # the gradient phase alone: what the gradient itself contributes
-    args = [a for a in args if a != "--no-probes"]
+    reference = "--reference" in args  # also a random search with log-uniform scales
+    args = [a for a in args if a not in ("--no-probes", "--reference")]
     if "--repeats" in args:
         i = args.index("--repeats")
         repeats = int(args[i + 1])
@@ -69,7 +72,7 @@ def main(argv: list[str]) -> int:
         for seed in range(seeds):
             try:
                 results.append(search_script(path, settings, entry=entry, budget=budget, seed=seed, repeats=repeats,
-                                             probes=probes))
+                                             probes=probes, reference=reference))
             except SftlError as exc:
                 print(f"{path.stem:32} seed {seed} ERROR {exc}", flush=True)
         rows.append((path.stem, expect, results))
@@ -79,6 +82,10 @@ def main(argv: list[str]) -> int:
             g = f"{r.seconds:7.3f}s {r.cpu_seconds:6.3f}cpu {r.steps:5d} runs" if r.found else f"  none  {'':9} {r.steps:5d} runs"
             rs = f"{b.seconds:7.3f}s {b.cpu_seconds:6.3f}cpu {b.steps:5d} runs" if b.found else f"  none  {'':9} {b.steps:5d} runs"
             sp = "" if not r.found else f"{'' if b.found else '>='}{_ratio(b.seconds, r.seconds):.1f}x"
+            if r.reference is not None:
+                ref = r.reference
+                rs += (f" | log-random {ref.seconds:7.3f}s {ref.steps:5d} runs" if ref.found
+                       else f" | log-random   none  {ref.steps:5d} runs")
             what = f"{r.op} @ line {r.line} ({r.phase})" if r.found else r.reason
             print(f"{path.stem:32} {expect:5} grad {g} | random {rs} | {sp:>9} | {what}", flush=True)
     bugs = [(n, rs) for n, e, rs in rows if e == "bug"]
@@ -124,6 +131,8 @@ def summary(label: str, bugs: list[tuple[str, list[NanSearchResult]]]) -> None:
             statistics.median(_ratio(r.baseline.seconds + r.start_seconds, r.seconds + r.start_seconds)
                               for r in hits if r.baseline),
             [r.phase for r in hits],
+            statistics.median(_ratio(r.reference.seconds, r.seconds) for r in hits if r.reference)
+            if all(r.reference for r in hits) else None,
         ))
     if not per_prog:
         return
@@ -147,6 +156,10 @@ def summary(label: str, bugs: list[tuple[str, list[NanSearchResult]]]) -> None:
     print(f"speed-up over random, CPU time (censored; tick-granular, unreliable below ~20 ms): "
           f"median {statistics.median(cpu):.1f}x")
     print(f"speed-up over random, program runs: median {statistics.median(runs):.1f}x")
+    refs = [p[9] for p in per_prog if p[9] is not None]
+    if refs:
+        print(f"speed-up over log-uniform-scale random (reference), wall time: median {statistics.median(refs):.1f}x, "
+              f"geometric mean {statistics.geometric_mean(refs):.1f}x; programs >= 10x: {sum(w >= 10 for w in refs)}/{len(refs)}")
     print("found by: " + ", ".join(f"{ph} {phases.count(ph)}" for ph in sorted(set(phases))))
     only = [p[0] for p in per_prog if p[6]]
     print(f"found by gradient search only: {len(only)} {only}")

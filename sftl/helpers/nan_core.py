@@ -337,9 +337,13 @@ def _newton(
 
 
 def random_search(
-    backend: Backend, budget: float, seed: int = 0, bound: float = 1e4, start_outcome: RunOutcome | None = None
+    backend: Backend, budget: float, seed: int = 0, bound: float = 1e4, start_outcome: RunOutcome | None = None,
+    log_scales: bool = False,
 ) -> SearchResult:
-    """The baseline: resample the variables around the start point, doubling the scale every few trials."""
+    """The baseline: resample the variables around the start point, doubling the scale every few trials.
+
+    `log_scales` (a reference for the benchmark, not the baseline): each trial draws its scale log-uniformly
+    between 1 and the bound, so large scales come as early as small ones."""
     t0 = time.perf_counter()
     c0 = time.process_time()
     deadline = t0 + budget
@@ -359,6 +363,8 @@ def random_search(
         if sigma > top:  # wrapped past the bound: start the growing schedule again
             k, sigma = 0, 1.0
         k += 1
+        if log_scales:
+            sigma = math.exp(rng.uniform(0.0, math.log(max(top, 1.0))))
         x = start if steps == 0 and start_outcome is None else [
             np.clip(s + sigma * sc * rng.standard_normal(s.shape), -lim, lim)
             for s, sc, lim in zip(start, scales, limits, strict=True)
@@ -367,7 +373,7 @@ def random_search(
         out = backend.run(x, None, False, deadline, margins=False)  # NaN/INF watch only: no margins to pay
         seen.update(out.margins)
         if out.finding:
-            return _done(out.finding, steps, t0, x, seen, c0, "random")
+            return _done(out.finding, steps, t0, x, seen, c0, "random-log" if log_scales else "random")
     return SearchResult(False, None, steps, time.perf_counter() - t0, None, "budget spent", sorted(seen),
                         time.process_time() - c0)
 

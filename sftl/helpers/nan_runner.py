@@ -139,6 +139,15 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
             g_times.append(gradient_search(program, budget, seed, bound, start, probes).seconds)
         if base is not None and base.found and base.seconds < REPEAT_BELOW:
             b_times.append(random_search(program, budget, seed, bound, start).seconds)
+    # `reference` (the benchmark): random search with log-uniform scales, a stronger reference than the baseline
+    ref = None
+    if request.get("reference"):
+        ref = random_search(program, budget, seed, bound, start, log_scales=True)
+        r_times = [ref.seconds]
+        for _ in range(repeats - 1):
+            if ref.found and ref.seconds < REPEAT_BELOW:
+                r_times.append(random_search(program, budget, seed, bound, start, log_scales=True).seconds)
+        ref = dataclasses.replace(ref, seconds=statistics.median(r_times))
     found = dataclasses.replace(found, seconds=statistics.median(g_times))
     if base is not None:
         base = dataclasses.replace(base, seconds=statistics.median(b_times))
@@ -148,6 +157,7 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
         "start_seconds": round(start_seconds, 6),
         "search": _result(found, dtypes),
         "baseline": _result(base, dtypes) if base is not None else None,
+        "reference": _result(ref, dtypes) if ref is not None else None,
     }
 
 

@@ -59,6 +59,7 @@ class NanSearchResult:
     cpu_seconds: float = 0.0  # the search's CPU time (steadier than `seconds` on a loaded machine)
     phase: str = ""  # what found it: "start", "domain" (a cheap probe), "gradient", "restart"
     start_seconds: float = 0.0  # the shared, untimed run at the program's own inputs (both searches start after it)
+    reference: BaselineResult | None = None  # `reference=True`: random search with log-uniform scales
 
     @property
     def speedup(self) -> float | None:
@@ -97,11 +98,13 @@ def search_script(
     allow_network: bool = False,
     repeats: int = 1,
     probes: bool = True,
+    reference: bool = False,
 ) -> NanSearchResult:
     """Search SCRIPT for inputs that make an unsafe operation produce NaN/INF (raises InputError on a bad script).
 
     `repeats` > 1 (the benchmark) times short searches that many times, each kind alternately, and reports
-    the median times; `probes=False` skips the cheap domain probes (the gradient phase alone)."""
+    the median times; `probes=False` skips the cheap domain probes (the gradient phase alone); `reference`
+    also runs a random search with log-uniform scales (same budget) as a stronger reference."""
     script = Path(path).expanduser().resolve()
     if not script.is_file():
         raise InputError(f"no such script: {path}")
@@ -113,7 +116,7 @@ def search_script(
         raise InputError("--params needs --entry FUNC (the parameters of the script's nn.Module globals)")
     if budget <= 0:
         raise InputError(f"--budget must be positive, not {budget:g}")
-    timeout = budget * (2 if baseline else 1) + STARTUP_ALLOWANCE + (repeats - 1) * 0.5
+    timeout = budget * (1 + baseline + reference) + STARTUP_ALLOWANCE + (repeats - 1) * 0.75
     sandbox = Sandbox(settings, Limits(timeout=timeout, memory=MEMORY_LIMIT), allow_network=allow_network)
     scratch = Path(tempfile.mkdtemp(prefix="sftl-nan-"))
     try:
@@ -124,7 +127,7 @@ def search_script(
         shutil.copyfile(script, copy)
         request = {"script": str(copy), "cwd": str(script.parent), "entry": entry, "budget": budget, "seed": seed,
                    "baseline": baseline, "bound": bound, "params": params, "repeats": repeats,
-                   "probes": probes}
+                   "probes": probes, "reference": reference}
         (scratch / "request.json").write_text(json.dumps(request), encoding="utf-8")
         argv = [python or sys.executable, "-B", str(RUNNER), "--request", str(scratch / "request.json"),
                 "--result", str(scratch / "result.json")]
@@ -173,6 +176,7 @@ def _to_result(payload: dict[str, Any], script: Path) -> NanSearchResult:
         raise SandboxError(f"the search of {script.name} failed: {message}")
     s = payload["search"]
     b = payload.get("baseline")
+    ref = payload.get("reference")
     names = payload.get("variables") or []
     program = [dict(v, name=n) for n, v in zip(names, s.get("values") or [], strict=False)]
     return NanSearchResult(
@@ -194,4 +198,6 @@ def _to_result(payload: dict[str, Any], script: Path) -> NanSearchResult:
         cpu_seconds=float(s.get("cpu_seconds", 0.0)),
         phase=s.get("phase") or "",
         start_seconds=float(payload.get("start_seconds", 0.0)),
+        reference=None if not ref else BaselineResult(bool(ref["found"]), float(ref["seconds"]), int(ref["steps"]),
+                                                      ref.get("op"), ref.get("line"), float(ref.get("cpu_seconds", 0.0))),
     )
