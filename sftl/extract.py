@@ -788,6 +788,7 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
             aliases = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn"}
     tf_tensors = uses_tf and not uses_torch or (not uses_torch and framework == "tensorflow")
     tensor_cls = "tensorflow.Tensor" if tf_tensors else "torch.Tensor"
+    operator_ops = _OPERATOR_DUNDERS if tf_tensors else _OPERATOR_OPS
 
     def qualified(func: ast.AST) -> str | None:
         dotted = _dotted(func)
@@ -855,6 +856,18 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
                 meth = call.func.attr
                 if not meth.startswith("_"):
                     add(f"{tensor_cls}.{meth}")
+        # operator syntax on tensors (`x >> 1`, `a @ b`) is a call of the operator's op too; plain
+        # + - * / are left out: nearly every snippet has them and they would drown the op at fault
+        for node in sorted((n for child in ast.iter_child_nodes(stmt) if not isinstance(child, ast.stmt)
+                            for n in ast.walk(child) if isinstance(n, (ast.BinOp, ast.UnaryOp))),
+                           key=lambda n: (n.lineno, n.col_offset)):
+            op = operator_ops.get(type(node.op))
+            operands = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.operand,)
+            if op and any(is_tensor(x) for x in operands):
+                add(f"{tensor_cls}.{op}")
+        if isinstance(stmt, ast.AugAssign) and operator_ops.get(type(stmt.op)) and (
+                is_tensor(stmt.target) or is_tensor(stmt.value)):
+            add(f"{tensor_cls}.{operator_ops[type(stmt.op)]}")
         if isinstance(stmt, ast.Assign):
             t = is_tensor(stmt.value)
             for target in stmt.targets:
@@ -863,6 +876,18 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
         elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) and stmt.value is not None:
             bind(stmt.target, is_tensor(stmt.value) or is_tensor(stmt.target))
     return tuple(out)
+
+
+# Python operators -> the framework op they call (native_functions.yaml names for PyTorch)
+_OPERATOR_OPS: dict[type, str] = {
+    ast.RShift: "__rshift__", ast.LShift: "__lshift__", ast.BitAnd: "__and__", ast.BitOr: "__or__",
+    ast.BitXor: "__xor__", ast.MatMult: "matmul", ast.FloorDiv: "floor_divide", ast.Mod: "remainder",
+    ast.Pow: "pow", ast.Invert: "bitwise_not",
+}
+_OPERATOR_DUNDERS: dict[type, str] = {  # TensorFlow: the tf.Tensor method; its localizer maps it to the raw op
+    **_OPERATOR_OPS, ast.MatMult: "__matmul__", ast.FloorDiv: "__floordiv__", ast.Mod: "__mod__",
+    ast.Pow: "__pow__", ast.Invert: "__invert__",
+}
 
 
 def _dotted(node: ast.AST) -> str | None:

@@ -70,7 +70,8 @@ def locate(
         loc = Localization(method, (), Outcome.SKIPPED, _other_reason(screening))
     else:
         source, why = open_framework_source(
-            extraction, settings, source_root, offline or settings.offline, needs_cxx=screening.category == Category.GCRDE
+            extraction, settings, source_root, offline or settings.offline, needs_cxx=screening.category == Category.GCRDE,
+            created_at=issue.created_at,
         )
         if source is None:
             loc = Localization(method, (), Outcome.SKIPPED, why)
@@ -210,12 +211,15 @@ def open_framework_source(
     source_root: str | Path | None,
     offline: bool,
     needs_cxx: bool = False,
+    created_at: str | None = None,
 ) -> tuple[SourceProvider | None, str]:
     """The framework's sources at the report's release: (provider, a note) or (None, why not).
 
     Order: an explicit `--source-root`; the installed framework when it is that very release (no
     download) -- after the cache when C++ kernels are needed, which wheels lack; the cached/fetched
-    wheel and GitHub tree (`sftl.sources.open_source`).
+    wheel and GitHub tree (`sftl.sources.open_source`). A report naming no version is read at the
+    release current when it was filed (`created_at`), when sftl knows that release and its sources
+    are available; else at the installed release, and the note says which.
     """
     from sftl import sources
 
@@ -224,6 +228,23 @@ def open_framework_source(
     if framework is None:
         return None, "the report does not say which framework it is about"
     version = env.version
+    if version is None and created_at and source_root is None:
+        dated = _release_when_filed(framework, created_at)
+        installed = _installed(framework)
+        if dated is not None and installed is not None and _base_version(
+            getattr(installed, "installed_version", None)
+        ) == _base_version(dated) and not needs_cxx:
+            return installed, f"the report names no {framework} version; read the installed {dated}, current when it was filed"
+        if dated is not None:
+            try:
+                provider = sources.open_source(framework, dated, settings, offline=offline)
+            except SftlError as exc:
+                note = f"the report names no {framework} version; {dated} was current when it was filed, but {exc}"
+            else:
+                return provider, f"the report names no {framework} version; read {dated}, the release current when it was filed"
+            if installed is None:
+                return None, note
+            return installed, f"{note}; read the installed {_base_version(getattr(installed, 'installed_version', None))}"
     if source_root is not None:
         try:
             return sources.LocalTree(source_root, framework, version, cache_dir=settings.cache_dir), ""
@@ -251,6 +272,19 @@ def open_framework_source(
         return opener(framework, version, settings, offline=offline), ""
     except SftlError as exc:
         return None, str(exc)
+
+
+def _release_when_filed(framework: str, created_at: str) -> str | None:
+    """The release current on the report's date, when sftl's release table reaches past that date
+    (after its last known release, the installed one may well be newer: no guess)."""
+    from sftl import sources
+
+    try:
+        dated = sources.release_at(framework, created_at)
+        later = any(date > created_at[:10] for _, date in sources.release_dates(framework))
+    except (KeyError, ValueError):
+        return None
+    return dated if later else None
 
 
 def _framework_from_frames(extraction: Extraction) -> str | None:

@@ -251,3 +251,14 @@ def test_python_in_a_shell_fence_is_code_and_commands_stay_shell() -> None:
     issue = load("gcrde__tf_form_code_in_shell_fence")
     ex = extract(issue)
     assert ex.snippet is not None and "depthwise_conv2d" in ex.snippet.code
+
+
+def test_operator_syntax_on_tensors_names_the_operator_op() -> None:
+    from sftl.extract import extract_apis
+
+    code = "import torch\nx = torch.tensor([4.0])\nprint(x.cuda() >> 1)\ny = x @ x.T\nn = 7 % 2\nx **= 2\nz = x + 1\n"
+    apis = extract_apis(code)
+    assert "torch.Tensor.__rshift__" in apis and "torch.Tensor.matmul" in apis and "torch.Tensor.pow" in apis
+    assert not any(a.endswith(("remainder", "__add__", "add")) for a in apis)  # ints are not tensors; + is noise
+    tf_apis = extract_apis("import tensorflow as tf\nx = tf.constant([4])\ny = x % 3\n")
+    assert tf_apis == ("tensorflow.constant", "tensorflow.Tensor.__mod__")
