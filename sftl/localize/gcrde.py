@@ -1155,31 +1155,6 @@ def _follow_cross_file(
                 board.add(hd.path, score, f"defines {helper}, called by {kernel}")
 
 
-def _add_th_definitions(
-    ops: list[OpRef], index: nat.KernelIndex, board: _Board, bindings: dict[str, set[str]]
-) -> None:
-    """Old releases (TH/THC/THNN): THCTensor_(op) and THNN_(Op_updateOutput) definitions.
-
-    The TH names come from the op's name (rshift, maxall, cmax) and from the release's own
-    bindings (Declarations.cwrap / nn.yaml `cname:`). A definition in a `generic/` file also
-    points at its non-generic companions (THCTensorMathReduce.cu, .cuh), where shared functors live.
-    """
-    for op in ops:
-        base = _dunder_free(op.name).rstrip("_")
-        names = [base, base + "all", "c" + base, base + "Value", base.replace("_", "")]
-        names += sorted(bindings.get(op.name, set()) | bindings.get(base, set()))
-        for th in dict.fromkeys(names):
-            for path in index.th_defs.get(th, ()):
-                board.add(path, op.weight * 0.9, f"defines TH*Tensor_({th}) / THNN_({th}) for {op.name}")
-                if "/generic/" in path:
-                    folder, _, fname = path.rpartition("/generic/")
-                    stem = fname.rsplit(".", 1)[0]
-                    for ext in (".cu", ".cuh", ".h", ".c", ".cpp"):
-                        companion = f"{folder}/{stem}{ext}"
-                        if companion in index.texts:
-                            board.add(companion, op.weight * 0.8, f"non-generic companion of generic/{fname} ({th})")
-
-
 def _add_headers(index: nat.KernelIndex, board: _Board) -> None:
     """Shared headers (Loops.cuh, Reduce.cuh, THCNumerics.cuh) included by the suspect kernel files."""
     parents = sorted(board.files.items(), key=lambda kv: -kv[1].score)[:12]
