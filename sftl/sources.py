@@ -444,6 +444,7 @@ class LayeredSource:
         self.version = providers[0].version
         self.description = " + ".join(p.description for p in providers)
         self._files: list[str] | None = None
+        self._owner: dict[str, int] | None = None  # path -> index of the layer that holds it first
 
     def list_files(self) -> list[str]:
         if self._files is None:
@@ -460,6 +461,30 @@ class LayeredSource:
             if text is not None:
                 return text
         return None
+
+    def layer_of(self, path: str) -> SourceProvider | None:
+        """The layer `read_text(path)` reads from (the first that lists it); None when no layer holds it."""
+        if self._owner is None:
+            owner: dict[str, int] = {}
+            for i, provider in enumerate(self.providers):
+                for listed in provider.list_files():
+                    owner.setdefault(listed, i)
+            self._owner = owner
+        at = self._owner.get(path)
+        return None if at is None else self.providers[at]
+
+    def release_of(self, path: str) -> str | None:
+        """The release of the layer a path is read from: a stand-in tree's, not the report's, where they differ."""
+        layer = self.layer_of(path)
+        return None if layer is None else layer.version
+
+    def layers_at(self, version: str | None) -> list[SourceProvider]:
+        """The layers of one release (e.g. the report's own wheel under a newer stand-in tree)."""
+        return [p for p in self.providers if version is not None and p.version == version]
+
+    def releases(self) -> list[str | None]:
+        """The release of each layer, first layer first (several when a stand-in tree covers another release)."""
+        return [p.version for p in self.providers]
 
     def index_cache_path(self) -> Path | None:
         """The first layer's index cache (a cached GitHub tree), so layering keeps localizers warm."""

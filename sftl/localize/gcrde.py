@@ -717,8 +717,10 @@ def _localize_pytorch(
             board.add(path, 0.3 * s / best, f"TF-IDF back-off over contents ({s / best:.2f} of best)")
     context = " ".join([issue.title, issue.body, *extraction.apis,
                         extraction.snippet.code if extraction.snippet else ""])
+    # a newer stand-in tree over the report's own release: that release's binding of the op decides (legacy.py)
+    era_notes = _prefer_report_release(ops, div, source, board, _side_weights(div, cues))
     suspects = _rank(board, _side_weights(div, cues), top, label, nat.path_side, context)
-    notes = list(cue_notes)
+    notes = list(cue_notes) + era_notes
     if yaml_problem:
         notes.append(yaml_problem + "; dispatch kernels unknown")
     if unknown:
@@ -734,6 +736,69 @@ def _localize_pytorch(
                                 "; ".join(["no operator found in the report", lead, *notes]))
     opnames = ", ".join(o.name for o in ops[:5]) or "none"
     return Localization(label, tuple(suspects), Outcome.LOCATED, "; ".join([f"ops: {opnames}", lead, *notes]))
+
+
+def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProvider, board: _Board,
+                           weights: dict[Side | None, float]) -> list[str]:
+    """Rank TH/THC evidence above native files only a newer layer holds, when the report's release bound the op to TH.
+
+    Applies only to a source mixing releases (a registered newer tree over the report's wheel). The
+    report-release layer's own headers say how each main op ran on the diverging device; when one ran
+    in TH/THC there and none was already native, the newer layer's ATen/native files for that device
+    (and device-generic ones) postdate the code the report ran: they go just below the best TH/THC
+    file, order kept, and every moved file says why. Nothing moves when the headers show a native kernel.
+    """
+    layers = legacy.report_layers(source)
+    side = div.side
+    if not layers or side not in (Side.CPU, Side.CUDA) or not ops:
+        return []
+    heaviest = max(o.weight for o in ops)
+    found = [legacy.release_binding(o.name, side, layers) for o in ops if o.weight >= 0.5 * heaviest]
+    known = [b for b in found if b is not None]
+    if not known:
+        return []
+    native = [b for b in known if b.kind == "native"]
+    if native:
+        return [native[0].note() + ": the newer tree's native kernels stand"]
+    th = known[0]
+
+    def effective(path: str) -> tuple[float, float, float]:  # (rank score, side weight, hits bonus) as _rank sees it
+        ev = board.files[path]
+        w = weights.get(ev.side or nat.path_side(path), 0.2)
+        bonus = 0.02 * min(ev.hits - 1, 3)
+        return ev.score * w + bonus, w, bonus
+
+    th_files = [p for p in board.files if (lib := legacy.library(p)) is not None and lib[1] == side]
+    if not th_files:
+        return [th.note() + "; no TH/THC file of the op was found to rank instead"]
+    ceiling = max(effective(p)[0] for p in th_files)
+    later: dict[str, str] = {}
+    for path in board.files:
+        if not path.startswith("aten/src/ATen/native/") or (board.files[path].side or nat.path_side(path)) not in (
+                side, Side.SHARED):
+            continue
+        release = legacy.postdates_release(source, path)
+        if release is not None:
+            later[path] = release
+    if not later:
+        return []
+    top_later = max(effective(p)[0] for p in later)
+    shrink = min(1.0, 0.97 * ceiling / top_later) if top_later > 0 else 1.0
+    for path, release in later.items():
+        ev = board.files[path]
+        eff, w, bonus = effective(path)
+        if shrink < 1.0:
+            ev.score = max(0.0, (eff * shrink - bonus) / max(w, 1e-6))
+        short = path.removeprefix("aten/src/ATen/native/")
+        _lead(ev, f"{th.note()}; the newer tree's ({release}) {short} postdates it")
+    for path in th_files:
+        _lead(board.files[path], th.note() + "; ranked above the newer tree's native kernels")
+    return [f"{th.note()}: TH/THC evidence ranks above {len(later)} native file(s) only the newer tree holds"]
+
+
+def _lead(ev: _Evidence, reason: str) -> None:
+    """Put a reason first in the file's explanation without changing its score (reasons sort by score, stably)."""
+    ev.reasons.insert(0, (max((r[0] for r in ev.reasons), default=ev.score), reason))
 
 
 _LAUNCHER = re.compile(r"kernel|launch|loop", re.I)

@@ -535,3 +535,112 @@ def _credit_companions(path: str, binding: Binding, index: nat.KernelIndex, w: f
         companion = f"{folder}/{stem}{ext}"
         if companion in index.texts and companion != path:
             credit(companion, w * 0.7, f"non-generic companion of generic/{fname} ({_label(binding)})", side)
+
+
+# --------------------------------------------------------------------------------------------
+# Mixed releases: a newer stand-in tree layered over the report's own release
+
+
+@dataclass(frozen=True)
+class ReleaseBinding:
+    """How one op was bound on one device at the report's own release, read from that release's layer."""
+
+    op: str  # the op as the report names it, bare ("rshift", "max")
+    side: Side
+    release: str
+    kind: str  # "th" (TH/THC/THNN/THCUNN) | "native" (an ATen/native kernel of that device)
+    evidence: str  # "_th_rshift in CUDAFloatType.h", "arange_cuda_out in NativeFunctions.h"
+    library: str = ""  # "THC", "TH", "THCUNN", "THNN" when kind == "th"
+
+    def note(self) -> str:
+        how = f"bound to {self.library}" if self.kind == "th" else "already a native kernel"
+        return f"at {self.release} {self.side.value.upper()} {self.op} was {how} ({self.evidence})"
+
+
+_SIDE_TYPE_HEADER = re.compile(
+    r"^aten/src/ATen/(?:(CUDA|CPU)FloatType|(CUDA|CPU)Type|LegacyTHFunctions(CUDA|CPU))\.h$")
+_TH_DECL = re.compile(r"\b((?:s_)?_th(?:nn)?_\w+?)\s*\(")
+
+
+def report_layers(source: SourceProvider) -> list[SourceProvider]:
+    """The layers of the report's own release when a source mixes releases (a newer tree over its wheel); else []."""
+    from sftl.sources import LayeredSource
+
+    if not isinstance(source, LayeredSource) or source.version is None:
+        return []
+    if len(set(source.releases())) < 2:
+        return []
+    return source.layers_at(source.version)
+
+
+def postdates_release(source: SourceProvider, path: str) -> str | None:
+    """The release of the stand-in layer `path` is read from, when the report's own release does not hold it."""
+    from sftl.sources import LayeredSource
+
+    if not isinstance(source, LayeredSource) or source.version is None:
+        return None
+    release = source.release_of(path)
+    if release is None or release == source.version:
+        return None
+    own = source.layers_at(source.version)
+    if any(layer.read_text(path) is not None for layer in own):
+        return None
+    return release
+
+
+def release_binding(op: str, side: Side, layers: Sequence[SourceProvider]) -> ReleaseBinding | None:
+    """How `op` was computed on `side` at these layers' release, from its generated headers; None if they do not say.
+
+    A native device kernel wins (`arange_cuda_out` in NativeFunctions.h, or a native_functions.yaml
+    dispatch that is not `legacy::`), since a release could keep a stale `_th_` binding beside its port;
+    else a `_th_<op>` / `_thnn_<op>` in the side's type header (CUDAFloatType.h in 1.0, CUDAType.h,
+    LegacyTHFunctionsCUDA.h in 1.2-1.8) says the op ran in TH/THC (THNN/THCUNN) there.
+    """
+    if not layers:
+        return None
+    release = layers[0].version or "?"
+    aliases = {a for a in op_aliases(op) if len(a) >= 2}
+    bare = re.sub(r"^_+|_+$", "", op) or op
+    dev = side.value.lower()
+    files = [f for layer in layers for f in layer.list_files()]
+    text = _first_text(layers, nat.NATIVE_YAML)
+    if text:
+        try:
+            natives = nat.parse_native_functions(text)
+        except nat.NativeYamlError:
+            natives = {}
+        for alias in sorted(aliases):
+            for entry in natives.get(alias, ()):
+                for dkey, kernel in entry.dispatch.items():
+                    if nat.dispatch_side(dkey) is not side:
+                        continue
+                    if _LEGACY_DISPATCH.match(kernel.strip()):
+                        lib = ("THC" if side is Side.CUDA else "TH") if "_thnn_" not in kernel else (
+                            "THCUNN" if side is Side.CUDA else "THNN")
+                        return ReleaseBinding(bare, side, release, "th", f"{dkey}: {kernel.strip()} in native_functions.yaml",
+                                              lib)
+                    return ReleaseBinding(bare, side, release, "native", f"{dkey}: {kernel.strip()} in native_functions.yaml")
+    declared = _first_text(layers, "aten/src/ATen/NativeFunctions.h") or ""
+    for alias in sorted(aliases, key=len, reverse=True):
+        m = re.search(r"\b(_?" + re.escape(alias) + r"(?:_out)?_" + dev + r"(?:_out|_)?)\s*\(", declared)
+        if m:
+            return ReleaseBinding(bare, side, release, "native", f"{m.group(1)} in NativeFunctions.h")
+    for path in sorted(set(files)):
+        hm = _SIDE_TYPE_HEADER.match(path)
+        if hm is None or (hm.group(1) or hm.group(2) or hm.group(3)).lower() != dev:
+            continue
+        for dm in _TH_DECL.finditer(_first_text(layers, path) or ""):
+            if aliases & op_aliases(dm.group(1)):
+                nn = "_thnn_" in dm.group(1)
+                lib = ("THCUNN" if nn else "THC") if side is Side.CUDA else ("THNN" if nn else "TH")
+                name = re.sub(r"^s_|_out$", "", dm.group(1))  # s__th_rshift_out -> _th_rshift: the binding, not a variant
+                return ReleaseBinding(bare, side, release, "th", f"{name} in {path.rsplit('/', 1)[-1]}", lib)
+    return None
+
+
+def _first_text(layers: Sequence[SourceProvider], path: str) -> str | None:
+    for layer in layers:
+        text = layer.read_text(path)
+        if text is not None:
+            return text
+    return None

@@ -1,0 +1,151 @@
+"""A newer stand-in tree layered over the report's own wheel: the report release's binding of the op decides."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sftl.config import Settings, load_settings
+from sftl.localize.gcrde import localize_gcrde
+from sftl.localize.legacy import postdates_release, release_binding, report_layers
+from sftl.model import Environment, Extraction, Issue, Localization, Outcome, Side
+from sftl.sources import (
+    LayeredSource,
+    LocalTree,
+    SourceProvider,
+    WheelSource,
+    open_source,
+    register_tree,
+    wheel_cache_dir,
+)
+
+PAIRWISE = "aten/src/THC/generic/THCTensorMathPairwise.cu"
+SHIFT_CUDA = "aten/src/ATen/native/cuda/BinaryShiftOpsKernels.cu"
+RANGE_CUDA = "aten/src/ATen/native/cuda/RangeFactories.cu"
+
+
+def zip_tree(folder: Path, dest: Path) -> Path:
+    """A wheel file holding the fixture folder's files (the real wheel's layout, written for the tests)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(dest, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(folder).as_posix())
+    return dest
+
+
+@pytest.fixture
+def settings(tmp_path: Path, fixtures_dir: Path) -> Settings:
+    """A home with the 1.13 stand-in tree registered and the 1.0.1 / 1.4.0 wheels cached, as an offline user has."""
+    s = load_settings({}, home=tmp_path / "home", offline=True)
+    tree = tmp_path / "pytorch-1.13.1"
+    shutil.copytree(fixtures_dir / "legacy_era_tree_1_13", tree)
+    register_tree(s, "pytorch", "1.13.1", tree)
+    zip_tree(fixtures_dir / "legacy_tree_wheel_1_0_1",
+             wheel_cache_dir(s, "pytorch", "1.0.1") / "torch-1.0.1-cp36-cp36m-manylinux1_x86_64.whl")
+    zip_tree(fixtures_dir / "legacy_era_wheel_1_4",
+             wheel_cache_dir(s, "pytorch", "1.4.0") / "torch-1.4.0-cp36-cp36m-manylinux1_x86_64.whl")
+    return s
+
+
+def locate(source: SourceProvider, title: str, apis: tuple[str, ...], body: str) -> Localization:
+    issue = Issue(repo="pytorch/pytorch", number=1, title=title, body=body)
+    ex = Extraction(snippet=None, traceback=None, apis=apis, environment=Environment(framework="pytorch"))
+    return localize_gcrde(issue, ex, source, top=8)
+
+
+def rshift_cuda(source: SourceProvider) -> Localization:
+    return locate(source, "x >> 1 multiplies on CUDA float tensors", ("torch.Tensor.__rshift__",),
+                  "The CUDA result is wrong; the CPU divides correctly.")
+
+
+def rank(loc: Localization, path: str) -> int:
+    return [s.path for s in loc.suspects].index(path) + 1
+
+
+def test_a_layered_source_says_which_layer_and_release_each_path_comes_from(settings: Settings) -> None:
+    src = open_source("pytorch", "1.0.1", settings)
+    assert isinstance(src, LayeredSource) and src.version == "1.0.1"
+    assert src.releases() == ["1.13.1", "1.0.1"]
+    assert src.release_of(SHIFT_CUDA) == "1.13.1" and isinstance(src.layer_of(SHIFT_CUDA), LocalTree)
+    assert src.release_of("aten/src/ATen/CUDAFloatType.h") == "1.0.1"
+    assert isinstance(src.layer_of("aten/src/ATen/CUDAFloatType.h"), WheelSource)
+    assert src.layer_of("aten/src/THC/generic/THCTensorMathPairwise.cu") is None  # no layer holds it
+    assert [p.version for p in src.layers_at("1.0.1")] == ["1.0.1"] and src.layers_at("0.4.0") == []
+    assert postdates_release(src, SHIFT_CUDA) == "1.13.1"
+    assert postdates_release(src, "aten/src/ATen/CUDAFloatType.h") is None
+    assert [p.version for p in report_layers(src)] == ["1.0.1"]
+
+
+def test_thc_bound_op_ranks_the_thc_file_above_the_newer_trees_kernel_and_says_why(settings: Settings) -> None:
+    src = open_source("pytorch", "1.0.1", settings)
+    loc = rshift_cuda(src)
+    assert loc.outcome is Outcome.LOCATED
+    assert loc.suspects[0].path == PAIRWISE and loc.suspects[0].side is Side.CUDA
+    assert "at 1.0.1 CUDA rshift was bound to THC (_th_rshift in CUDAFloatType.h)" in loc.suspects[0].reason
+    newer = loc.suspects[rank(loc, SHIFT_CUDA) - 1]
+    assert rank(loc, SHIFT_CUDA) > 1  # still listed, below the code the report ran
+    assert "the newer tree's (1.13.1) cuda/BinaryShiftOpsKernels.cu postdates it" in newer.reason
+    assert "_th_rshift in CUDAFloatType.h" in loc.reason
+
+
+def test_the_same_report_on_the_newer_tree_alone_keeps_its_native_kernel(settings: Settings, tmp_path: Path) -> None:
+    loc = rshift_cuda(LocalTree(tmp_path / "pytorch-1.13.1", "pytorch", "1.13.1"))
+    assert loc.suspects[0].path == SHIFT_CUDA
+    assert not any("postdates" in s.reason for s in loc.suspects)
+
+
+def test_layers_of_one_release_are_not_mixed(settings: Settings, tmp_path: Path, fixtures_dir: Path) -> None:
+    tree = LocalTree(tmp_path / "pytorch-1.13.1", "pytorch", "1.0.1")  # the tree given as the report's own release
+    wheel = WheelSource(zip_tree(fixtures_dir / "legacy_tree_wheel_1_0_1", tmp_path / "w" / "torch-1.0.1-x.whl"),
+                        "pytorch", "1.0.1")
+    src = LayeredSource([tree, wheel])
+    assert report_layers(src) == []
+    assert rshift_cuda(src).suspects[0].path == SHIFT_CUDA
+
+
+def test_an_op_already_native_at_the_report_release_changes_nothing(settings: Settings, tmp_path: Path) -> None:
+    title, apis = "arange gives one element more on CUDA", ("torch.arange",)
+    body = "With a float step the CUDA arange returns 801 elements, the CPU 800."
+    layered = locate(open_source("pytorch", "1.4.0", settings), title, apis, body)
+    alone = locate(LocalTree(tmp_path / "pytorch-1.13.1", "pytorch", "1.13.1"), title, apis, body)
+    assert layered.suspects[0].path == RANGE_CUDA
+    assert [s.path for s in layered.suspects] == [s.path for s in alone.suspects]
+    assert [s.score for s in layered.suspects] == [s.score for s in alone.suspects]
+    assert not any("postdates" in s.reason for s in layered.suspects)
+    assert "at 1.4.0 CUDA arange was already a native kernel (arange_cuda_out in NativeFunctions.h)" in layered.reason
+
+
+def test_legacy_th_functions_header_of_1_4_binds_rshift_to_thc(settings: Settings) -> None:
+    src = open_source("pytorch", "1.4.0", settings)
+    loc = rshift_cuda(src)
+    assert loc.suspects[0].path == PAIRWISE
+    assert "at 1.4.0 CUDA rshift was bound to THC (_th_rshift in LegacyTHFunctionsCUDA.h)" in loc.suspects[0].reason
+    assert rank(loc, SHIFT_CUDA) > 1
+
+
+def test_a_side_the_release_headers_do_not_cover_is_left_alone(settings: Settings, tmp_path: Path) -> None:
+    # the 1.0.1 fixture wheel ships CUDAFloatType.h only: nothing says how the CPU ran rshift then
+    title, apis = "x >> 1 wrong on CPU", ("torch.Tensor.__rshift__",)
+    body = "The CPU result is wrong; it works on GPU."
+    layered = locate(open_source("pytorch", "1.0.1", settings), title, apis, body)
+    alone = locate(LocalTree(tmp_path / "pytorch-1.13.1", "pytorch", "1.13.1"), title, apis, body)
+    assert layered.suspects[0].path == alone.suspects[0].path == "aten/src/ATen/native/cpu/BinaryOpsKernel.cpp"
+    assert not any("postdates" in s.reason for s in layered.suspects)
+
+
+def test_release_binding_reads_the_yaml_dispatch_when_the_layer_ships_one(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    yaml = root / "aten/src/ATen/native/native_functions.yaml"
+    yaml.parent.mkdir(parents=True)
+    yaml.write_text("- func: __rshift__.Scalar(Tensor self, Scalar other) -> Tensor\n  dispatch:\n"
+                    "    CPU: __rshift__\n    CUDA: legacy::cuda::_th_rshift\n")
+    layer = LocalTree(root, "pytorch", "1.2.0")
+    cuda = release_binding("__rshift__", Side.CUDA, [layer])
+    cpu = release_binding("__rshift__", Side.CPU, [layer])
+    assert cuda is not None and cuda.kind == "th" and cuda.library == "THC" and "legacy::cuda::_th_rshift" in cuda.evidence
+    assert cpu is not None and cpu.kind == "native"
+    assert release_binding("histc", Side.CUDA, [layer]) is None
