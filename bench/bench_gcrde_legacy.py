@@ -8,6 +8,9 @@ Sets:
    (Debian's PyTorch 1.13.1 / 2.6.0 under $SFTL_PYTORCH_SRC, as `sftl sources add` registers them)
    layered over the nearest wheel (`open_source`'s order), next to the tree alone (what bench_gcrde.py
    scores), so the wheel's old headers are seen to help TH/THC-era rows and not to hurt the others;
+   then as `open_source` itself builds it in a throwaway offline home (trees registered, wheels linked
+   in), which also consults the next cached release: the report release's binding of each op decides
+   whether its TH/THC files outrank the newer tree's native kernels (notes printed per row);
 3. cases over the fixture trees/wheel (fixtures/legacy_tree_*: written for the tests, modeled on 0.4,
    1.4 and the 1.0.1 wheel; an optimistic figure, their author knew the localizer).
 
@@ -26,10 +29,21 @@ import time
 import zipfile
 from pathlib import Path
 
+from sftl.config import Settings, load_settings
 from sftl.localize.gcrde import localize_gcrde
 from sftl.localize.legacy import library
 from sftl.model import Environment, Extraction, Issue, Localization, Snippet
-from sftl.sources import LayeredSource, LocalTree, SourceProvider, WheelSource, nearest_version, release_at
+from sftl.sources import (
+    LayeredSource,
+    LocalTree,
+    SourceProvider,
+    WheelSource,
+    nearest_version,
+    open_source,
+    register_tree,
+    release_at,
+    wheel_cache_dir,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data" / "dev" / "localize.jsonl"
@@ -125,7 +139,8 @@ def summarize(name: str, ranks: list[int | None], seconds: list[float]) -> str:
 Item = tuple[str, Issue, Extraction, SourceProvider, set[str]]
 
 
-def run(label: str, items: list[Item]) -> None:
+def run(label: str, items: list[Item], notes: bool = False) -> None:
+    """Locate each item and print its rank; `notes`: also what the report release's binding decided."""
     ranks: list[int | None] = []
     secs: list[float] = []
     for name, issue, ex, source, truth in items:
@@ -136,7 +151,22 @@ def run(label: str, items: list[Item]) -> None:
         ranks.append(r)
         top = "; ".join(f"{s.path.replace('aten/src/', '')} ({s.score:.2f})" for s in loc.suspects[:3]) or loc.reason
         print(f"  {name}: rank {r} [{loc.outcome.value}] top: {top}")
+        if notes:
+            said = [part for part in loc.reason.split("; ") if part.startswith("at ") and " was " in part]
+            print("    " + ("; ".join(said) or "(no release binding read)"))
     print(summarize(label, ranks, secs))
+
+
+def offline_home(home: Path, trees: dict[str, LocalTree], have: dict[str, Path]) -> Settings:
+    """A throwaway sftl home set up as an offline user's: the real trees registered, the cached wheels linked in."""
+    settings = load_settings({}, home=home, offline=True)
+    for version, tree in trees.items():
+        register_tree(settings, "pytorch", version, tree.root)
+    for version, whl in have.items():
+        folder = wheel_cache_dir(settings, "pytorch", version)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / whl.name).symlink_to(whl)
+    return settings
 
 
 def main() -> int:
@@ -164,19 +194,27 @@ def main() -> int:
         print("\n-- 2. all dev GCRDE rows: nearest real tree alone vs. layered over the nearest wheel")
         alone: list[Item] = []
         layered: list[Item] = []
-        for row in rows:
-            truth = set(row["truth_files"])  # type: ignore[call-overload]
-            version, how = release_of(row, have)
-            v = str(row.get("version") or version)
-            tv = "2.6.0" if v.startswith("2") and "2.6.0" in trees else min(trees)
-            issue, ex = case(row)
-            alone.append((f"{row['url']} ({how}; tree {tv})", issue, ex, trees[tv], truth))
-            stack = LayeredSource([trees[tv], opened[version]])
-            stack.version = version  # as open_source layers them: the report's release, read through a stand-in tree
-            stack.description = f"nearest registered tree pytorch {tv} + wheel {have[version].name}"
-            layered.append((f"{row['url']} ({how}; tree {tv} + wheel {version})", issue, ex, stack, truth))
-        run("dev GCRDE rows, nearest tree alone [sftl]", alone)
-        run("dev GCRDE rows, nearest tree + nearest wheel [sftl]", layered)
+        opened_as_user: list[Item] = []
+        with tempfile.TemporaryDirectory() as home:
+            settings = offline_home(Path(home), trees, have)
+            for row in rows:
+                truth = set(row["truth_files"])  # type: ignore[call-overload]
+                version, how = release_of(row, have)
+                v = str(row.get("version") or version)
+                tv = "2.6.0" if v.startswith("2") and "2.6.0" in trees else min(trees)
+                issue, ex = case(row)
+                alone.append((f"{row['url']} ({how}; tree {tv})", issue, ex, trees[tv], truth))
+                stack = LayeredSource([trees[tv], opened[version]])
+                stack.version = version  # as open_source layers them: the report's release, read through a stand-in tree
+                stack.description = f"nearest registered tree pytorch {tv} + wheel {have[version].name}"
+                layered.append((f"{row['url']} ({how}; tree {tv} + wheel {version})", issue, ex, stack, truth))
+                provider = open_source("pytorch", version, settings, offline=True)
+                later = ", ".join(str(p.version) for p in getattr(provider, "successors", ())) or "none"
+                opened_as_user.append((f"{row['url']} ({how}; open_source {version}: later release consulted: {later})",
+                                       issue, ex, provider, truth))
+            run("dev GCRDE rows, nearest tree alone [sftl]", alone)
+            run("dev GCRDE rows, nearest tree + nearest wheel [sftl]", layered)
+            run("dev GCRDE rows, open_source (tree + wheel + next cached release) [sftl]", opened_as_user, notes=True)
     else:
         print(f"\n(no source trees under {SRC}: set 2 skipped; bench_gcrde.py unpacks them)")
 

@@ -434,12 +434,17 @@ def _is_text_source(path: str) -> bool:
 
 
 class LayeredSource:
-    """Several providers seen as one: the first that holds a file wins."""
+    """Several providers seen as one: the first that holds a file wins.
 
-    def __init__(self, providers: Sequence[SourceProvider]) -> None:
+    `successors` are providers of releases after the report's (a cached later wheel) that are never
+    read as this source's files: localizers consult them only to tell when an op's code changed.
+    """
+
+    def __init__(self, providers: Sequence[SourceProvider], successors: Sequence[SourceProvider] = ()) -> None:
         if not providers:
             raise SourceError("a layered source needs at least one provider")
         self.providers = list(providers)
+        self.successors = list(successors)
         self.framework = providers[0].framework
         self.version = providers[0].version
         self.description = " + ".join(p.description for p in providers)
@@ -824,11 +829,20 @@ def open_source(
     near = nearest_version(version, trees) if not layers or layers[0] is not github else None
     if near is not None:
         tree = LocalTree(trees[near], framework, near, cache_dir=settings.cache_dir)
-        layered = LayeredSource([tree, *layers])
+        # the next cached release, between the report's and the tree's: tells when an op's code moved
+        later = next_cached_wheel(settings, framework, version, near) if layers else None
+        successors: list[SourceProvider] = []
+        if later is not None:
+            try:
+                successors.append(WheelSource(later, framework))
+            except SourceError:
+                pass  # an unreadable later wheel only loses that hint
+        layered = LayeredSource([tree, *layers], successors=successors)
         layered.version = version
         layered.description = (
             f"nearest registered tree {framework} {near} at {tree.root} (no C++ sources of {version} cached)"
             + (f" + {' + '.join(p.description for p in layers)}" if layers else "")
+            + (f" (later release consulted for op history: {successors[0].description})" if successors else "")
         )
         return layered
     if not layers:
@@ -840,6 +854,21 @@ def open_source(
             f"or give a local checkout: `sftl sources add {framework}=={version} DIR` once, or --source-root DIR"
         )
     return layers[0] if len(layers) == 1 else LayeredSource(layers)
+
+
+def next_cached_wheel(settings: Settings, framework: str, after: str, before: str | None = None) -> Path | None:
+    """The cached wheel of the nearest release later than `after` (and earlier than `before`); never fetched."""
+    root = sources_cache(settings) / "wheels"
+    if not root.is_dir():
+        return None
+    lo, hi = _version_key(after), _version_key(before) if before else None
+    found: list[tuple[tuple[int, ...], Path]] = []
+    for folder in root.glob(f"{framework}-*"):
+        key = _version_key(folder.name.partition("-")[2])
+        wheel = cached_wheel(settings, framework, folder.name.partition("-")[2])
+        if wheel is not None and key > lo and (hi is None or key < hi):
+            found.append((key, wheel))
+    return min(found)[1] if found else None
 
 
 def iter_texts(source: SourceProvider, paths: Iterable[str]) -> Iterable[tuple[str, str]]:

@@ -17,6 +17,8 @@ from sftl.sources import (
     LocalTree,
     SourceProvider,
     WheelSource,
+    cached_wheel,
+    next_cached_wheel,
     open_source,
     register_tree,
     wheel_cache_dir,
@@ -37,18 +39,25 @@ def zip_tree(folder: Path, dest: Path) -> Path:
     return dest
 
 
-@pytest.fixture
-def settings(tmp_path: Path, fixtures_dir: Path) -> Settings:
-    """A home with the 1.13 stand-in tree registered and the 1.0.1 / 1.4.0 wheels cached, as an offline user has."""
+WHEELS = {"1.0.1": ("legacy_era_wheel_1_0_1", "torch-1.0.1-cp36-cp36m-manylinux1_x86_64.whl"),
+          "1.4.0": ("legacy_era_wheel_1_4", "torch-1.4.0-cp36-cp36m-manylinux1_x86_64.whl")}
+
+
+def offline_home(tmp_path: Path, fixtures_dir: Path, wheels: tuple[str, ...]) -> Settings:
+    """A home with the 1.13 stand-in tree registered and these releases' wheels cached, as an offline user has."""
     s = load_settings({}, home=tmp_path / "home", offline=True)
     tree = tmp_path / "pytorch-1.13.1"
     shutil.copytree(fixtures_dir / "legacy_era_tree_1_13", tree)
     register_tree(s, "pytorch", "1.13.1", tree)
-    zip_tree(fixtures_dir / "legacy_tree_wheel_1_0_1",
-             wheel_cache_dir(s, "pytorch", "1.0.1") / "torch-1.0.1-cp36-cp36m-manylinux1_x86_64.whl")
-    zip_tree(fixtures_dir / "legacy_era_wheel_1_4",
-             wheel_cache_dir(s, "pytorch", "1.4.0") / "torch-1.4.0-cp36-cp36m-manylinux1_x86_64.whl")
+    for version in wheels:
+        folder, name = WHEELS[version]
+        zip_tree(fixtures_dir / folder, wheel_cache_dir(s, "pytorch", version) / name)
     return s
+
+
+@pytest.fixture
+def settings(tmp_path: Path, fixtures_dir: Path) -> Settings:
+    return offline_home(tmp_path, fixtures_dir, ("1.0.1", "1.4.0"))
 
 
 def locate(source: SourceProvider, title: str, apis: tuple[str, ...], body: str) -> Localization:
@@ -149,3 +158,39 @@ def test_release_binding_reads_the_yaml_dispatch_when_the_layer_ships_one(tmp_pa
     assert cuda is not None and cuda.kind == "th" and cuda.library == "THC" and "legacy::cuda::_th_rshift" in cuda.evidence
     assert cpu is not None and cpu.kind == "native"
     assert release_binding("histc", Side.CUDA, [layer]) is None
+
+
+ARANGE = ("arange gives one element more on CUDA", ("torch.arange",),
+          "With a float step the CUDA arange returns 801 elements, the CPU 800.")
+
+
+def test_an_op_thc_bound_at_the_report_release_and_after_it_ranks_thc_first(tmp_path: Path, fixtures_dir: Path) -> None:
+    # only the report's own wheel is cached: nothing says arange was ported before a fix could land
+    src = open_source("pytorch", "1.0.1", offline_home(tmp_path, fixtures_dir, ("1.0.1",)))
+    assert isinstance(src, LayeredSource) and src.successors == []
+    loc = locate(src, *ARANGE)
+    assert loc.suspects[0].path == "aten/src/THC/generic/THCTensorMath.cu"
+    assert "at 1.0.1 CUDA arange was bound to THC (_th_arange in CUDAFloatType.h)" in loc.suspects[0].reason
+    assert "postdates it" in loc.suspects[rank(loc, RANGE_CUDA) - 1].reason
+
+
+def test_an_op_the_next_release_computes_natively_keeps_the_newer_trees_kernel(settings: Settings, tmp_path: Path) -> None:
+    # 1.0.1 ran arange in THC, but the next cached release (1.4.0) declares arange_cuda_out: the port may predate the fix
+    src = open_source("pytorch", "1.0.1", settings)
+    assert isinstance(src, LayeredSource) and [p.version for p in src.successors] == ["1.4.0"]
+    assert "later release consulted for op history" in src.description
+    assert "torch-1.4.0" not in " ".join(src.list_files())  # the later wheel is never read as this source's files
+    assert src.read_text("aten/src/ATen/LegacyTHFunctionsCUDA.h") is None
+    loc = locate(src, *ARANGE)
+    alone = locate(LocalTree(tmp_path / "pytorch-1.13.1", "pytorch", "1.13.1"), *ARANGE)
+    assert loc.suspects[0].path == alone.suspects[0].path == RANGE_CUDA
+    assert not any("postdates" in s.reason for s in loc.suspects)
+    assert ("at 1.0.1 CUDA arange was bound to THC (_th_arange in CUDAFloatType.h), but at 1.4.0 CUDA arange was "
+            "already a native kernel (arange_cuda_out in NativeFunctions.h)") in loc.reason
+
+
+def test_next_cached_wheel_lies_between_the_report_and_the_tree(settings: Settings) -> None:
+    assert next_cached_wheel(settings, "pytorch", "1.0.1", "1.13.1") == cached_wheel(settings, "pytorch", "1.4.0")
+    assert next_cached_wheel(settings, "pytorch", "1.4.0", "1.13.1") is None
+    assert next_cached_wheel(settings, "pytorch", "0.4.0", "1.0.1") is None
+    assert next_cached_wheel(settings, "pytorch", "0.4.0") == cached_wheel(settings, "pytorch", "1.0.1")

@@ -753,14 +753,24 @@ def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProv
     if not layers or side not in (Side.CPU, Side.CUDA) or not ops:
         return []
     heaviest = max(o.weight for o in ops)
-    found = [legacy.release_binding(o.name, side, layers) for o in ops if o.weight >= 0.5 * heaviest]
-    known = [b for b in found if b is not None]
+    known = [(o, b) for o in ops if o.weight >= 0.5 * heaviest
+             if (b := legacy.release_binding(o.name, side, layers)) is not None]
     if not known:
         return []
-    native = [b for b in known if b.kind == "native"]
+    native = [b for _, b in known if b.kind == "native"]
     if native:
         return [native[0].note() + ": the newer tree's native kernels stand"]
-    th = known[0]
+    th = known[0][1]
+    # the fix shipped in a later release: when the next release held already computes the op natively,
+    # the port may predate the fix, and the report's binding no longer decides
+    for successor in legacy.successor_layers(source):
+        moved = [m for o, _ in known if (m := legacy.release_binding(o.name, side, [successor])) is not None]
+        if any(m.kind == "native" for m in moved):
+            ported = next(m for m in moved if m.kind == "native")
+            return [f"{th.note()}, but {ported.note()}: it may have been ported before the fix, "
+                    "so the newer tree's native kernels stand"]
+        if moved:
+            break
 
     def effective(path: str) -> tuple[float, float, float]:  # (rank score, side weight, hits bonus) as _rank sees it
         ev = board.files[path]

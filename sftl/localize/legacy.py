@@ -573,6 +573,13 @@ def report_layers(source: SourceProvider) -> list[SourceProvider]:
     return source.layers_at(source.version)
 
 
+def successor_layers(source: SourceProvider) -> list[SourceProvider]:
+    """Providers of releases after the report's that a layered source keeps only for op history (a later wheel)."""
+    from sftl.sources import LayeredSource
+
+    return list(source.successors) if isinstance(source, LayeredSource) else []
+
+
 def postdates_release(source: SourceProvider, path: str) -> str | None:
     """The release of the stand-in layer `path` is read from, when the report's own release does not hold it."""
     from sftl.sources import LayeredSource
