@@ -194,3 +194,24 @@ def test_next_cached_wheel_lies_between_the_report_and_the_tree(settings: Settin
     assert next_cached_wheel(settings, "pytorch", "1.4.0", "1.13.1") is None
     assert next_cached_wheel(settings, "pytorch", "0.4.0", "1.0.1") is None
     assert next_cached_wheel(settings, "pytorch", "0.4.0") == cached_wheel(settings, "pytorch", "1.0.1")
+
+
+def test_a_leftover_thc_header_found_only_by_tf_idf_does_not_outrank_the_kernel(tmp_path: Path, fixtures_dir: Path) -> None:
+    # the report's wheel binds rshift to THC but ships no THC header declaring it; the newer tree keeps an unrelated
+    # THC header that mentions rshift: nothing the binding reached, so nothing moves
+    tree = tmp_path / "tree"
+    shutil.copytree(fixtures_dir / "legacy_era_tree_1_13", tree)
+    (tree / "aten/src/THC").mkdir(parents=True)
+    (tree / "aten/src/THC/THCLeftover.cuh").write_text("// rshift: shifts kept for rshift users\n"
+                                                       "inline int rshift_bits(int a, int b) { return a >> b; }\n")
+    wheel_dir = tmp_path / "wheel"
+    header = fixtures_dir / "legacy_era_wheel_1_4/torch/include/ATen/LegacyTHFunctionsCUDA.h"
+    (wheel_dir / "torch/include/ATen").mkdir(parents=True)
+    shutil.copy(header, wheel_dir / "torch/include/ATen/LegacyTHFunctionsCUDA.h")
+    wheel = WheelSource(zip_tree(wheel_dir, tmp_path / "torch-1.4.0-cp36-cp36m-manylinux1_x86_64.whl"), "pytorch")
+    src = LayeredSource([LocalTree(tree, "pytorch", "1.13.1"), wheel])
+    src.version = "1.4.0"
+    loc = rshift_cuda(src)
+    assert loc.suspects[0].path == SHIFT_CUDA
+    assert "no TH/THC file of the op was found to rank instead" in loc.reason
+    assert not any("postdates" in s.reason for s in loc.suspects)

@@ -714,7 +714,7 @@ def _localize_pytorch(
     if tfidf:
         best = max(tfidf.values())
         for path, s in sorted(tfidf.items(), key=lambda x: -x[1])[: max(top * 3, 30)]:
-            board.add(path, 0.3 * s / best, f"TF-IDF back-off over contents ({s / best:.2f} of best)")
+            board.add(path, 0.3 * s / best, f"{_TFIDF} over contents ({s / best:.2f} of best)")
     context = " ".join([issue.title, issue.body, *extraction.apis,
                         extraction.snippet.code if extraction.snippet else ""])
     # a newer stand-in tree over the report's own release: that release's binding of the op decides (legacy.py)
@@ -778,7 +778,9 @@ def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProv
         bonus = 0.02 * min(ev.hits - 1, 3)
         return ev.score * w + bonus, w, bonus
 
-    th_files = [p for p in board.files if (lib := legacy.library(p)) is not None and lib[1] == side]
+    # TH/THC files the op's bindings reached (a TF-IDF hit on a leftover THC header of the newer tree is none)
+    th_files = [p for p, ev in board.files.items() if (lib := legacy.library(p)) is not None and lib[1] == side
+                and any(not r.startswith(_TFIDF) for _, r in ev.reasons)]
     if not th_files:
         return [th.note() + "; no TH/THC file of the op was found to rank instead"]
     ceiling = max(effective(p)[0] for p in th_files)
@@ -804,6 +806,9 @@ def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProv
     for path in th_files:
         _lead(board.files[path], th.note() + "; ranked above the newer tree's native kernels")
     return [f"{th.note()}: TH/THC evidence ranks above {len(later)} native file(s) only the newer tree holds"]
+
+
+_TFIDF = "TF-IDF back-off"
 
 
 def _lead(ev: _Evidence, reason: str) -> None:
