@@ -91,6 +91,7 @@ def test_a_layered_source_says_which_layer_and_release_each_path_comes_from(sett
 
 def test_thc_bound_op_ranks_the_thc_file_above_the_newer_trees_kernel_and_says_why(settings: Settings) -> None:
     src = open_source("pytorch", "1.0.1", settings)
+    assert isinstance(src, LayeredSource) and [p.version for p in src.successors] == ["1.4.0"]  # still THC there
     loc = rshift_cuda(src)
     assert loc.outcome is Outcome.LOCATED
     assert loc.suspects[0].path == PAIRWISE and loc.suspects[0].side is Side.CUDA

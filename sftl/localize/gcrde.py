@@ -746,7 +746,8 @@ def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProv
     report-release layer's own headers say how each main op ran on the diverging device; when one ran
     in TH/THC there and none was already native, the newer layer's ATen/native files for that device
     (and device-generic ones) postdate the code the report ran: they go just below the best TH/THC
-    file, order kept, and every moved file says why. Nothing moves when the headers show a native kernel.
+    file, order kept, and every moved file says why. Nothing moves when the headers show a native kernel,
+    nor when the next release the source keeps (`successors`) already computes the op natively.
     """
     layers = legacy.report_layers(source)
     side = div.side
