@@ -145,3 +145,10 @@ def test_repeats_time_both_searches_again_and_report_the_phase(settings) -> None
     g = search_script(FIX / "log_of_softmax_entry.py", settings, entry="loss", budget=2.0, probes=False,
                       baseline=False)
     assert g.found and g.phase == "gradient" and g.op == "torch.log"
+
+
+def test_cli_soft_guide_finds_log_of_softmax_and_says_how(sftl_home: Path) -> None:
+    code, out, err = cli("nan-search", str(FIX / "log_of_softmax_entry.py"), "--entry", "loss", "--soft",
+                         "--no-baseline", "--budget", "2")
+    assert code == 0, err
+    assert "torch.log" in out and "log_of_softmax_entry.py:7" in out and " by " in out

@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="time for the search, and again for the random baseline (default 20)")
     p.add_argument("--params", action="store_true",
                    help="with --entry: search the parameters of the script's nn.Module globals too (PyTorch)")
+    p.add_argument("--soft", action="store_true",
+                   help="add the soft-assertion guide beside the gradient: per-op classifiers trained on the op's "
+                        "own unit runs say which way to move its input (PyTorch)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--no-baseline", action="store_true", help="skip the random-search baseline")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -41,7 +44,7 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
 
     result = search_script(Path(args.script), ctx.settings, entry=args.entry, budget=args.budget,
                            seed=args.seed, baseline=not args.no_baseline, params=args.params,
-                           allow_network=args.allow_network)
+                           allow_network=args.allow_network, soft=args.soft)
     if args.json:
         ctx.print_json(result.to_json())
         return 0
@@ -56,8 +59,10 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
             con.print(f"  op input  {_describe(arg)}", markup=False)
         for var in result.inputs.get("program", []):
             con.print(f"  program   {_describe(var)}", markup=False)
+        how = {"domain": "a domain probe", "gradient": "the gradient", "soft": "the soft-assertion guide",
+               "restart": "the gradient after a restart"}.get(result.phase)
         con.print(f"found after {result.steps} runs in {result.seconds:.3f} s"
-                  + (f" ({result.reason})" if result.reason else ""))
+                  + (f" by {how}" if how else "") + (f" ({result.reason})" if result.reason else ""))
     else:
         con.print(f"no NaN/INF found in {name} ({result.reason}; {result.steps} runs, {result.seconds:.1f} s)")
         if result.sites:

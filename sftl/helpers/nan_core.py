@@ -91,6 +91,8 @@ class RunOutcome:
     kinds: dict[str, str] = field(default_factory=dict)  # site -> invalid domain (nan_ops.Margin.kind)
     site_grads: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # target ALL_SITES: every gradient
     site_crossing: dict[str, bool] = field(default_factory=dict)
+    soft_grads: list[np.ndarray | None] | None = None  # the soft-assertion guide's direction for the target
+    site_soft: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # the same per site (ALL_SITES)
 
 
 ALL_SITES = "*"  # as a run's target: every site's margin is differentiated (one instrumented run ranks them all)
@@ -117,7 +119,7 @@ class SearchResult:
     reason: str = ""
     sites: list[str] = field(default_factory=list)
     cpu_seconds: float = 0.0  # this process's CPU time: steadier than wall time on a loaded machine
-    phase: str = ""  # what found it: "start", "domain" (a cheap probe), "gradient", "restart", "random"
+    phase: str = ""  # what found it: "start", "domain" (a cheap probe), "gradient", "soft", "restart", "random"
 
 
 def bound_for(var: Variable, bound: float) -> float:
@@ -162,11 +164,14 @@ def _rank(out: RunOutcome, exhausted: set[str]) -> list[str]:
     """Sites by linearised distance to their invalid region, margin / |gradient| (a site close in value
     but insensitive to the inputs is far in input space); sites without a gradient are left out."""
     scored = []
-    for site, grads in out.site_grads.items():
+    for site in out.site_grads.keys() | out.site_soft.keys():
+        grads = out.site_grads.get(site) or []
         if site in exhausted or site not in out.margins:
             continue
         gsq = sum(float(np.sum(g * g)) for g in grads if g is not None)
         if not math.isfinite(gsq) or gsq <= 0:
+            if _moves(out.site_soft.get(site)):  # flat, but the soft assertion knows a way: last
+                scored.append((math.inf, site))
             continue
         scored.append((max(out.margins[site], 0.0) / math.sqrt(gsq), site))
     return [site for _, site in sorted(scored)]
@@ -219,6 +224,7 @@ def gradient_search(
     ranking: list[str] = []  # from the last all-sites run at x; empty: take a new one
     target: str | None = None
     grads: list[np.ndarray | None] | None = None
+    soft: list[np.ndarray | None] | None = None  # the soft-assertion guide's direction (a backend with one)
     margin, crossing = math.inf, True
     eta, tries, restarts = ETA0, 0, 0
     while time.perf_counter() < deadline:
@@ -240,6 +246,8 @@ def gradient_search(
                     continue
                 # the far first-order jump of the next best sites too: the nearest is not always the easiest
                 for site in ranking[1:RANKED_SITES]:
+                    if site not in out.site_grads:
+                        continue
                     jump = _newton(x, out.site_grads[site], out.margins[site], True, limits,
                                    _log_jump(out.margins[site]))
                     if jump is not None and time.perf_counter() < deadline:
@@ -247,32 +255,36 @@ def gradient_search(
                         if new.finding:
                             return _done(new.finding, steps, t0, jump, seen, c0, "gradient")
             target = ranking.pop(0)
-            grads = out.site_grads[target]
+            grads, soft = out.site_grads.get(target) or [None] * len(vars_), out.site_soft.get(target)
             margin, crossing = out.margins[target], out.site_crossing.get(target, True)
             eta, tries = ETA0, 0
         elif grads is None:
             out = run(x, target)  # the one gradient run per accepted point
             if out.finding:
                 return _done(out.finding, steps, t0, x, seen, c0, "gradient")
-            if target not in out.margins or out.grads is None or not any(
-                    g is not None and np.any(g) for g in out.grads):
+            if target not in out.margins or out.grads is None or not (_moves(out.grads) or _moves(out.soft_grads)):
                 exhausted.add(target)
                 target, ranking = None, []
                 continue
             grads, margin, crossing = out.grads, out.margins[target], out.target_crossing
+            soft = out.soft_grads
         assert grads is not None
         best: tuple[list[np.ndarray], float] | None = None
-        # probe along the gradient with plain runs that record only the target's margin: a first-order
-        # jump to (and past) the boundary, then signed steps of growing size; the best probe is the next point
-        for proposal in _probes(x, grads, margin, crossing, limits, taus, eta):
-            if time.perf_counter() >= deadline:
-                break
-            new = run(proposal, target, False)
-            if new.finding:
-                return _done(new.finding, steps, t0, proposal, seen, c0, "gradient")
-            m = new.margins.get(target)
-            if new.error is None and m is not None and m < (best[1] if best else margin):
-                best = (proposal, m)
+        guides = [("gradient", _probes(x, grads, margin, crossing, limits, taus, eta))]
+        if soft is not None:
+            # the second guide, beside the gradient: signed steps along the direction the op's soft assertion
+            # gives every element of its input; the best probe of either guide is the next point
+            guides.append(("soft", (_signed(x, soft, e, taus, limits) for e in _etas(eta))))
+        for phase, proposals in guides:
+            for proposal in proposals:
+                if time.perf_counter() >= deadline:
+                    break
+                new = run(proposal, target, False)
+                if new.finding:
+                    return _done(new.finding, steps, t0, proposal, seen, c0, phase)
+                m = new.margins.get(target)
+                if new.error is None and m is not None and m < (best[1] if best else margin):
+                    best = (proposal, m)
         tries += 1
         if best is not None:
             x, margin = best
@@ -287,6 +299,10 @@ def gradient_search(
     reason = "budget spent; no unsafe operation reached NaN/INF" if seen else "no unsafe operation was reached"
     return SearchResult(False, None, steps, time.perf_counter() - t0, None, reason, sorted(seen),
                         time.process_time() - c0)
+
+
+def _moves(grads: list[np.ndarray | None] | None) -> bool:
+    return grads is not None and any(g is not None and bool(np.any(g)) for g in grads)
 
 
 def _log_jump(margin: float) -> float:
@@ -310,9 +326,19 @@ def _probes(
         p = _newton(x, grads, margin, cross, limits, factor)
         if p is not None:
             yield p
-    for e in sorted({min(eta * k, ETA_MAX) for k in SIGNED_FACTORS}):
-        yield [xi if gi is None else np.clip(xi - np.sign(gi) * e * np.maximum(np.abs(xi), tau), -lim, lim)
-               for xi, gi, tau, lim in zip(x, grads, taus, limits, strict=True)]
+    for e in _etas(eta):
+        yield _signed(x, grads, e, taus, limits)
+
+
+def _etas(eta: float) -> list[float]:
+    return sorted({min(eta * k, ETA_MAX) for k in SIGNED_FACTORS})
+
+
+def _signed(x: list[np.ndarray], grads: list[np.ndarray | None], e: float, taus: list[float],
+            limits: list[float]) -> list[np.ndarray]:
+    """A step against the sign of `grads`, e times each value's size (at least tau)."""
+    return [xi if gi is None else np.clip(xi - np.sign(gi) * e * np.maximum(np.abs(xi), tau), -lim, lim)
+            for xi, gi, tau, lim in zip(x, grads, taus, limits, strict=True)]
 
 
 def _newton(

@@ -85,13 +85,15 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
     if framework == "tensorflow":
         if entry is None:
             raise ScriptError("TensorFlow programs are searched with --entry FUNC (whole-script mode is PyTorch only)")
+        if request.get("soft"):
+            raise ScriptError("the soft-assertion guide (--soft) is PyTorch only")
         from sftl.helpers.nan_tf import TFProgram
 
         program = TFProgram(path, entry, seed)
     else:
         from sftl.helpers.nan_torch import TorchProgram
 
-        program = TorchProgram(path, entry, seed, params=bool(request.get("params")))
+        program = TorchProgram(path, entry, seed, params=bool(request.get("params")), soft=bool(request.get("soft")))
     start_deadline = time.perf_counter() + max(budget, 20.0)
     try:
         if entry is not None:

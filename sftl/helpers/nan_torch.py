@@ -29,7 +29,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from sftl.helpers.nan_core import ALL_SITES, Finding, RunOutcome, Variable, summarize
-from sftl.helpers.nan_ops import UNSAFE_OPS, Margin, canonical
+from sftl.helpers.nan_ops import UNSAFE_OPS, Margin, OpSpec, canonical
+from sftl.helpers.nan_soft import UNITS, SoftGuide, pull_back
 
 RANDOM_FACTORIES = {"randn", "rand", "normal", "randn_like", "rand_like", "uniform"}
 DATA_FACTORIES = {"tensor", "as_tensor", "from_numpy"}
@@ -159,6 +160,8 @@ class RunState:
     kinds: dict[str, str] = field(default_factory=dict)
     site_grads: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # target ALL_SITES
     site_crossing: dict[str, bool] = field(default_factory=dict)
+    soft_grads: list[np.ndarray | None] | None = None  # the soft assertion's direction, pulled back (target)
+    site_soft: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # the same, target ALL_SITES
 
 
 class _Watcher(TorchFunctionMode):
@@ -182,7 +185,7 @@ class _Watcher(TorchFunctionMode):
         in_place = name.endswith("_") and not name.endswith("__")
         finite_before = in_place and all(_finite(i) for i in _flat((args, kwargs), []))
         if in_place and spec is not None and spec.margin is not None:
-            self._margin(func, spec.margin, args, kwargs, None)
+            self._margin(func, spec, args, kwargs, None)
         summary = None  # what an unsafe in-place op's inputs were, for the report
         if finite_before and spec is not None:
             summary = [tensor_summary(a, f"arg{i}") for i, a in enumerate(args[:2])]
@@ -192,7 +195,7 @@ class _Watcher(TorchFunctionMode):
             if finite_before or (not in_place and all(_finite(i) for i in _flat((args, kwargs), []))):
                 self._found(func, "forward", args, kwargs, summary)
         if not in_place and spec is not None and spec.margin is not None:
-            self._margin(func, spec.margin, args, kwargs, result)
+            self._margin(func, spec, args, kwargs, result)
         return result
 
     def _found(self, func: Any, kind: str, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -208,7 +211,7 @@ class _Watcher(TorchFunctionMode):
                                      tensor_summary)
         raise Found()
 
-    def _margin(self, func: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
+    def _margin(self, func: Any, spec: OpSpec, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> None:
         st = self.state
         line, _ = self.program.user_line()
         site = f"{op_display(func)}@{line}"
@@ -217,9 +220,10 @@ class _Watcher(TorchFunctionMode):
         every = st.target == ALL_SITES
         # only the target's margin (every site's in a ranking run) is differentiated: no graph for the others
         differentiate = st.want_grad and (every or site == st.target)
+        fn = spec.margin
         try:
             with torch.enable_grad() if differentiate else torch.no_grad():
-                m: Margin | None = fn(KERNEL, args, kwargs, result)
+                m: Margin | None = fn(KERNEL, args, kwargs, result)  # type: ignore[misc]
         except (RuntimeError, TypeError, ValueError):
             return
         if m is None or not math.isfinite(m.value):
@@ -232,17 +236,43 @@ class _Watcher(TorchFunctionMode):
         if not differentiate or m.value >= (previous if every else st.target_best):
             return
         grads = self._grads(m.term)
+        soft = self._soft(spec.name, args, kwargs)
         if every:
             if grads is not None:
                 st.site_grads[site] = grads
                 st.site_crossing[site] = m.crossing
+            if soft is not None:
+                st.site_soft[site] = soft
             return
+        if soft is not None:
+            st.soft_grads = soft
         st.target_best = m.value
         st.target_crossing = m.crossing
         if grads is not None:
             st.grads = grads
         elif st.grads is None:
             st.grads = [None for _ in st.leaves]
+
+    def _soft(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray | None] | None:
+        """The soft assertion's direction on the op's input, pulled back to the variables (negated, as a
+        gradient to descend), or None without a guide, a trained op, or a way to get there."""
+        guide = self.program.soft
+        if guide is None:
+            return None
+        x = guide.watched(name, args, kwargs)
+        if x is None or not x.requires_grad:
+            return None
+        direction = guide.direction(name, x)
+        leaves = [leaf for leaf in self.state.leaves if leaf is not None]
+        pulled = None if direction is None else pull_back(x, direction, leaves)
+        if pulled is None or all(g is None for g in pulled):
+            return None
+        it = iter(pulled)
+        return [
+            (None if (g := next(it)) is None else -g.detach().to(torch.float64).cpu().numpy())
+            if leaf is not None else None
+            for leaf in self.state.leaves
+        ]
 
     def _grads(self, term: Any) -> list[np.ndarray | None] | None:
         """d term / d variables, right away (the program may later modify its tensors in place)."""
@@ -289,7 +319,7 @@ class _Watcher(TorchFunctionMode):
 class TorchProgram:
     """A user script loaded for searching: an entry function with example inputs, or the whole script."""
 
-    def __init__(self, path: Path, entry: str | None, seed: int = 0, params: bool = False) -> None:
+    def __init__(self, path: Path, entry: str | None, seed: int = 0, params: bool = False, soft: bool = False) -> None:
         self.path = path
         self.params = params  # entry mode: also search the parameters of the script's nn.Module globals
         self.param_tensors: list[torch.Tensor] = []
@@ -303,6 +333,10 @@ class TorchProgram:
         self.fixed: list[Any] = []  # entry mode: the example inputs (non-float ones are passed unchanged)
         self.var_slots: list[int] = []  # entry mode: which example inputs are variables
         self.requires_grad: list[bool] = []
+        # the soft-assertion guide: its op models are trained here, before any timed search
+        self.soft = SoftGuide(seed) if soft else None
+        if self.soft is not None:
+            self.soft.train(list(UNITS), [torch.float32, torch.float64])
 
     # -- loading ----------------------------------------------------------------------------
     def load_entry(self) -> None:
@@ -450,7 +484,9 @@ class TorchProgram:
 
         return RunOutcome(st.finding, st.margins, st.normalized, None if st.grads is None else align(st.grads),
                           st.target_crossing, error, time.perf_counter() - t0, st.kinds,
-                          {site: align(g) for site, g in st.site_grads.items()}, st.site_crossing)
+                          {site: align(g) for site, g in st.site_grads.items()}, st.site_crossing,
+                          None if st.soft_grads is None else align(st.soft_grads),
+                          {site: align(g) for site, g in st.site_soft.items()})
 
     def user_line_of(self, exc: BaseException) -> tuple[int | None, str]:
         tb = exc.__traceback__

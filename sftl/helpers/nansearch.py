@@ -57,7 +57,7 @@ class NanSearchResult:
     sites: tuple[str, ...] = ()  # the unsafe operation sites the search reached, "torch.log@12"
     reason: str = ""  # why nothing was found
     cpu_seconds: float = 0.0  # the search's CPU time (steadier than `seconds` on a loaded machine)
-    phase: str = ""  # what found it: "start", "domain" (a cheap probe), "gradient", "restart"
+    phase: str = ""  # what found it: "start", "domain" (a cheap probe), "gradient", "soft", "restart"
     start_seconds: float = 0.0  # the shared, untimed run at the program's own inputs (both searches start after it)
     reference: BaselineResult | None = None  # `reference=True`: random search with log-uniform scales
 
@@ -99,12 +99,14 @@ def search_script(
     repeats: int = 1,
     probes: bool = True,
     reference: bool = False,
+    soft: bool = False,
 ) -> NanSearchResult:
     """Search SCRIPT for inputs that make an unsafe operation produce NaN/INF (raises InputError on a bad script).
 
     `repeats` > 1 (the benchmark) times short searches that many times, each kind alternately, and reports
     the median times; `probes=False` skips the cheap domain probes (the gradient phase alone); `reference`
-    also runs a random search with log-uniform scales (same budget) as a stronger reference."""
+    also runs a random search with log-uniform scales (same budget) as a stronger reference; `soft` adds the
+    soft-assertion guide (sftl.helpers.nan_soft) beside the gradient (PyTorch)."""
     script = Path(path).expanduser().resolve()
     if not script.is_file():
         raise InputError(f"no such script: {path}")
@@ -127,7 +129,8 @@ def search_script(
         shutil.copyfile(script, copy)
         request = {"script": str(copy), "cwd": str(script.parent), "entry": entry, "budget": budget, "seed": seed,
                    "baseline": baseline, "bound": bound, "params": params, "repeats": repeats,
-                   "probes": probes, "reference": reference}
+                   "probes": probes, "reference": reference,
+                   "soft": soft}
         (scratch / "request.json").write_text(json.dumps(request), encoding="utf-8")
         argv = [python or sys.executable, "-B", str(RUNNER), "--request", str(scratch / "request.json"),
                 "--result", str(scratch / "result.json")]
