@@ -136,6 +136,10 @@ def test_tensorflow_entry_mode(settings) -> None:  # type: ignore[no-untyped-def
     r = search_script(FIX / "tf_log_of_softmax_entry.py", settings, entry="loss", budget=4.0, baseline=False)
     assert r.framework == "tensorflow"
     assert r.found and r.op == "tf.math.log" and r.line == 7
+    # the gradient phase alone: one taped run differentiates every site, then a first-order jump
+    g = search_script(FIX / "tf_log_of_softmax_entry.py", settings, entry="loss", budget=4.0, baseline=False,
+                      probes=False)
+    assert g.found and g.phase == "gradient" and g.op == "tf.math.log" and g.steps <= 3
 
 
 def test_repeats_time_both_searches_again_and_report_the_phase(settings) -> None:  # type: ignore[no-untyped-def]
