@@ -433,6 +433,23 @@ def _is_text_source(path: str) -> bool:
     return path.endswith(_TEXT_SUFFIXES)
 
 
+class PythonFilesOf:
+    """The Python files of another provider only: a release's own Python code laid over a stand-in
+    tree of another release (C++ stays the tree's, consistent with its own native_functions.yaml)."""
+
+    def __init__(self, provider: SourceProvider) -> None:
+        self.provider = provider
+        self.framework = provider.framework
+        self.version = provider.version
+        self.description = f"Python files of {provider.description}"
+
+    def list_files(self) -> list[str]:
+        return [p for p in self.provider.list_files() if p.endswith((".py", ".pyi"))]
+
+    def read_text(self, path: str) -> str | None:
+        return self.provider.read_text(path) if path.endswith((".py", ".pyi")) else None
+
+
 class LayeredSource:
     """Several providers seen as one: the first that holds a file wins.
 
@@ -485,11 +502,16 @@ class LayeredSource:
 
     def layers_at(self, version: str | None) -> list[SourceProvider]:
         """The layers of one release (e.g. the report's own wheel under a newer stand-in tree)."""
-        return [p for p in self.providers if version is not None and p.version == version]
+        return [p for p in self._layers() if version is not None and p.version == version]
 
     def releases(self) -> list[str | None]:
         """The release of each layer, first layer first (several when a stand-in tree covers another release)."""
-        return [p.version for p in self.providers]
+        return [p.version for p in self._layers()]
+
+    def _layers(self) -> list[SourceProvider]:
+        """The providers, without the Python-files views of layers that are there in full."""
+        full = [p for p in self.providers if not isinstance(p, PythonFilesOf)]
+        return full + [p.provider for p in self.providers if isinstance(p, PythonFilesOf) and p.provider not in full]
 
     def index_cache_path(self) -> Path | None:
         """The first layer's index cache (a cached GitHub tree), so layering keeps localizers warm."""
@@ -837,7 +859,10 @@ def open_source(
                 successors.append(WheelSource(later, framework))
             except SourceError:
                 pass  # an unreadable later wheel only loses that hint
-        layered = LayeredSource([tree, *layers], successors=successors)
+        # the report's own Python files win over the stand-in's (an MME is about that release's code);
+        # the stand-in's C++ wins, to stay consistent with its own kernels and yaml
+        own_python: list[SourceProvider] = [PythonFilesOf(p) for p in layers]
+        layered = LayeredSource([*own_python, tree, *layers], successors=successors)
         layered.version = version
         layered.description = (
             f"nearest registered tree {framework} {near} at {tree.root} (no C++ sources of {version} cached)"

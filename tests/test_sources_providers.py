@@ -359,6 +359,28 @@ def test_registered_trees_serve_their_release_and_the_nearest_ones(tmp_path: Pat
     assert ("pytorch", "2.6.0", "tree") in {(e.framework, e.version, e.kind) for e in list_cached(settings)}
 
 
+def test_the_reports_own_python_files_win_over_a_stand_in_tree(tmp_path: Path, fixtures_dir: Path) -> None:
+    import shutil
+
+    from sftl.sources import register_tree
+
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    tree = tmp_path / "tree"
+    shutil.copytree(fixtures_dir / "sources" / "mini_pytorch", tree)
+    (tree / "torch/nn/modules").mkdir(parents=True, exist_ok=True)
+    (tree / "torch/nn/modules/module.py").write_text("class Module:\n    def newer_method(self): ...\n")
+    register_tree(settings, "pytorch", "2.6.0", tree)
+    make_wheel(wheel_cache_dir(settings, "pytorch", "2.3.0"), "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl")
+    both = open_source("pytorch", "2.3.0", settings)
+    assert isinstance(both, LayeredSource) and both.releases() == ["2.6.0", "2.3.0"]
+    # an MME is about the report's release: its module.py is read, not the newer tree's
+    assert both.read_text("torch/nn/modules/module.py") == "class Module:\n    pass\n"
+    assert both.release_of("torch/nn/modules/module.py") == "2.3.0"
+    # C++ stays the stand-in tree's, consistent with its kernels
+    assert "- func: histc.out" in (both.read_text(NATIVE_FUNCTIONS) or "")
+    assert both.list_files().count("torch/nn/modules/module.py") == 1
+
+
 def test_a_nearest_tree_is_named_in_the_localization(tmp_path: Path, fixtures_dir: Path) -> None:
     from sftl.localize.gcrde import localize_gcrde
     from sftl.model import Environment, Extraction, Issue
