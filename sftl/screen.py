@@ -29,8 +29,12 @@ diluted by long tracebacks and IDF vanishes in a corpus where every report says 
   devices +2 (+3 with a difference word); one sentence "on the CPU ... but on the GPU" +3, else a
   comparing sentence +2, else adjacent contrasting sentences +1/+1.5; snippet on both devices +1.5
   (GPU snippet, CPU in the text +1); CPU, GPU and a difference word +1; device-labelled outputs +1;
-  "works on one device" +1; negatives: same on both -4, speed -3, out of memory -3, placement -3,
-  nondeterminism -2, set-up failure -2, other comparison axis -1.5, build -1. Fires at 2.5.
+  "works on one device" +1; results changing after `.to("cuda")` or with the GPU hidden +2 (title) / +1
+  (sentence), at most +3; negatives: same on both (or "CPU and GPU agree") -4, speed -3, out of memory -3,
+  placement -3, nondeterminism -2 (-4 when the title is about run-to-run variation, whose devices then do
+  not count; "deterministic = True" is not nondeterminism), set-up failure -2, other comparison axis
+  (XLA, compile, NumPy/SciPy reference) -1.5, build -1. A device named as untested ("CPU not tested") is
+  no comparison. Fires at 2.5.
 
 Learned mode (`LearnedScreener`): logistic regression over TF-IDF of the same sections plus the rule
 features, calibrated (sigmoid), abstaining ("needs human triage") below the confidence that reached the
@@ -391,8 +395,36 @@ _PERF = re.compile(
 )
 _NONDET = re.compile(
     r"(?i)non-?determinis\w*|\bdeterminis\w*|reproducib\w*|run[- ]to[- ]run|every (?:run|time)|each run|across runs|"
-    r"repeated(?:ly)? (?:runs?|executions?)|from run to run|bit-identical|random result"
+    r"repeated(?:ly)? (?:runs?|executions?)|from run to run|bit-identical|random result|between (?:runs|executions|calls)|"
+    r"(?:run|running|call|calling|execut\w*) (?:it |this |the same \w+ )?twice"
 )
+# the reporter switched determinism ON ("cudnn.deterministic = True", "deterministic on"): that rules
+# run-to-run noise out rather than reporting it
+_DETERMINISM_ON = re.compile(
+    r"(?i)(?:cudnn\.)?deterministic\s*(?:=\s*true|is on|on\b|enabled|mode)|use_deterministic_algorithms\(\s*true\s*\)|"
+    r"enable_op_determinism\(\)|tf_deterministic_ops\s*=\s*['\"]?1"
+)
+# "CPU not tested", "haven't tried it on the CPU": a device named only as not compared
+_UNTESTED = re.compile(
+    r"(?i)\b(?:cpu|gpu|cuda)\s+(?:(?:was|is|has been|has)\s+)?(?:not\s+(?:yet\s+)?|never\s+|un)(?:tested|tried|checked|compared)\b|"
+    r"\b(?:haven't|have not|didn't|did not|not|never|couldn't|could not|can't|cannot)\s+(?:yet\s+)?"
+    r"(?:tested|tried|test|try|checked|check|compared?)(?:\s+(?:it|this|that))?(?:\s+(?:on|with|in|against))?\s+(?:the\s+)?"
+    r"(?:cpu|gpu|cuda)\b"
+)
+# "CPU and GPU agree with each other", "(same on CPU and GPU)": the devices agree even when a sentence
+# says the result differs from something else (NumPy, SciPy, the docs)
+_AGREE = re.compile(
+    r"same (?:results? |values? |outputs? |answers? )?on (?:both|(?:the )?(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda))|"
+    r"(?:cpu|gpu|cuda) and (?:the )?(?:cpu|gpu|cuda)(?: results?| outputs?)? (?:agree|match|are (?:the same|identical|equal))"
+)
+# "without XLA, CPU and GPU agree": agreement under a condition implies a discrepancy otherwise
+_CONDITIONAL = re.compile(r"^\W*(?:without|with|unless|except|if|when|once|after|before|in eager|in graph)\b")
+# a GPU move or a hidden GPU next to a changed result: the other run is the default device (CPU), or the GPU
+_IMPLICIT_MOVE = re.compile(
+    r"""(?i)\.to\(\s*['"](?:cuda|mps)[^)]*\)|\.cuda\(\)|\bmov(?:e|ed|es|ing) (?:\w+ ){0,3}to (?:the )?(?:gpus?|cuda|mps)\b"""
+)
+_CHANGED = re.compile(r"\bchang(?:e|es|ed|ing)\b|no longer (?:match|agree|the same|equal)|\bdiffer\w*|\bdifferent\b|mismatch|"
+                      r"not (?:the )?same|do(?:es)?n'?t match|does not match")
 _OOM = re.compile(r"(?i)out of memory|\boom\b|memory leak|ran out of memory|\bbfc\b|allocator|memory growth")
 _SETUP = re.compile(
     r"(?i)cudnn_status|could not create cudnn handle|is_available\(\)|could not load dynamic library|dll load|\bnccl\b|"
@@ -401,7 +433,8 @@ _SETUP = re.compile(
     r"not implemented for|notimplementederror|no kernel image|no registered|op type not registered"
 )
 _AXIS = re.compile(
-    r"(?i)jit_compile|\bxla\b|\beager\b.{0,40}\bgraph\b|\bgraph\b.{0,40}\beager\b|linux\b.{0,60}\bwindows|"
+    r"(?i)(?:disagree\w*|differ\w*|compar\w*|\bvs\.?|versus|than|from|with) (?:the )?(?:scipy|mpmath|wolfram)\b|"
+    r"jit_compile|\bxla\b|\beager\b.{0,40}\bgraph\b|\bgraph\b.{0,40}\beager\b|linux\b.{0,60}\bwindows|"
     r"windows\b.{0,60}\blinux|torch\.compile|inductor|\bnumpy(?:'s)?\.?\w* (?:gives|returns)|than numpy|to numpy\.argmax"
 )
 # "runs on the CPU instead of the GPU", "GPU not detected": where it runs, not what it computes
@@ -452,6 +485,17 @@ _TO_GPU = re.compile(
 _OUT_ON_GPU = re.compile(r"device='(?:cuda|mps)")
 
 
+def _call_parts(line: str) -> list[str]:
+    """A whitespace-free line's comma-separated expressions, `print(` and unbalanced closing parentheses removed."""
+    parts = []
+    for p in re.split(r"[,;]", line):
+        p = re.sub(r"^print\(", "", p)
+        while p.endswith(")") and p.count(")") > p.count("("):
+            p = p[:-1]
+        parts.append(p)
+    return parts
+
+
 def _default_and_gpu_call(code: str) -> bool:
     """Does the snippet make a call on GPU tensors that it also makes, unchanged otherwise, on CPU tensors?"""
     lines = [re.sub(r"\s+", "", ln) for ln in code.split("\n") if ln.strip()]
@@ -459,6 +503,12 @@ def _default_and_gpu_call(code: str) -> bool:
     for ln in lines:
         stripped = _TO_GPU.sub("", ln)
         if stripped != ln and len(stripped) > 6 and stripped in plain:
+            return True
+    # `x.argmax(), x.cuda().argmax()` / `print(f(x), f(x.cuda()))`: both calls side by side on one line
+    parts = {p for ln in lines for p in _call_parts(ln)}
+    for p in parts:
+        stripped = _TO_GPU.sub("", p)
+        if stripped != p and len(stripped) > 6 and stripped in parts:
             return True
     return False
 
@@ -480,7 +530,7 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
     "setup": ("cudnn", "is_available", "dynamic library", "dll", "nccl", "deadlock", "illegal", "assert", "compiled",
               "driver", "kernel", "initiali", "cuda error", "cublas", "segmentation", "core dumped", "could not run",
               "not implemented", "notimplemented", "registered"),
-    "axis": ("jit_compile", "xla", "eager", "windows", "compile", "inductor", "numpy"),
+    "axis": ("jit_compile", "xla", "eager", "windows", "compile", "inductor", "numpy", "scipy", "mpmath", "wolfram"),
     "build": ("cmake", "bazel", "build", "compil"),
     "placement": ("instead", "only", "still", "always", "on cpu", "on the cpu", "not", "never", "n't", "unable", "no gpu",
                   "no cuda", "usage", "placement", "fall"),
@@ -511,8 +561,31 @@ _EXPECT = re.compile(r"\bexpect\w*|\bshould\b|\bwould like\b|\bsupposed to\b|\bo
 
 
 def _same_on_both(sentence: str) -> bool:
-    """'happens on both CPU and CUDA' -- unless the sentence says the devices differ."""
+    """'happens on both CPU and CUDA' -- unless the sentence says the devices differ; 'CPU and GPU agree' always."""
+    if _AGREE.search(sentence) and not _EXPECT.search(sentence) and not _CONDITIONAL.search(sentence):
+        return True
     return _has("both", sentence) and not _DEVDIFF.search(sentence)
+
+
+def _both_hit(sentence: str) -> re.Match[str] | None:
+    return _find("both", sentence) or _AGREE.search(sentence)
+
+
+_RUN_VARIATION = re.compile(r"between (?:runs|executions|calls)|run[- ]to[- ]run|(?:every|each) (?:run|time)|across runs|"
+                            r"repeated(?:ly)? (?:runs?|executions?)|\btwice\b|\bvary\b|\bvaries\b")
+_ACROSS_DEVICES = re.compile(r"\b(?:between|across) (?:the )?(?:two )?devices\b|\bdevice[- ]dependent\b|"
+                             r"\bdepend(?:s|ing)? on (?:the )?device\b")
+# device-mismatch errors name devices and "mismatch" without comparing results
+_DEVICE_MISMATCH = re.compile(r"same device|device mismatch|found at least two devices|devices? (?:do not|don't) match")
+
+
+def _implicit_comparison(text: str) -> bool:
+    """'outputs no longer match after model.to("cuda")', 'predictions change when I hide the GPU'."""
+    low = text.lower()
+    if not (_IMPLICIT_MOVE.search(text) or _HIDDEN_GPU.search(text)) or not _CHANGED.search(low):
+        return False
+    return not (_DEVICE_MISMATCH.search(low) or "memory" in low or _has("perf", low) or _has("oom", low) or _has("placement", low)
+                or _has("setup", low))
 
 
 def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str, float]]:
@@ -521,13 +594,22 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     f: dict[str, float] = {}
     # version and model mentions ("CUDA 11.2", "RTX 3090") and "no GPU" are not device comparisons
     # hiding the GPU (CUDA_VISIBLE_DEVICES="", set_visible_devices([], 'GPU')) is running on the CPU
-    title = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", _HIDDEN_GPU.sub(" use the cpu ", sections.title))).lower()
-    desc_raw = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", _HIDDEN_GPU.sub(" use the cpu ", sections.description)))
+    # a device named as untested ("CPU not tested") is no comparison; determinism switched on is no nondeterminism
+    implicit_title = _implicit_comparison(sections.title)
+    implicit_sents = sum(1 for x in _SENT.split(sections.description) if x.strip() and _implicit_comparison(x))
+    title = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", _HIDDEN_GPU.sub(" use the cpu ", _UNTESTED.sub(
+        " ", _DETERMINISM_ON.sub(" ", sections.title))))).lower()
+    desc_raw = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", _HIDDEN_GPU.sub(" use the cpu ", _UNTESTED.sub(
+        " ", _DETERMINISM_ON.sub(" ", sections.description)))))
     sents = [x.lower() for x in _SENT.split(desc_raw) if x.strip()]
     narrative = f"{title}\n{desc_raw.lower()}"
     t_cpu, t_gpu = _devices(title)
-    if _has("perf", title) or _has("oom", title) or _has("placement", title):  # speed or placement, not results
-        t_cpu = t_gpu = False
+    if not (t_cpu or t_gpu) and _ACROSS_DEVICES.search(title) and _has("diff", title):
+        t_cpu = t_gpu = True  # "results differ between devices": both devices, unnamed
+    # a title about results varying from run to run (not one naming determinism, "add a nondeterministic alert")
+    title_nondet = _RUN_VARIATION.search(title) is not None
+    if _has("perf", title) or _has("oom", title) or _has("placement", title) or title_nondet:
+        t_cpu = t_gpu = False  # speed, placement or run-to-run variation, not results across devices
     if _same_on_both(title):  # "softmax returns NaN on both CPU and CUDA" names two devices that agree
         t_cpu = t_gpu = False
     f["title_both"] = float(t_cpu and t_gpu)
@@ -598,6 +680,11 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     if f["asym"]:
         pts += 1.0
         why.append("works on one device, not the other")
+    f["implicit"] = float(min(2 * implicit_title + implicit_sents, 3))
+    if f["implicit"]:
+        # the other run is implied: the model before `.to("cuda")`, or the run with the GPU hidden
+        pts += f["implicit"]
+        why.append("results change when moving to the GPU / hiding it")
     negatives = (
         ("both", 4.0, "same behaviour on both devices"),
         ("perf", 3.0, "a speed comparison"),
@@ -618,11 +705,13 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     both_hits = [x for x in [title, *sents] if _same_on_both(x) and x.strip() not in wished and not _EXPECT.search(x)]
     for name, cost, words in negatives:
         if name == "both":
-            hit = _find("both", both_hits[0]) if both_hits else None
+            hit = _both_hit(both_hits[0]) if both_hits else None
         else:
             hit = _find(name, narrative if name in ("perf", "nondet", "axis", "placement") else full)
         f[name] = float(hit is not None)
         if hit:
+            if name == "nondet" and title_nondet:
+                cost *= 2  # the title is about run-to-run variation: the report's topic, not an aside
             pts -= cost
             why.append(f"-{cost:g}: {words} ({hit.group(0).strip()!r})")
     return pts, tuple(why), f
