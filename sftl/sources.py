@@ -462,6 +462,9 @@ class LayeredSource:
             raise SourceError("a layered source needs at least one provider")
         self.providers = list(providers)
         self.successors = list(successors)
+        # the release of the layer that stands for the report's era when no layer is of the report's own
+        # release (a nearer cached wheel under a newer tree); None: the report's release itself
+        self.era_release: str | None = None
         self.framework = providers[0].framework
         self.version = providers[0].version
         self.description = " + ".join(p.description for p in providers)
@@ -851,8 +854,20 @@ def open_source(
     near = nearest_version(version, trees) if not layers or layers[0] is not github else None
     if near is not None:
         tree = LocalTree(trees[near], framework, near, cache_dir=settings.cache_dir)
+        # no wheel of the report's release (none on the registry for 0.4.x, or offline): the cached wheel
+        # of the release nearest it, when nearer than the tree, stands for the report's era (its headers
+        # tell how an op was bound then); it never stands for the report's own Python files
+        era: SourceProvider | None = None
+        if wheel is None:
+            era_wheel = _nearest_cached_wheel(settings, framework, version, near)
+            if era_wheel is not None:
+                try:
+                    era = WheelSource(era_wheel, framework)
+                except SourceError:
+                    era = None  # an unreadable wheel only loses that stand-in
+        era_release = era.version if era is not None else None
         # the next cached release, between the report's and the tree's: tells when an op's code moved
-        later = next_cached_wheel(settings, framework, version, near) if layers else None
+        later = next_cached_wheel(settings, framework, era_release or version, near) if layers or era else None
         successors: list[SourceProvider] = []
         if later is not None:
             try:
@@ -862,11 +877,13 @@ def open_source(
         # the report's own Python files win over the stand-in's (an MME is about that release's code);
         # the stand-in's C++ wins, to stay consistent with its own kernels and yaml
         own_python: list[SourceProvider] = [PythonFilesOf(p) for p in layers]
-        layered = LayeredSource([*own_python, tree, *layers], successors=successors)
+        layered = LayeredSource([*own_python, tree, *layers, *([era] if era else [])], successors=successors)
         layered.version = version
+        layered.era_release = era_release
         layered.description = (
             f"nearest registered tree {framework} {near} at {tree.root} (no C++ sources of {version} cached)"
             + (f" + {' + '.join(p.description for p in layers)}" if layers else "")
+            + (f" + nearest cached {era.description} standing for {version}'s era (no wheel of {version})" if era else "")
             + (f" (later release consulted for op history: {successors[0].description})" if successors else "")
         )
         return layered
@@ -879,6 +896,19 @@ def open_source(
             f"or give a local checkout: `sftl sources add {framework}=={version} DIR` once, or --source-root DIR"
         )
     return layers[0] if len(layers) == 1 else LayeredSource(layers)
+
+
+def _nearest_cached_wheel(settings: Settings, framework: str, version: str, tree_release: str) -> Path | None:
+    """The cached wheel of the release nearest `version`, when it is nearer than the stand-in tree's release."""
+    root = sources_cache(settings) / "wheels"
+    if not root.is_dir():
+        return None
+    cached = {folder.name.partition("-")[2]: folder for folder in root.glob(f"{framework}-*")}
+    cached = {v: f for v, f in cached.items() if v != tree_release and cached_wheel(settings, framework, v) is not None}
+    best = nearest_version(version, cached)
+    if best is None or nearest_version(version, [best, tree_release]) != best:
+        return None
+    return cached_wheel(settings, framework, best)
 
 
 def next_cached_wheel(settings: Settings, framework: str, after: str, before: str | None = None) -> Path | None:

@@ -216,3 +216,23 @@ def test_a_leftover_thc_header_found_only_by_tf_idf_does_not_outrank_the_kernel(
     assert loc.suspects[0].path == SHIFT_CUDA
     assert "no TH/THC file of the op was found to rank instead" in loc.reason
     assert not any("postdates" in s.reason for s in loc.suspects)
+
+
+def test_a_release_with_no_wheel_takes_the_nearest_cached_one_as_its_era(settings: Settings) -> None:
+    """0.4.x has no wheel on the registry: the cached 1.0.1 wheel stands for its era, never for its own files."""
+    src = open_source("pytorch", "0.4.0", settings)
+    assert isinstance(src, LayeredSource) and src.version == "0.4.0" and src.era_release == "1.0.1"
+    assert "nearest cached wheel torch-1.0.1" in src.description and "standing for 0.4.0's era" in src.description
+    assert [p.version for p in report_layers(src)] == ["1.0.1"]
+    assert [p.version for p in src.successors] == ["1.4.0"]
+    loc = rshift_cuda(src)
+    assert loc.suspects[0].path == PAIRWISE
+    assert "at 1.0.1 CUDA rshift was bound to THC" in loc.suspects[0].reason
+    assert rank(loc, SHIFT_CUDA) > 1
+
+
+def test_no_era_wheel_when_the_tree_is_nearer(tmp_path: Path, fixtures_dir: Path) -> None:
+    s = offline_home(tmp_path, fixtures_dir, ("1.0.1",))
+    src = open_source("pytorch", "1.12.0", s)  # 1.13.1 (the tree) is nearer than 1.0.1
+    assert isinstance(src, LayeredSource) and src.era_release is None and src.releases() == ["1.13.1"]
+    assert report_layers(src) == []

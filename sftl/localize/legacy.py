@@ -570,7 +570,7 @@ def report_layers(source: SourceProvider) -> list[SourceProvider]:
         return []
     if len(set(source.releases())) < 2:
         return []
-    return source.layers_at(source.version)
+    return source.layers_at(source.era_release or source.version)
 
 
 def successor_layers(source: SourceProvider) -> list[SourceProvider]:
@@ -586,10 +586,11 @@ def postdates_release(source: SourceProvider, path: str) -> str | None:
 
     if not isinstance(source, LayeredSource) or source.version is None:
         return None
+    own_release = source.era_release or source.version
     release = source.release_of(path)
-    if release is None or release == source.version:
+    if release is None or release == own_release:
         return None
-    own = source.layers_at(source.version)
+    own = source.layers_at(own_release)
     if any(layer.read_text(path) is not None for layer in own):
         return None
     return release
