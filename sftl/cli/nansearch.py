@@ -61,7 +61,7 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
             con.print(f"  program   {_describe(var)}", markup=False)
         how = {"domain": "a domain probe", "gradient": "the gradient", "soft": "the soft-assertion guide",
                "restart": "the gradient after a restart"}.get(result.phase)
-        con.print(f"found after {result.steps} runs in {result.seconds:.3f} s"
+        con.print(f"found after {result.steps} runs in {_seconds(result.seconds)}"
                   + (f" by {how}" if how else "") + (f" ({result.reason})" if result.reason else ""))
     else:
         con.print(f"no NaN/INF found in {name} ({result.reason}; {result.steps} runs, {result.seconds:.1f} s)")
@@ -69,13 +69,17 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
             con.print("unsafe operations reached: " + ", ".join(result.sites), markup=False)
     base = result.baseline
     if base is not None:
-        verdict = f"found after {base.steps} runs in {base.seconds:.3f} s" if base.found else (
+        verdict = f"found after {base.steps} runs in {_seconds(base.seconds)}" if base.found else (
             f"found nothing in {base.steps} runs ({base.seconds:.1f} s)")
         line = f"random search: {verdict}"
         if result.speedup is not None:
             line += f"; gradient search {'>=' if not base.found else ''}{result.speedup:.1f}x faster"
         con.print(line)
     return 0
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1e3:.2f} ms" if s < 0.1 else f"{s:.3f} s"
 
 
 def _describe(summary: dict[str, Any]) -> str:
