@@ -1459,14 +1459,20 @@ def _localize_tensorflow(
     if texts:
         _tf_registrations(ordered, texts, board)
     registered = bool(board.files)
-    if not registered:
+    cues = report_cues(issue, extraction) if method == "sftl" else Cues()
+    # a header-only listing infers the implementation files even beside a registration a header holds
+    inferred = method == "sftl" and _tf_header_only(files) and _tf_headers(ordered, texts, set(files), board, cues)
+    if not registered and not inferred:
         _tf_names(ordered, files, board, fuzzy_only=method == "paper")
     if not board.files:
         return Localization(label, (), Outcome.ABSTAINED,
                             f"no kernel file for {', '.join(o.name for o in ordered[:5])} in {source.description}")
-    suspects = _rank(board, _side_weights(div) if method == "sftl" else {s: 1.0 for s in Side}, top, label, _tf_side)
-    how = "REGISTER_KERNEL_BUILDER in contents" if registered else (
-        "kernel file names (no registration found in the contents)" if texts
+    weights: dict[Side | None, float] = (_side_weights(div, cues if inferred else None) if method == "sftl"
+                                         else {s: 1.0 for s in Side})
+    suspects = _rank(board, weights, top, label, _tf_side)
+    how = "REGISTER_KERNEL_BUILDER in contents" if registered and not inferred else (
+        "kernel headers only: implementation files inferred from the headers declaring the op's functor"
+        if inferred else "kernel file names (no registration found in the contents)" if texts
         else "kernel file names (no C++ contents in the source)")
     return Localization(label, tuple(suspects), Outcome.LOCATED,
                         f"ops: {', '.join(o.name for o in ordered[:5])}; {how}; {div.why}")
@@ -1529,3 +1535,121 @@ def _tf_names(ops: list[OpRef], files: list[str], board: _Board, fuzzy_only: boo
                 ratio = difflib.SequenceMatcher(None, pred, match).ratio()
                 for path in stems[match]:
                     board.add(path, op.weight * ratio * 0.9, f"name {match} ~ predicted {pred} ({ratio:.2f}) for {op.name}")
+
+
+# A wheel or an installed package carries tensorflow/core/kernels/*.h but no .cc/.cu.cc: the headers declaring
+# an op's functor name its implementation files by TensorFlow's fixed layout, which are inferred, never read.
+_TF_FAMILIES = (  # ops whose functors a header declares under a family name, not the op's
+    (re.compile(r"^(?:Sparse)?(?:Unsorted)?Segment[A-Z]"), "segment_reduction_ops"),
+    (re.compile(r"^(?:Sum|Mean|Max|Min|Prod|Any|All|EuclideanNorm)$"), "reduction_ops"),
+    (re.compile(r"^Cum(?:sum|prod|ulativeLogsumexp)$"), "scan_ops"),
+)
+_TF_DECL = re.compile(r"\b(?:struct|class)\s+(\w+)\s*(?:final\s*)?(?:[:{]|<[^;{}]*>\s*[:{])")
+_TF_DECL_SUFFIX = re.compile(r"(?:Functor|Reducer|Op|GPU|Kernel|Impl)$")
+_TF_IMPL_STEM = re.compile(r"^(?P<stem>\w+?_(?:ops|op|functor))(?:_(?:functor|impl|gpu|cpu|common))*$")
+_INFERRED = "source not available; inferred from {h} by TensorFlow's naming convention"
+
+
+def _tf_header_only(files: list[str]) -> bool:
+    """A listing with kernel headers but no kernel .cc files: a wheel or an installed package."""
+    return any(f.endswith(".h") for f in files) and not any(f.endswith(".cc") for f in files)
+
+
+def _tf_stem(path: str) -> str:
+    base = path.rsplit("/", 1)[-1]
+    return base[: -len(".cu.h")] if base.endswith(".cu.h") else base.rsplit(".", 1)[0]
+
+
+def _tf_compact(stem: str) -> str:
+    """'maxpooling_op_gpu' -> 'maxpooling': the op words of a header's name."""
+    words = [w for w in stem.split("_") if w not in ("op", "ops", "functor", "gpu", "cpu", "impl", "common")]
+    return "".join(words)
+
+
+def _tf_declaring(op: str, texts: dict[str, str]) -> list[tuple[str, float, str, str]]:
+    """Headers declaring `op`'s functor: (path, strength, why, cwise functor name or "")."""
+    base = re.sub(r"(?:V\d+|Native)$", "", op)
+    snake = _snake(base)
+    compact = snake.replace("_", "")
+    family = next((stem for rx, stem in _TF_FAMILIES if rx.match(op)), None)
+    hits: list[tuple[str, float, str, str]] = []
+    for path, text in texts.items():
+        if not path.endswith(".h"):
+            continue
+        stem = _tf_stem(path)
+        best, why, functor = 0.0, "", ""
+        if family and stem == family:
+            best, why = 1.0, f"{op} belongs to the {family} family"
+        decls = set(_TF_DECL.findall(text))
+        if stem == "cwise_ops" and snake in decls:
+            best, why, functor = 0.95, f"declares the cwise functor functor::{snake}", snake
+        for d in decls:
+            core = _TF_DECL_SUFFIX.sub("", d) or d
+            if core == base and 0.95 > best:
+                best, why = 0.95, f"declares functor::{d}"
+            elif len(core) >= 4 and base.startswith(core) and base[len(core):][:1].isupper() and 0.8 > best:
+                best, why = 0.8, f"declares functor::{d}"
+        c = _tf_compact(stem)
+        if c == compact and 0.9 > best:
+            best, why = 0.9, f"header named after {op}"
+        elif len(c) >= 4 and len(compact) >= 4 and (compact.startswith(c) or c.startswith(compact)) and 0.75 > best:
+            best, why = 0.75, f"header name {stem} ~ {snake}"
+        if best:
+            hits.append((path, best, why, functor))
+    if family and any(_tf_stem(p) == family for p, *_ in hits):
+        hits = [(p, s if _tf_stem(p) == family else s * 0.7, w, f) for p, s, w, f in hits]
+    return hits
+
+
+def _tf_inferred(header: str, op: str, functor: str) -> list[tuple[str, Side | None]]:
+    """The implementation files TensorFlow's layout puts beside a declaring header, with their side."""
+    folder, stem = header.rsplit("/", 1)[0] + "/", _tf_stem(header)
+    if stem == "cwise_ops" and functor:  # cwise_op_floor_div.cc, cwise_op_gpu_floor_div.cu.cc
+        return [(f"{folder}cwise_op_gpu_{functor}.cu.cc", Side.CUDA), (f"{folder}cwise_op_{functor}.cc", Side.SHARED)]
+    if stem == "reduction_ops":  # one .cc per reduction (reduction_ops_mean.cc); GPU files go by dtype
+        return [(f"{folder}reduction_ops_{_snake(op)}.cc", Side.SHARED)]
+    m = _TF_IMPL_STEM.match(stem)
+    if m is None:
+        return []
+    impl = m.group("stem")
+    return [(f"{folder}{impl}_gpu.cu.cc", Side.CUDA), (f"{folder}{impl}.cc", Side.SHARED)]
+
+
+def _tf_gpu_companions(header: str, texts: dict[str, str]) -> list[str]:
+    """GPU-side headers of the same kernel family in the same folder (bias_op.h -> bias_op_gpu.h)."""
+    folder, stem = header.rsplit("/", 1)[0] + "/", _tf_stem(header)
+    m = _TF_IMPL_STEM.match(stem)
+    prefix = re.sub(r"_(?:ops|op|functor)$", "", m.group("stem")) if m else stem
+    return [p for p in texts if p != header and p.startswith(folder) and "/" not in p[len(folder):]
+            and _tf_stem(p).startswith(prefix + "_") and "gpu" in _tf_stem(p)]
+
+
+def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board: _Board, cues: Cues) -> bool:
+    """Rank the headers declaring each op's functor and the implementation files they name by convention."""
+    found = False
+    for op in ops:
+        hits = _tf_declaring(op.name, texts)
+        if not hits:
+            continue
+        found = True
+        top = max(s for _, s, _, _ in hits)
+        for header, strength, why, functor in hits:
+            if strength < top * 0.75:
+                continue  # a weaker name likeness beside a header that declares the op
+            w = op.weight * strength
+            name = header.rsplit("/", 1)[-1]
+            board.add(header, w * 0.94, f"{name} {why} [{op.origin}]")
+            for path, side in _tf_inferred(header, op.name, functor):
+                if path in known:
+                    continue  # listed, so not inferred: read it instead (never the case in a wheel)
+                score = w if side is Side.CUDA else w * 0.97
+                board.add(path, score, f"{_INFERRED.format(h=header)} ({name} {why}) [{op.origin}]", side)
+            for comp in _tf_gpu_companions(header, texts):
+                if "grad" in comp.rsplit("/", 1)[-1] and "Grad" not in op.name:
+                    continue  # the backward kernels' header, for a forward op
+                board.add(comp, w * 0.96, f"GPU-side header beside {name} for {op.name}", Side.CUDA)
+            if cues.nan and _COMPARING_OPS.search(_snake(op.name)):
+                board.add(header, w * _LIFT, f"{cues.nan}: the comparison lives in the functor {name}")
+            elif cues.value_dependent and functor:
+                board.add(header, w * _LIFT, f"{cues.value_dependent}: the math is the functor in {name}")
+    return found
