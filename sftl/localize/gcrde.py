@@ -1644,12 +1644,16 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
                     continue  # listed, so not inferred: read it instead (never the case in a wheel)
                 score = w if side is Side.CUDA else w * 0.97
                 board.add(path, score, f"{_INFERRED.format(h=header)} ({name} {why}) [{op.origin}]", side)
-            for comp in _tf_gpu_companions(header, texts):
-                if "grad" in comp.rsplit("/", 1)[-1] and "Grad" not in op.name:
-                    continue  # the backward kernels' header, for a forward op
+            comps = [c for c in _tf_gpu_companions(header, texts)
+                     if "grad" not in c.rsplit("/", 1)[-1] or "Grad" in op.name]  # backward headers: not a forward op's
+            for comp in comps:
                 board.add(comp, w * 0.96, f"GPU-side header beside {name} for {op.name}", Side.CUDA)
             if cues.nan and _COMPARING_OPS.search(_snake(op.name)):
-                board.add(header, w * _LIFT, f"{cues.nan}: the comparison lives in the functor {name}")
+                # the headers whose code handles NaN (isnan, x != x, a NaN-propagating functor) hold the comparison
+                for path in [header, *comps]:
+                    if _OWN_NAN.search(texts[path]) or "NaN" in texts[path]:
+                        board.add(path, w * _LIFT, f"{cues.nan}: {path.rsplit('/', 1)[-1]} handles NaN for {op.name}",
+                                  Side.CUDA if path in comps else None)
             elif cues.value_dependent and functor:
                 board.add(header, w * _LIFT, f"{cues.value_dependent}: the math is the functor in {name}")
     return found
