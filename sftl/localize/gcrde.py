@@ -1604,8 +1604,9 @@ def _tf_declaring(op: str, texts: dict[str, str]) -> list[tuple[str, float, str,
 def _tf_inferred(header: str, op: str, functor: str) -> list[tuple[str, Side | None]]:
     """The implementation files TensorFlow's layout puts beside a declaring header, with their side."""
     folder, stem = header.rsplit("/", 1)[0] + "/", _tf_stem(header)
-    if stem == "cwise_ops" and functor:  # cwise_op_floor_div.cc, cwise_op_gpu_floor_div.cu.cc
-        return [(f"{folder}cwise_op_gpu_{functor}.cu.cc", Side.CUDA), (f"{folder}cwise_op_{functor}.cc", Side.SHARED)]
+    if stem == "cwise_ops":  # cwise_op_floor_div.cc, cwise_op_gpu_floor_div.cu.cc; only through a functor's name
+        return [(f"{folder}cwise_op_gpu_{functor}.cu.cc", Side.CUDA),
+                (f"{folder}cwise_op_{functor}.cc", Side.SHARED)] if functor else []
     if stem == "reduction_ops":  # one .cc per reduction (reduction_ops_mean.cc); GPU files go by dtype
         return [(f"{folder}reduction_ops_{_snake(op)}.cc", Side.SHARED)]
     m = _TF_IMPL_STEM.match(stem)
