@@ -14,7 +14,9 @@ Two methods behind one call, `localize_gcrde(issue, extraction, source, method=.
   `randn`, `.cuda()`) nearly ignored; a TF-IDF over contents as a back-off. TensorFlow: the API
   call -> its raw op (from the Python sources' `gen_*_ops` calls, a table, or name rules) -> the
   files under tensorflow/core/kernels/ whose `REGISTER_KERNEL_BUILDER(Name("Op").Device(...))`
-  registers it, else name matching (`x_op.cc`, `x_op_gpu.cu.cc`, `cwise_op_x.cc`).
+  registers it, else name matching (`x_op.cc`, `x_op_gpu.cu.cc`, `cwise_op_x.cc`). With kernel headers
+  only (a wheel): the headers declaring the op's functor, and the files TensorFlow's naming puts
+  beside them, marked inferred (never read).
 
 Unknown operators, a corrupt yaml or a missing source give ABSTAINED/SKIPPED with the reason.
 """
@@ -1639,12 +1641,12 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
                 continue  # a weaker name likeness beside a header that declares the op
             w = op.weight * strength
             name = header.rsplit("/", 1)[-1]
-            board.add(header, w * 0.94, f"{name} {why} [{op.origin}]")
+            board.add(header, w * 0.94, f"{name}: {why} [{op.origin}]")
             for path, side in _tf_inferred(header, op.name, functor):
                 if path in known:
                     continue  # listed, so not inferred: read it instead (never the case in a wheel)
                 score = w if side is Side.CUDA else w * 0.97
-                board.add(path, score, f"{_INFERRED.format(h=header)} ({name} {why}) [{op.origin}]", side)
+                board.add(path, score, f"{_INFERRED.format(h=header)} ({name}: {why}) [{op.origin}]", side)
             comps = [c for c in _tf_gpu_companions(header, texts)
                      if "grad" not in c.rsplit("/", 1)[-1] or "Grad" in op.name]  # backward headers: not a forward op's
             for comp in comps:
