@@ -116,6 +116,13 @@ def test_a_header_registration_is_kept_beside_the_inference(site: SitePackages) 
     assert 'REGISTER_KERNEL_BUILDER(Name("BatchMatMulV2"))' in impl.reason
 
 
+def test_an_op_whose_gpu_kernel_a_header_registers_gets_no_inferred_gpu_file(site: SitePackages) -> None:
+    loc = locate(site, "tf.linalg.matmul wrong on GPU", "tensorflow.raw_ops.MatMul")
+    assert paths(loc)[0] == K + "matmul_op_impl.h"
+    assert 'Name("MatMul")) for GPU' in loc.suspects[0].reason
+    assert K + "matmul_op_gpu.cu.cc" not in paths(loc) and K + "matmul_op.cc" in paths(loc)
+
+
 def test_a_tree_with_cc_files_reads_registrations_and_infers_nothing(fixtures_dir: Path, tmp_path: Path) -> None:
     shutil.copytree(fixtures_dir / "tf_headers_site" / "tensorflow" / "include", tmp_path, dirs_exist_ok=True)
     (tmp_path / K / "argmax_op.cc").write_text(

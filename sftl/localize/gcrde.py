@@ -1636,6 +1636,9 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
             continue
         found = True
         top = max(s for _, s, _, _ in hits)
+        # a header that registers the op's GPU kernel itself (matmul_op_impl.h) holds it: no .cu.cc to infer
+        gpu_reg = re.compile(r'Name\(\s*"' + re.escape(op.name) + r'"\s*\)\s*\.Device\(\s*DEVICE_GPU')
+        gpu_in_header = any(gpu_reg.search(t) for p, t in texts.items() if p.endswith(".h"))
         for header, strength, why, functor in hits:
             if strength < top * 0.75:
                 continue  # a weaker name likeness beside a header that declares the op
@@ -1643,8 +1646,8 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
             name = header.rsplit("/", 1)[-1]
             board.add(header, w * 0.94, f"{name}: {why} [{op.origin}]")
             for path, side in _tf_inferred(header, op.name, functor):
-                if path in known:
-                    continue  # listed, so not inferred: read it instead (never the case in a wheel)
+                if path in known or (side is Side.CUDA and gpu_in_header):
+                    continue  # listed, so not inferred (never the case in a wheel); or registered in a header
                 score = w if side is Side.CUDA else w * 0.97
                 board.add(path, score, f"{_INFERRED.format(h=header)} ({name}: {why}) [{op.origin}]", side)
             comps = [c for c in _tf_gpu_companions(header, texts)
