@@ -105,6 +105,14 @@ def test_nan_cue_lifts_the_gpu_header_that_handles_nan(site: SitePackages) -> No
     assert nan.suspects[0].score > next(s.score for s in plain.suspects if s.path == gpu_header)
 
 
+def test_value_cue_points_at_the_cwise_functor(site: SitePackages) -> None:
+    loc = locate(site, "tf.math.tanh loses precision for large inputs on GPU", "tensorflow.math.tanh")
+    header = next(s for s in loc.suspects if s.path == K + "cwise_ops.h")
+    assert "the math is the functor in cwise_ops.h" in header.reason
+    plain = locate(site, "tf.math.tanh differs on GPU", "tensorflow.math.tanh")
+    assert header.score > next(s.score for s in plain.suspects if s.path == K + "cwise_ops.h")
+
+
 def test_resize_in_the_image_folder_keeps_its_folder(site: SitePackages) -> None:
     loc = locate(site, "tf.image.resize bilinear differs on GPU", "tensorflow.image.resize_bilinear")
     assert paths(loc)[0] == K + "image/resize_bilinear_op_gpu.cu.cc"
