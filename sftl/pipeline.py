@@ -148,7 +148,11 @@ def corpus_screener(issue: Issue | None, store: Store) -> Any:
     kind = "keyword-terms"
     key = hashlib.sha256(json.dumps([vocab, scr.SECTION_WEIGHTS], sort_keys=True).encode()).hexdigest()[:16]
     cached = (store.get_result(kind, key) or {}).get("terms")
-    known: dict[str, list[int]] = cached if isinstance(cached, dict) else {}
+    # a damaged payload (wrong types, indices out of the vocabulary) is ignored entry by entry and read again
+    known: dict[str, list[int]] = {
+        d: t for d, t in (cached.items() if isinstance(cached, dict) else ())
+        if isinstance(t, list) and all(type(i) is int and 0 <= i < len(vocab) for i in t)
+    }
     corpus: list[str] = []
     unread: dict[str, tuple[str, str]] = {}
     for repo, number, title, body, own in store.iter_report_texts():

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,7 +320,7 @@ class WheelSource:
             return None
         try:
             return self._zip.read(member).decode("utf-8", errors="replace")
-        except (OSError, zipfile.BadZipFile, KeyError) as exc:
+        except (OSError, zipfile.BadZipFile, KeyError, zlib.error, EOFError) as exc:  # corrupt deflate data: zlib/EOF
             raise SourceError(f"cannot read {member} from {self.wheel.name}: {exc}") from exc
 
     def close(self) -> None:

@@ -767,7 +767,10 @@ def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProv
     # the fix shipped in a later release: when the next release held already computes the op natively,
     # the port may predate the fix, and the report's binding no longer decides
     for successor in legacy.successor_layers(source):
-        moved = [m for o, _ in known if (m := legacy.release_binding(o.name, side, [successor])) is not None]
+        try:
+            moved = [m for o, _ in known if (m := legacy.release_binding(o.name, side, [successor])) is not None]
+        except SourceError:
+            continue  # an unreadable later wheel only loses the op-history hint, never the localization
         if any(m.kind == "native" for m in moved):
             ported = next(m for m in moved if m.kind == "native")
             return [f"{th.note()}, but {ported.note()}: it may have been ported before the fix, "

@@ -1,0 +1,85 @@
+"""QA regressions for the day's changes: hostile inputs give a clear error or a degraded value, never a crash."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_legacy_era_layers import WHEELS, zip_tree
+from test_pipeline_screen_cache import _corpus
+
+from sftl.config import Settings, load_settings
+from sftl.errors import SourceError
+from sftl.localize.gcrde import localize_gcrde
+from sftl.model import Environment, Extraction, Issue, Outcome
+from sftl.pipeline import corpus_screener
+from sftl.screen import default_screener
+from sftl.sources import WheelSource, open_source, register_tree, wheel_cache_dir
+
+
+def _garble_members(wheel: Path) -> None:
+    """Flip bytes inside the members' data, keeping the zip's central directory intact (a bad download/disk)."""
+    data = bytearray(wheel.read_bytes())
+    for i in range(200, len(data) // 2):
+        data[i] ^= 0x5A
+    wheel.write_bytes(bytes(data))
+
+
+def test_a_corrupt_deflate_stream_is_a_source_error_not_a_zlib_traceback(tmp_path: Path) -> None:
+    wheel = tmp_path / "torch-1.0.0-cp36-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("torch/include/ATen/Foo.h", "int x;\n" * 5000)
+    data = bytearray(wheel.read_bytes())
+    for i in range(60, 70):  # inside the deflate stream, past the local header
+        data[i] ^= 0xFF
+    wheel.write_bytes(bytes(data))
+    src = WheelSource(wheel, "pytorch")
+    with pytest.raises(SourceError, match="cannot read torch/include/ATen/Foo.h"):
+        src.read_text("aten/src/ATen/Foo.h")
+
+
+def _offline_home(tmp_path: Path, fixtures_dir: Path) -> Settings:
+    s = load_settings({}, home=tmp_path / "home", offline=True)
+    tree = tmp_path / "pytorch-1.13.1"
+    shutil.copytree(fixtures_dir / "legacy_era_tree_1_13", tree)
+    register_tree(s, "pytorch", "1.13.1", tree)
+    for version, (folder, name) in WHEELS.items():
+        zip_tree(fixtures_dir / folder, wheel_cache_dir(s, "pytorch", version) / name)
+    return s
+
+
+def test_a_corrupt_successor_wheel_only_loses_the_op_history_hint(tmp_path: Path, fixtures_dir: Path) -> None:
+    s = _offline_home(tmp_path, fixtures_dir)
+    _garble_members(next(wheel_cache_dir(s, "pytorch", "1.4.0").glob("*.whl")))
+    src = open_source("pytorch", "1.0.1", s)
+    issue = Issue(repo="pytorch/pytorch", number=1, title="x >> 1 multiplies on CUDA float tensors",
+                  body="The CUDA result is wrong; the CPU divides correctly.")
+    ex = Extraction(snippet=None, traceback=None, apis=("torch.Tensor.__rshift__",),
+                    environment=Environment(framework="pytorch"))
+    loc = localize_gcrde(issue, ex, src, top=5)
+    assert loc.outcome is Outcome.LOCATED, loc.reason  # was SKIPPED: "source unavailable: cannot read ... 1.4.0"
+    assert loc.suspects[0].path == "aten/src/THC/generic/THCTensorMathPairwise.cu"
+
+
+@pytest.mark.parametrize("damage", [
+    {"bogus": "not a list"}, {"bogus": [10 ** 9]}, {"bogus": [-1]}, {"bogus": ["3"]}, {"bogus": [1.5]},
+])
+def test_damaged_kept_keyword_terms_are_ignored_and_rebuilt(tmp_path: Path, damage: dict[str, object]) -> None:
+    from sftl.store import Store
+
+    store = Store(load_settings(home=tmp_path).db_path)
+    issues = _corpus(40)
+    for issue in issues:
+        store.upsert_issue(issue)
+    assert corpus_screener(issues[0], store) is not None
+    key, payload = next(store.iter_results("keyword-terms"))
+    terms = payload["terms"]
+    # every kept entry damaged the same way: the fit must read them all again and equal a fresh fit
+    store.save_result("keyword-terms", key, {"terms": {d: next(iter(damage.values())) for d in terms}})
+    fitted = corpus_screener(issues[0], store)
+    others = [i for i in store.iter_issues() if i.number != issues[0].number]
+    assert fitted is not None and np.allclose(fitted.idf_, default_screener([*others, issues[0]]).idf_)
+    assert next(p for _, p in store.iter_results("keyword-terms"))["terms"] == terms  # rebuilt
