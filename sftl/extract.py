@@ -904,11 +904,23 @@ def _dotted(node: ast.AST) -> str | None:
 _API_RE = re.compile(r"(?<![\w.])(torch|tf|tensorflow|keras|F)\.((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?=\s*\(|`)")
 
 
-def _apis_regex(text: str) -> tuple[str, ...]:
+# C++ reports (extensions, libtorch): at::histc(...), torch::arange(...), at::native::foo(...)
+_CXX_API_RE = re.compile(r"\b(?:at|torch)::(?:native::)?([a-z_][a-z0-9_]*)\s*\(")
+# an operator's method named in prose or C++ (`x.__rshift__(n)`, "ATen __rshift__() on cuda")
+_OPERATOR_DUNDER_RE = re.compile(
+    r"(?<![\w])\.?(__(?:i|r)?(?:add|sub|mul|truediv|div|floordiv|mod|pow|matmul|and|or|xor|lshift|rshift|invert|neg|abs)__)"
+    r"\s*\(")
+
+
+def _apis_regex(text: str, framework: str | None = None) -> tuple[str, ...]:
     out: list[str] = []
-    for m in _API_RE.finditer(text):
-        root = {"tf": "tensorflow", "F": "torch.nn.functional"}.get(m.group(1), m.group(1))
-        name = f"{root}.{m.group(2)}"
+    roots = {"tf": "tensorflow", "F": "torch.nn.functional"}
+    found = [(m.start(), f"{roots.get(m.group(1), m.group(1))}.{m.group(2)}") for m in _API_RE.finditer(text)]
+    if framework != "tensorflow":
+        found += [(m.start(), f"torch.{m.group(1)}") for m in _CXX_API_RE.finditer(text)]
+    tensor = "tensorflow.Tensor" if framework == "tensorflow" else "torch.Tensor"
+    found += [(m.start(), f"{tensor}.{m.group(1)}") for m in _OPERATOR_DUNDER_RE.finditer(text)]
+    for _, name in sorted(found):
         if name not in out:
             out.append(name)
     return tuple(out)
@@ -963,5 +975,5 @@ def _extract(title: object, body: object, repo: str, problems: list[str]) -> Ext
         apis = extract_apis(code, env.framework) if code else ()
     if not apis:
         inline = " ".join(re.findall(r"`([^`\n]+)`", body_s))
-        apis = _apis_regex(f"{title_s} {inline} {body_s}")
+        apis = _apis_regex(f"{title_s} {inline} {body_s}", env.framework)
     return Extraction(snippet, traceback, env, error_line, apis, tuple(problems))

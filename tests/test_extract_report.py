@@ -262,3 +262,17 @@ def test_operator_syntax_on_tensors_names_the_operator_op() -> None:
     assert not any(a.endswith(("remainder", "__add__", "add")) for a in apis)  # ints are not tensors; + is noise
     tf_apis = extract_apis("import tensorflow as tf\nx = tf.constant([4])\ny = x % 3\n")
     assert tf_apis == ("tensorflow.constant", "tensorflow.Tensor.__mod__")
+
+
+def test_cxx_reports_and_operator_methods_in_prose_name_their_ops() -> None:
+    from sftl.extract import extract_text
+
+    body = ("Using the ATen API from a C++ extension:\n\n```cpp\n#include <torch/torch.h>\n"
+            "at::Tensor shift_right(at::Tensor x, int n) {\n  return x.__rshift__(n);\n}\n"
+            "at::Tensor counts(at::Tensor x) { return at::histc(x, 10); }\n```\n\n"
+            "On CUDA tensors the result is 8, on the CPU 2.")
+    ex = extract_text("Weird bug when using ATen __rshift__() on cuda tensors", body, "pytorch/pytorch")
+    assert ex.apis[:2] == ("torch.Tensor.__rshift__", "torch.histc") or set(ex.apis) >= {"torch.Tensor.__rshift__", "torch.histc"}
+    assert "torch.Tensor.__init__" not in ex.apis
+    tf = extract_text("x.__mod__(3) differs on GPU", "```\nnot python at all {\n```", "tensorflow/tensorflow")
+    assert tf.apis == ("tensorflow.Tensor.__mod__",)
