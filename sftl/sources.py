@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -801,6 +802,10 @@ def release_at(framework: str, when: str) -> str | None:
     day = (when or "").strip()[:10]
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
         return None
+    try:
+        datetime.date.fromisoformat(day)  # 2019-13-45 is no date
+    except ValueError:
+        return None
     current = None
     for version, date in release_dates(framework):
         if date <= day and (current is None or _version_key(version) > _version_key(current)):
@@ -829,6 +834,8 @@ def open_source(
     if source_root is not None:
         return LocalTree(source_root, framework, version, cache_dir=settings.cache_dir)
     inferred = release_at(framework, created_at) if not version and created_at else None
+    if inferred and created_at and not any(date > created_at[:10] for _, date in release_dates(framework)):
+        inferred = None  # filed after the last release sftl knows: a newer one may have been current, no guess
     if inferred and created_at:
         provider = open_source(framework, inferred, settings, offline=offline)
         provider.description += f" (the report names no version: {inferred} was current on {created_at[:10]})"

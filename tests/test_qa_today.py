@@ -17,7 +17,7 @@ from sftl.localize.gcrde import localize_gcrde
 from sftl.model import Environment, Extraction, Issue, Outcome
 from sftl.pipeline import corpus_screener
 from sftl.screen import default_screener
-from sftl.sources import WheelSource, open_source, register_tree, wheel_cache_dir
+from sftl.sources import WheelSource, open_source, register_tree, release_at, wheel_cache_dir
 
 
 def _garble_members(wheel: Path) -> None:
@@ -83,3 +83,18 @@ def test_damaged_kept_keyword_terms_are_ignored_and_rebuilt(tmp_path: Path, dama
     others = [i for i in store.iter_issues() if i.number != issues[0].number]
     assert fitted is not None and np.allclose(fitted.idf_, default_screener([*others, issues[0]]).idf_)
     assert next(p for _, p in store.iter_results("keyword-terms"))["terms"] == terms  # rebuilt
+
+
+def test_an_impossible_date_names_no_release() -> None:
+    assert release_at("pytorch", "2019-13-45T00:00:00Z") is None  # was 1.3.1
+    assert release_at("tensorflow", "2019-02-30") is None
+    assert release_at("pytorch", "2019-02-28") == "1.0.1"
+
+
+def test_open_source_guesses_no_release_for_a_date_past_its_table(tmp_path: Path, fixtures_dir: Path) -> None:
+    s = load_settings({}, home=tmp_path / "home", offline=True)
+    register_tree(s, "pytorch", "1.4.0", fixtures_dir / "legacy_tree_1_4")
+    with pytest.raises(SourceError, match="names no pytorch version"):
+        open_source("pytorch", None, s, created_at="2099-01-01T00:00:00Z")  # was "2.9.0 was current on 2099-01-01"
+    dated = open_source("pytorch", None, s, created_at="2020-02-20T10:00:00Z")
+    assert dated.version == "1.4.0" and "1.4.0 was current on 2020-02-20" in dated.description
