@@ -763,6 +763,14 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return _apis_regex(code)
+    try:
+        return _apis_of_tree(tree, framework)
+    except RecursionError:  # parsed, but nested deeper than the walk's stack (`x >> x >> ...` x1000): by pattern
+        return _apis_regex(code)
+
+
+def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
+    """`extract_apis` over a parsed snippet (recursive: deep nesting raises RecursionError)."""
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

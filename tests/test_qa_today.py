@@ -13,6 +13,7 @@ from test_pipeline_screen_cache import _corpus
 
 from sftl.config import Settings, load_settings
 from sftl.errors import SourceError
+from sftl.extract import extract, extract_apis
 from sftl.localize.gcrde import localize_gcrde
 from sftl.model import Environment, Extraction, Issue, Outcome
 from sftl.pipeline import corpus_screener
@@ -98,3 +99,13 @@ def test_open_source_guesses_no_release_for_a_date_past_its_table(tmp_path: Path
         open_source("pytorch", None, s, created_at="2099-01-01T00:00:00Z")  # was "2.9.0 was current on 2099-01-01"
     dated = open_source("pytorch", None, s, created_at="2020-02-20T10:00:00Z")
     assert dated.version == "1.4.0" and "1.4.0 was current on 2020-02-20" in dated.description
+
+
+@pytest.mark.parametrize("expr", ["x >> " * 1200 + "x", "x @ " * 1200 + "x", "-" * 1200 + "x", "x" + ".sum()" * 1200])
+def test_a_snippet_nested_past_the_stack_keeps_the_rest_of_the_report(expr: str) -> None:
+    code = f"import torch\nx = torch.ones(3)\ny = {expr}\n"
+    assert "torch.ones" in extract_apis(code, "pytorch")  # was RecursionError
+    body = f"Wrong on CUDA.\n\n```python\n{code}print(y)\n```\n"
+    ex = extract(Issue(repo="pytorch/pytorch", number=5, title="rshift differs on CPU and CUDA", body=body))
+    assert not any("extraction failed" in p for p in ex.problems), ex.problems  # was: everything dropped
+    assert ex.environment.framework == "pytorch" and ex.snippet is not None
