@@ -808,6 +808,7 @@ def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
         return None
 
     tensors: set[str] = set()
+    instances: dict[str, str] = {}  # name -> the framework class it was made from
 
     def is_tensor(node: ast.AST) -> bool:
         if isinstance(node, ast.Name):
@@ -864,6 +865,10 @@ def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
                 meth = call.func.attr
                 if not meth.startswith("_"):
                     add(f"{tensor_cls}.{meth}")
+            elif (isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
+                  and call.func.value.id in instances and not call.func.attr.startswith("_")):
+                # normal = torch.distributions.Normal(0, 1); normal.icdf(x) -> torch.distributions.Normal.icdf
+                add(f"{instances[call.func.value.id]}.{call.func.attr}")
         # operator syntax on tensors (`x >> 1`, `a @ b`) is a call of the operator's op too; plain
         # + - * / are left out: nearly every snippet has them and they would drown the op at fault
         for node in sorted((n for child in ast.iter_child_nodes(stmt) if not isinstance(child, ast.stmt)
@@ -878,6 +883,13 @@ def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
             add(f"{tensor_cls}.{operator_ops[type(stmt.op)]}")
         if isinstance(stmt, ast.Assign):
             t = is_tensor(stmt.value)
+            made = qualified(stmt.value.func) if isinstance(stmt.value, ast.Call) else None
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    if made and made.rsplit(".", 1)[-1][:1].isupper():
+                        instances[target.id] = made  # an object of a framework class
+                    else:
+                        instances.pop(target.id, None)
             for target in stmt.targets:
                 bind(target, t or (isinstance(target, (ast.Tuple, ast.List)) and isinstance(stmt.value, ast.Call)
                                    and qualified(stmt.value.func) is not None))

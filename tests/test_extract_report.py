@@ -184,9 +184,9 @@ def test_apis_resolved_through_aliases_in_order() -> None:
 def test_apis_tensorflow() -> None:
     code = ("import tensorflow as tf\nx = tf.constant([1.0, 2.0])\nm = tf.math.reduce_mean(x)\n"
             "y = x.numpy()\nsess = tf.compat.v1.Session()\nsess.run(m)\n")
-    # x.numpy() is a Tensor method; sess.run is not (a Session is not a tensor)
+    # x.numpy() is a Tensor method; sess.run is a Session's (a Session is not a tensor)
     assert extract_apis(code) == ("tensorflow.constant", "tensorflow.math.reduce_mean", "tensorflow.Tensor.numpy",
-                                  "tensorflow.Session")
+                                  "tensorflow.Session", "tensorflow.Session.run")
     assert extract_apis("y = tf.nn.relu(x)\n", framework="tensorflow") == ("tensorflow.nn.relu",)
 
 
@@ -276,3 +276,13 @@ def test_cxx_reports_and_operator_methods_in_prose_name_their_ops() -> None:
     assert "torch.Tensor.__init__" not in ex.apis
     tf = extract_text("x.__mod__(3) differs on GPU", "```\nnot python at all {\n```", "tensorflow/tensorflow")
     assert tf.apis == ("tensorflow.Tensor.__mod__",)
+
+
+def test_methods_of_framework_class_instances_are_qualified() -> None:
+    from sftl.extract import extract_apis
+
+    code = ("import torch\nx = torch.rand(10)\nnormal = torch.distributions.Normal(0, 1)\nnormal.icdf(x)\n"
+            "normal = 3\nnormal.icdf(x)\n")
+    apis = extract_apis(code)
+    assert "torch.distributions.Normal.icdf" in apis
+    assert apis.count("torch.distributions.Normal.icdf") == 1  # rebinding to a non-framework value forgets it
