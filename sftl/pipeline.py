@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sftl.errors import InputError, SftlError
+from sftl.errors import InputError, SftlError, StoreError
 from sftl.model import Category, Extraction, Issue, Localization, Outcome, Report, Screening, to_jsonable
 
 if TYPE_CHECKING:
@@ -147,7 +147,11 @@ def corpus_screener(issue: Issue | None, store: Store) -> Any:
     vocab = screener.vocabulary()
     kind = "keyword-terms"
     key = hashlib.sha256(json.dumps([vocab, scr.SECTION_WEIGHTS], sort_keys=True).encode()).hexdigest()[:16]
-    cached = (store.get_result(kind, key) or {}).get("terms")
+    try:
+        payload = store.get_result(kind, key)
+    except StoreError:  # the kept terms are only a cache: a damaged row is read again and overwritten
+        payload = None
+    cached = payload.get("terms") if isinstance(payload, dict) else None
     # a damaged payload (wrong types, indices out of the vocabulary) is ignored entry by entry and read again
     known: dict[str, list[int]] = {
         d: t for d, t in (cached.items() if isinstance(cached, dict) else ())

@@ -109,3 +109,27 @@ def test_a_snippet_nested_past_the_stack_keeps_the_rest_of_the_report(expr: str)
     ex = extract(Issue(repo="pytorch/pytorch", number=5, title="rshift differs on CPU and CUDA", body=body))
     assert not any("extraction failed" in p for p in ex.problems), ex.problems  # was: everything dropped
     assert ex.environment.framework == "pytorch" and ex.snippet is not None
+
+
+@pytest.mark.parametrize("raw", ['"hello"', "[1, 2]", "null", "not json at all"])
+def test_a_kept_terms_row_that_is_no_object_is_rebuilt(tmp_path: Path, raw: str) -> None:
+    import sqlite3
+
+    from sftl.store import Store
+
+    db = load_settings(home=tmp_path).db_path
+    store = Store(db)
+    issues = _corpus(40)
+    for issue in issues:
+        store.upsert_issue(issue)
+    assert corpus_screener(issues[0], store) is not None
+    key, payload = next(store.iter_results("keyword-terms"))
+    store.close()
+    with sqlite3.connect(db) as con:  # damaged outside sftl
+        con.execute("UPDATE results SET payload=? WHERE kind='keyword-terms'", (raw,))
+    con.close()
+    store = Store(db)
+    # was AttributeError ('str' object has no attribute 'get') / StoreError: locate could not screen at all
+    assert corpus_screener(issues[0], store) is not None
+    assert store.get_result("keyword-terms", key) == payload
+    store.close()
