@@ -870,7 +870,7 @@ def open_source(
             era_wheel = _nearest_cached_wheel(settings, framework, version, near)
             if era_wheel is not None:
                 try:
-                    era = WheelSource(era_wheel, framework)
+                    era = WheelSource(era_wheel, framework, _cached_release(era_wheel))
                 except SourceError:
                     era = None  # an unreadable wheel only loses that stand-in
         era_release = era.version if era is not None else None
@@ -879,7 +879,7 @@ def open_source(
         successors: list[SourceProvider] = []
         if later is not None:
             try:
-                successors.append(WheelSource(later, framework))
+                successors.append(WheelSource(later, framework, _cached_release(later)))
             except SourceError:
                 pass  # an unreadable later wheel only loses that hint
         # the report's own Python files win over the stand-in's (an MME is about that release's code);
@@ -917,6 +917,11 @@ def _nearest_cached_wheel(settings: Settings, framework: str, version: str, tree
     if best is None or nearest_version(version, [best, tree_release]) != best:
         return None
     return cached_wheel(settings, framework, best)
+
+
+def _cached_release(wheel: Path) -> str | None:
+    """The release a cached wheel is filed under (wheels/<framework>-<version>/), whatever the file's own name."""
+    return wheel.parent.name.partition("-")[2] or None
 
 
 def next_cached_wheel(settings: Settings, framework: str, after: str, before: str | None = None) -> Path | None:

@@ -18,7 +18,7 @@ from sftl.localize.gcrde import localize_gcrde
 from sftl.model import Environment, Extraction, Issue, Outcome
 from sftl.pipeline import corpus_screener
 from sftl.screen import default_screener
-from sftl.sources import WheelSource, open_source, register_tree, release_at, wheel_cache_dir
+from sftl.sources import LayeredSource, WheelSource, open_source, register_tree, release_at, wheel_cache_dir
 
 
 def _garble_members(wheel: Path) -> None:
@@ -133,3 +133,15 @@ def test_a_kept_terms_row_that_is_no_object_is_rebuilt(tmp_path: Path, raw: str)
     assert corpus_screener(issues[0], store) is not None
     assert store.get_result("keyword-terms", key) == payload
     store.close()
+
+
+def test_a_cached_wheel_without_a_version_in_its_name_takes_its_cache_folders_release(
+        tmp_path: Path, fixtures_dir: Path) -> None:
+    s = _offline_home(tmp_path, fixtures_dir)
+    era = next(wheel_cache_dir(s, "pytorch", "1.0.1").glob("*.whl"))
+    era.rename(era.with_name("torch.whl"))  # dropped into the cache by hand
+    src = open_source("pytorch", "1.0.0", s)  # no wheel of 1.0.0: 1.0.1's stands for its era
+    assert isinstance(src, LayeredSource)
+    # was None: the era's binding was never consulted, and the era wheel itself became the "later" release
+    assert src.era_release == "1.0.1"
+    assert [p.version for p in src.successors] == ["1.4.0"]
