@@ -825,6 +825,8 @@ def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
             return is_tensor(node.left) or is_tensor(node.right)
         if isinstance(node, ast.UnaryOp):
             return is_tensor(node.operand)
+        if isinstance(node, ast.Compare):  # a mask: `m = x > 0; ~m`
+            return is_tensor(node.left) or any(is_tensor(c) for c in node.comparators)
         if isinstance(node, ast.Subscript):
             return is_tensor(node.value)
         if isinstance(node, ast.Attribute):
@@ -876,6 +878,8 @@ def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
                            key=lambda n: (n.lineno, n.col_offset)):
             op = operator_ops.get(type(node.op))
             operands = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.operand,)
+            if isinstance(node.op, ast.Mod) and isinstance(operands[0], (ast.Constant, ast.JoinedStr)):
+                continue  # "loss: %f" % x is string formatting, not remainder
             if op and any(is_tensor(x) for x in operands):
                 add(f"{tensor_cls}.{op}")
         if isinstance(stmt, ast.AugAssign) and operator_ops.get(type(stmt.op)) and (

@@ -145,3 +145,12 @@ def test_a_cached_wheel_without_a_version_in_its_name_takes_its_cache_folders_re
     # was None: the era's binding was never consulted, and the era wheel itself became the "later" release
     assert src.era_release == "1.0.1"
     assert [p.version for p in src.successors] == ["1.4.0"]
+
+
+def test_string_formatting_is_no_remainder_and_a_mask_inverts() -> None:
+    code = ('import torch\nx = torch.ones(3)\nprint("loss: %f" % x.sum())\nprint(f"{x}" "%s" % x)\n'
+            "m = x > 0\ny = ~m\n")
+    apis = extract_apis(code, "pytorch")
+    assert "torch.Tensor.remainder" not in apis  # was there: "loss: %f" % tensor read as torch.remainder
+    assert "torch.Tensor.bitwise_not" in apis  # was missing: a comparison's mask is a tensor
+    assert "torch.Tensor.remainder" in extract_apis("import torch\nx = torch.ones(3)\ny = x % 2\n")
