@@ -825,8 +825,9 @@ def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
             return is_tensor(node.left) or is_tensor(node.right)
         if isinstance(node, ast.UnaryOp):
             return is_tensor(node.operand)
-        if isinstance(node, ast.Compare):  # a mask: `m = x > 0; ~m`
-            return is_tensor(node.left) or any(is_tensor(c) for c in node.comparators)
+        if isinstance(node, ast.Compare):  # a mask: `m = x > 0; ~m` (`x is None`, `a in b` are plain bools)
+            return not any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in node.ops) and (
+                is_tensor(node.left) or any(is_tensor(c) for c in node.comparators))
         if isinstance(node, ast.Subscript):
             return is_tensor(node.value)
         if isinstance(node, ast.Attribute):

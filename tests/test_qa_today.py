@@ -154,3 +154,4 @@ def test_string_formatting_is_no_remainder_and_a_mask_inverts() -> None:
     assert "torch.Tensor.remainder" not in apis  # was there: "loss: %f" % tensor read as torch.remainder
     assert "torch.Tensor.bitwise_not" in apis  # was missing: a comparison's mask is a tensor
     assert "torch.Tensor.remainder" in extract_apis("import torch\nx = torch.ones(3)\ny = x % 2\n")
+    assert "torch.Tensor.bitwise_not" not in extract_apis("import torch\nx = torch.ones(3)\nf = ~(x is None)\n")
