@@ -858,7 +858,10 @@ def open_source(
         except SourceError as exc:
             fetch_problem = exc
     if wheel is not None:
-        layers.append(WheelSource(wheel, framework, version))
+        try:
+            layers.append(WheelSource(wheel, framework, version))
+        except SourceError as exc:  # a broken download in the cache: say how to replace it
+            raise SourceError(f"{exc}; delete it and run `sftl sources fetch {framework}=={version}` again") from exc
     near = nearest_version(version, trees) if not layers or layers[0] is not github else None
     if near is not None:
         tree = LocalTree(trees[near], framework, near, cache_dir=settings.cache_dir)

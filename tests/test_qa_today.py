@@ -155,3 +155,15 @@ def test_string_formatting_is_no_remainder_and_a_mask_inverts() -> None:
     assert "torch.Tensor.bitwise_not" in apis  # was missing: a comparison's mask is a tensor
     assert "torch.Tensor.remainder" in extract_apis("import torch\nx = torch.ones(3)\ny = x % 2\n")
     assert "torch.Tensor.bitwise_not" not in extract_apis("import torch\nx = torch.ones(3)\nf = ~(x is None)\n")
+
+
+@pytest.mark.parametrize("damage", ["zero", "truncated"])
+def test_a_broken_wheel_of_the_reports_release_says_how_to_replace_it(
+        tmp_path: Path, fixtures_dir: Path, damage: str) -> None:
+    s = _offline_home(tmp_path, fixtures_dir)
+    wheel = next(wheel_cache_dir(s, "pytorch", "1.0.1").glob("*.whl"))
+    data = wheel.read_bytes()
+    wheel.write_bytes(b"" if damage == "zero" else data[: len(data) // 2])
+    with pytest.raises(SourceError, match=r"cannot open wheel .*; delete it and run `sftl sources fetch pytorch==1.0.1`"):
+        open_source("pytorch", "1.0.1", s)
+    assert wheel.exists()  # never deleted for the user
