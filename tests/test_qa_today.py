@@ -167,3 +167,17 @@ def test_a_broken_wheel_of_the_reports_release_says_how_to_replace_it(
     with pytest.raises(SourceError, match=r"cannot open wheel .*; delete it and run `sftl sources fetch pytorch==1.0.1`"):
         open_source("pytorch", "1.0.1", s)
     assert wheel.exists()  # never deleted for the user
+
+
+def test_empty_tf_headers_are_not_said_to_declare_the_functor(tmp_path: Path) -> None:
+    from sftl.sources import LocalTree
+
+    kernels = tmp_path / "tf" / "tensorflow" / "core" / "kernels"
+    kernels.mkdir(parents=True)
+    (kernels / "argmax_op.h").write_text("")  # an empty header: named after the op, declares nothing
+    issue = Issue(repo="tensorflow/tensorflow", number=1, title="tf.math.argmax returns a wrong index on GPU", body="")
+    ex = Extraction(None, None, Environment(framework="tensorflow"), apis=("tensorflow.math.argmax",))
+    loc = localize_gcrde(issue, ex, LocalTree(tmp_path / "tf", "tensorflow", "2.6.0"))
+    assert loc.outcome is Outcome.LOCATED
+    assert "declares functor" not in " ".join(s.reason for s in loc.suspects)
+    assert "declaring the op's functor or named after it" in loc.reason  # was: "... declaring the op's functor"

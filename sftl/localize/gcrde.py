@@ -1476,7 +1476,7 @@ def _localize_tensorflow(
                                          else {s: 1.0 for s in Side})
     suspects = _rank(board, weights, top, label, _tf_side)
     how = "REGISTER_KERNEL_BUILDER in contents" if registered and not inferred else (
-        "kernel headers only: implementation files inferred from the headers declaring the op's functor"
+        "kernel headers only: implementation files inferred from the headers declaring the op's functor or named after it"
         if inferred else "kernel file names (no registration found in the contents)" if texts
         else "kernel file names (no C++ contents in the source)")
     return Localization(label, tuple(suspects), Outcome.LOCATED,
