@@ -840,6 +840,8 @@ def _apply_cues(cues: Cues, div: Divergence, ops: list[OpRef], index: nat.Kernel
         if _add_launch_path(index, board):
             notes.append(cues.cross_device + ": the op's math agrees on the default device, so its launch path "
                          "(launchers, device guards) ranks above the math")
+        else:  # say so rather than let CPU/generic files pass for the answer
+            notes.append(cues.cross_device + ", but the source shows no CUDA launch path of the op to rank")
         for ev in board.files.values():  # math cannot explain one GPU disagreeing with another
             if ev.reasons and all(" math" in r or "math)" in r for _, r in ev.reasons):
                 ev.score *= 0.8
