@@ -197,3 +197,16 @@ def test_a_cross_device_report_over_a_tree_without_cuda_code_says_so(tmp_path: P
     loc = localize_gcrde(issue, ex, LocalTree(tmp_path / "pt", "pytorch", "1.13.1"))
     assert "non-default CUDA device" in loc.reason  # was silent: CPU files ranked as if the cue were unread
     assert "no CUDA launch path of the op" in loc.reason
+
+
+@pytest.mark.parametrize("damaged", [
+    b"\x80\x05\x95\xff\xff\xff\xff\xff\xff\xff\xff.",  # OverflowError: frame length
+    b"\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\x7f.",  # OverflowError: byte string too large
+    b"",
+])
+def test_a_damaged_kernel_index_cache_is_rebuilt_not_raised(tmp_path: Path, damaged: bytes) -> None:
+    from sftl.localize._native import KernelIndex
+
+    cache = tmp_path / "index.pkl"
+    cache.write_bytes(damaged)
+    assert KernelIndex.load(cache, "key") is None  # was OverflowError out of locate

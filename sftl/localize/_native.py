@@ -262,7 +262,7 @@ class KernelIndex:
         try:
             with path.open("rb") as fh:
                 fmt, saved_key, state = pickle.load(fh)  # noqa: S301 - our own cache file
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError):
+        except Exception:  # a damaged cache file (OverflowError, MemoryError, IndexError, ... from pickle): rebuild
             return None
         if fmt != cls._FORMAT or saved_key != key or not isinstance(state, dict):
             return None
