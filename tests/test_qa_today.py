@@ -210,3 +210,19 @@ def test_a_damaged_kernel_index_cache_is_rebuilt_not_raised(tmp_path: Path, dama
     cache = tmp_path / "index.pkl"
     cache.write_bytes(damaged)
     assert KernelIndex.load(cache, "key") is None  # was OverflowError out of locate
+
+
+@pytest.mark.gpu
+def test_the_soft_guide_pulls_back_a_cuda_input() -> None:
+    import torch
+
+    from sftl.helpers.nan_soft import SoftGuide, pull_back
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device (torch.cuda.is_available() is false)")
+    leaf = torch.full((4,), 0.5, device="cuda", requires_grad=True)
+    x = leaf * 2.0
+    direction = SoftGuide().direction("log", x)
+    assert direction is not None and direction.device == x.device  # was a CPU tensor: autograd rejected it
+    pulled = pull_back(x, direction, [leaf])
+    assert pulled is not None and pulled[0] is not None

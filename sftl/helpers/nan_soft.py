@@ -169,7 +169,8 @@ class SoftGuide:
         labels = self.model(name, x.dtype).predict(x.detach().to(torch.float64).cpu().numpy().ravel())
         if not np.any(labels):
             return None
-        return torch.tensor(labels.reshape(tuple(x.shape)), dtype=x.dtype)
+        # on x's device: autograd rejects grad_outputs on another device, which would switch the guide off on CUDA
+        return torch.tensor(labels.reshape(tuple(x.shape)), dtype=x.dtype, device=x.device)
 
 
 def pull_back(x: torch.Tensor, direction: torch.Tensor, leaves: list[torch.Tensor]) -> list[Any] | None:
