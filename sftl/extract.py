@@ -568,7 +568,8 @@ def _first(patterns: list[str], text: str, flags: int = re.I | re.M) -> str | No
 def _field(label: str, text: str) -> str | None:
     """A `Label: value` line, a `- **Label**: value` bullet or a `### Label` form section."""
     pats = [
-        rf"^[\s>*-]*\**{label}\**[^:\n]{{0,60}}:\**\s*(?P<v>[^\n]+)",
+        # the prefix stays on its line ([ \t...] not \s): from every line start \s* ran over all blank lines below
+        rf"^[ \t\r\f\v>*-]*\**{label}\**[^:\n]{{0,60}}:\**\s*(?P<v>[^\n]+)",
         rf"^#+\s*{label}[^\n]*\n+\s*(?P<v>[^\n#]+)",
     ]
     return _first(pats, text)
@@ -665,7 +666,7 @@ def _framework_version(text: str, hint: str | None) -> tuple[str | None, str | N
         add(1, "pytorch" if "torch" in m.group(0) else "tensorflow", m.group("v"))
     # pip freeze / pip list / conda list lines
     for m in re.finditer(
-        r"^[\s>*-]*(?:\[\w+\]\s*)?\b(?P<n>torch|pytorch|tensorflow(?:-gpu|-cpu|-macos|-intel)?|tf-nightly(?:-gpu|-cpu)?|tf_nightly)"
+        r"^[ \t\r\f\v>*-]*(?:\[\w+\]\s*)?\b(?P<n>torch|pytorch|tensorflow(?:-gpu|-cpu|-macos|-intel)?|tf-nightly(?:-gpu|-cpu)?|tf_nightly)"
         r"(?:==|\s+|\s*=\s*)(?P<v>" + VERSION + r")",
         text,
         re.M | re.I,
