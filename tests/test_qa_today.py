@@ -228,14 +228,10 @@ def test_the_soft_guide_pulls_back_a_cuda_input() -> None:
     assert pulled is not None and pulled[0] is not None
 
 
-def test_a_body_of_blank_lines_is_read_in_linear_time() -> None:
-    import time
-
+def test_fields_after_many_blank_lines_are_read() -> None:
+    """The speed of this case (once quadratic: 20k blank lines ~25 s) is measured by bench/bench_extract_speed.py."""
     from sftl.extract import parse_environment
 
-    body = "PyTorch version: 1.13.1\n" + " \n" * 20000 + "- Python version: 3.10.4\n"
-    started = time.perf_counter()
+    body = "PyTorch version: 1.13.1\n" + " \n" * 2000 + "- Python version: 3.10.4\n"
     env = parse_environment(body, "pytorch")
-    # quadratic before: `^[\s>*-]*` ran from every line start over every blank line below (20k lines: ~25 s)
-    assert time.perf_counter() - started < 5.0
     assert (env.version, env.python) == ("1.13.1", "3.10.4")
