@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from sftl.localize.gcrde import localize_gcrde
 from sftl.model import Environment, Extraction, Issue, Localization, Outcome, Snippet, Suspect
@@ -554,50 +555,36 @@ def _run_cases(label: str, cases: list[tuple[str, Issue, Extraction, set[str]]],
     return misses
 
 
-def run_cued(trees: dict[str, LocalTree]) -> list[str]:
+def _run_set(trees: dict[str, LocalTree], heading: str, label: str, rows: Any, make_case: Any) -> list[str]:
+    """One written set over every tree: rows (api, x, title, body, truth files); make_case(api, x, title, body)."""
     misses: list[str] = []
-    print("\n-- header set part 2 (written before the cue rules: reports with the cue naming the fix site)")
+    print(f"\n-- {heading}")
     for version, tree in trees.items():
         cases = []
-        for api, _side, title, body, files in CUED_HEADERS:
+        for api, extra, title, body, files in rows:
             truth = {NATIVE + f for f in files if (tree.root / NATIVE / f).is_file()}
             if truth:
-                issue, ex = cued_case(api, title, body)
+                issue, ex = make_case(api, extra, title, body)
                 cases.append((api, issue, ex, truth))
-        misses += _run_cases("cued headers", cases, tree, version)
-    print("\n-- header set part 3 (written after the rules, scored untouched)")
-    for version, tree in trees.items():
-        cases = []
-        for api, _side, title, body, files in CUED_HEADERS_3:
-            truth = {NATIVE + f for f in files if (tree.root / NATIVE / f).is_file()}
-            if truth:
-                issue, ex = cued_case(api, title, body)
-                cases.append((api, issue, ex, truth))
-        misses += _run_cases("cued headers 3", cases, tree, version)
+        misses += _run_cases(label, cases, tree, version)
     return misses
+
+
+def run_cued(trees: dict[str, LocalTree]) -> list[str]:
+    def cued(api: str, _side: Any, title: str, body: str) -> Any:
+        return cued_case(api, title, body)
+
+    return (_run_set(trees, "header set part 2 (written before the cue rules: reports with the cue naming the fix site)",
+                     "cued headers", CUED_HEADERS, cued)
+            + _run_set(trees, "header set part 3 (written after the rules, scored untouched)", "cued headers 3",
+                       CUED_HEADERS_3, cued))
 
 
 def run_cross_device(trees: dict[str, LocalTree]) -> list[str]:
-    misses: list[str] = []
-    print("\n-- cross-device set (results differ between CUDA devices; truth: the launcher headers)")
-    for version, tree in trees.items():
-        cases = []
-        for api, call, title, body, files in CROSS_DEVICE:
-            truth = {NATIVE + f for f in files if (tree.root / NATIVE / f).is_file()}
-            if truth:
-                issue, ex = cross_case(api, call, title, body)
-                cases.append((api, issue, ex, truth))
-        misses += _run_cases("cross-device", cases, tree, version)
-    print("\n-- cross-device set part 2 (written after the rules, scored untouched)")
-    for version, tree in trees.items():
-        cases = []
-        for api, call, title, body, files in CROSS_DEVICE_3:
-            truth = {NATIVE + f for f in files if (tree.root / NATIVE / f).is_file()}
-            if truth:
-                issue, ex = cross_case(api, call, title, body)
-                cases.append((api, issue, ex, truth))
-        misses += _run_cases("cross-device 2", cases, tree, version)
-    return misses
+    return (_run_set(trees, "cross-device set (results differ between CUDA devices; truth: the launcher headers)",
+                     "cross-device", CROSS_DEVICE, cross_case)
+            + _run_set(trees, "cross-device set part 2 (written after the rules, scored untouched)", "cross-device 2",
+                       CROSS_DEVICE_3, cross_case))
 
 
 if __name__ == "__main__":
