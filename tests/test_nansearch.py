@@ -156,3 +156,12 @@ def test_cli_soft_guide_finds_log_of_softmax_and_says_how(sftl_home: Path) -> No
                          "--no-baseline", "--budget", "2")
     assert code == 0, err
     assert "torch.log" in out and "log_of_softmax_entry.py:7" in out and " by " in out
+
+
+def test_the_speed_comparison_says_something_when_the_searches_tie_or_random_wins() -> None:
+    from sftl.cli.nansearch import _comparison
+
+    assert _comparison(1.0, True) == "both about as fast"
+    assert _comparison(0.5, True) == "random search 2.0x faster"
+    assert _comparison(20.0, True) == "gradient search 20.0x faster"
+    assert _comparison(3.0, False) == "gradient search >=3.0x faster"

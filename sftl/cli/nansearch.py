@@ -73,9 +73,20 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
             f"found nothing in {base.steps} runs ({base.seconds:.1f} s)")
         line = f"random search: {verdict}"
         if result.speedup is not None:
-            line += f"; gradient search {'>=' if not base.found else ''}{result.speedup:.1f}x faster"
+            line += "; " + _comparison(result.speedup, base.found)
         con.print(line)
     return 0
+
+
+def _comparison(speedup: float, baseline_found: bool) -> str:
+    """How the two searches compare, in words that say something when they tie or the baseline wins."""
+    if not baseline_found:
+        return f"gradient search >={speedup:.1f}x faster"
+    if 0.8 <= speedup <= 1.25:
+        return "both about as fast"
+    if speedup < 1:
+        return f"random search {1 / speedup:.1f}x faster"
+    return f"gradient search {speedup:.1f}x faster"
 
 
 def _seconds(s: float) -> str:
