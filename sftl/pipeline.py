@@ -283,16 +283,13 @@ def open_framework_source(
 
 
 def _release_when_filed(framework: str, created_at: str) -> str | None:
-    """The release current on the report's date, when sftl's release table reaches past that date
-    (after its last known release, the installed one may well be newer: no guess)."""
+    """The release current on the report's date (None past sftl's release table: no guess)."""
     from sftl import sources
 
     try:
-        dated = sources.release_at(framework, created_at)
-        later = any(date > created_at[:10] for _, date in sources.release_dates(framework))
+        return sources.release_at(framework, created_at)
     except (KeyError, ValueError):
         return None
-    return dated if later else None
 
 
 def _framework_from_frames(extraction: Extraction) -> str | None:

@@ -794,7 +794,8 @@ def release_dates(framework: str) -> list[tuple[str, str]]:
 
 
 def release_at(framework: str, when: str) -> str | None:
-    """The latest release published on or before `when` (an ISO date or GitHub timestamp); None before the first.
+    """The latest release published on or before `when` (an ISO date or GitHub timestamp); None before the
+    first, and None after the last release sftl knows (a newer one may have been current then: no guess).
 
     TensorFlow's 1.x and 2.x lines overlapped (1.15 came after 2.0): the highest version out by then
     wins, the one a plain `pip install` would have given that day.
@@ -807,7 +808,10 @@ def release_at(framework: str, when: str) -> str | None:
     except ValueError:
         return None
     current = None
-    for version, date in release_dates(framework):
+    known = release_dates(framework)
+    if not any(date > day for _, date in known):
+        return None
+    for version, date in known:
         if date <= day and (current is None or _version_key(version) > _version_key(current)):
             current = version
     return current
@@ -834,8 +838,6 @@ def open_source(
     if source_root is not None:
         return LocalTree(source_root, framework, version, cache_dir=settings.cache_dir)
     inferred = release_at(framework, created_at) if not version and created_at else None
-    if inferred and created_at and not any(date > created_at[:10] for _, date in release_dates(framework)):
-        inferred = None  # filed after the last release sftl knows: a newer one may have been current, no guess
     if inferred and created_at:
         provider = open_source(framework, inferred, settings, offline=offline)
         provider.description += f" (the report names no version: {inferred} was current on {created_at[:10]})"
