@@ -15,6 +15,7 @@ from sftl.localize.gcrde import (
     tf_raw_ops,
     torch_op_names,
 )
+from sftl.localize.legacy import parse_cwrap
 from sftl.model import Environment, Extraction, Issue, Outcome, Side, Snippet
 from sftl.sources import LocalTree, SitePackages, WheelSource
 
@@ -287,7 +288,8 @@ def test_th_era_nn_ops_follow_nn_yaml_cnames(fixtures_dir: Path) -> None:
     loc = localize_gcrde(issue, ex, tree)
     assert loc.suspects[0].path == "aten/src/THCUNN/generic/SpatialUpSamplingBilinear.cu"
     assert "SpatialUpSamplingBilinear" in loc.suspects[0].reason
-    bindings = nat.legacy_bindings([(tree.root / "aten/src/ATen/Declarations.cwrap").read_text()])
+    tables = parse_cwrap((tree.root / "aten/src/ATen/Declarations.cwrap").read_text())
+    bindings = {op: {b.th for b in tables[op]} for op in ("max", "min")}
     assert bindings["max"] == {"maxall", "cmax"} and bindings["min"] == {"minall"}
 
 

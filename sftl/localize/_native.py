@@ -157,9 +157,6 @@ _IMPL_FUNC = re.compile(r"\bTORCH_IMPL_FUNC\s*\(\s*(\w+)\s*\)")
 _TH_DEF = re.compile(r"\bTH(?:C|CUDA|Cuda)?\w*Tensor_\(\s*(\w+)\s*\)\s*\(")
 _THNN_DEF = re.compile(r"\bTHNN_\(\s*(\w+?)_(?:updateOutput|updateGradInput|accGradParameters)\s*\)\s*\(")
 # old releases bound TH/THNN functions in these files: `name:` (the op) and `cname:` (the TH function)
-LEGACY_BINDINGS = ("aten/src/ATen/Declarations.cwrap", "aten/src/ATen/nn.yaml")
-_BIND_NAME = re.compile(r"^\s*-?\s*name:\s*(\w+)", re.M)
-_BIND_CNAME = re.compile(r"^\s*-?\s*cname:\s*(\w+)", re.M)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 _STUB_CALL = re.compile(r"\b(\w+_stub)\s*\(")
 _AT_CALL = re.compile(r"\b(?:at::|native::|at::native::|at::_ops::)(\w+)\s*[(<]")
@@ -486,25 +483,6 @@ def macro_registrations(text: str) -> list[tuple[str, str]]:
             out.append((stub_t.replace(f"{param}##", op).replace(f"##{param}", op),
                         fn_t.replace(f"{param}##", op).replace(f"##{param}", op)))
     return out
-
-
-def legacy_bindings(texts: Iterable[str]) -> dict[str, set[str]]:
-    """Op name -> TH/THNN function names, from Declarations.cwrap / nn.yaml of old releases.
-
-    `_th_min` / `_thnn_upsample_bilinear2d` are recorded under `min` / `upsample_bilinear2d` too.
-    """
-    out: dict[str, set[str]] = defaultdict(set)
-    for text in texts:
-        blocks = re.split(r"^\s*\[\[|^\s*-\s+name:", text, flags=re.M) if "[[" in text else re.split(r"^- ", text, flags=re.M)
-        for block in blocks:
-            names = _BIND_NAME.findall(block) or re.findall(r"^\s*(\w+)\s*\(", block, re.M)[:1]
-            cnames = set(_BIND_CNAME.findall(block))
-            if not names or not cnames:
-                continue
-            name = names[0]
-            for alias in {name, re.sub(r"^_(?:th|thnn|thc)_", "", name), name.rstrip("_"), name.strip("_")}:
-                out[alias].update(cnames)
-    return dict(out)
 
 
 def kernel_paths(files: Iterable[str]) -> list[str]:
