@@ -227,6 +227,25 @@ class Localization:
 
 
 @dataclass(frozen=True)
+class FixRecord:
+    """One fixed issue of a tracker: the fix (pull request and/or commit), its date and the source files it changed."""
+
+    repo: str  # "owner/name"
+    issue: int | None  # the issue it fixed (None: a fix known only by its PR/commit)
+    pr: int | None
+    commit: str | None
+    title: str
+    fixed_on: str  # "YYYY-MM" or "YYYY-MM-DD"
+    files: tuple[str, ...]
+    ops: tuple[str, ...] = ()
+    kind: str = "other"  # gcrde, crash, numerics, mme, other
+    device: str | None = None  # cuda, cpu, mps, both, ...
+    body: str = ""
+    evidence: str = ""
+    issue_created_at: str = ""  # when the fixed issue was filed, when known (a crawl knows it)
+
+
+@dataclass(frozen=True)
 class Report:
     issue: Issue
     extraction: Extraction
