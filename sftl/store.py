@@ -14,7 +14,7 @@ from typing import Any
 from sftl.errors import StoreError
 from sftl.model import Comment, Issue, to_jsonable
 
-SCHEMA_VERSION = 3  # 2: issue_labels table; 3: thread_queue, comment_listings, crawls.since
+SCHEMA_VERSION = 4  # 2: issue_labels table; 3: thread_queue, comment_listings, crawls.since; 4: fixes, fix_crawls
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -72,6 +72,21 @@ CREATE TABLE IF NOT EXISTS replays (
 CREATE TABLE IF NOT EXISTS results (
     kind TEXT NOT NULL, key TEXT NOT NULL, payload TEXT NOT NULL, created REAL NOT NULL,
     PRIMARY KEY (kind, key)
+);
+-- the history: fixed issues and the source files their fixes changed (sftl history import/crawl)
+CREATE TABLE IF NOT EXISTS fixes (
+    repo TEXT NOT NULL, fix_key TEXT NOT NULL,  -- "issue|pr|commit": a PR fixing two issues is two rows
+    issue INTEGER, pr INTEGER, sha TEXT, fixed_on TEXT NOT NULL,
+    record TEXT NOT NULL,  -- the FixRecord as JSON
+    terms TEXT NOT NULL,  -- its similarity terms as JSON, read by the prior without re-tokenizing
+    updated REAL NOT NULL,
+    PRIMARY KEY (repo, fix_key)
+);
+CREATE INDEX IF NOT EXISTS fixes_date ON fixes (repo, fixed_on);
+-- issues a history crawl has examined (found a fix or not): a rerun skips them
+CREATE TABLE IF NOT EXISTS fix_crawls (
+    repo TEXT NOT NULL, number INTEGER NOT NULL, updated_at TEXT NOT NULL, found INTEGER NOT NULL,
+    PRIMARY KEY (repo, number)
 );
 """
 
@@ -137,6 +152,7 @@ class Store:
                 # 2 -> 3: the crawl remembers the since of its listing (a resumed run queues threads by it)
                 if "since" not in {c["name"] for c in db.execute("PRAGMA table_info(crawls)")}:
                     db.execute("ALTER TABLE crawls ADD COLUMN since TEXT")
+                # 3 -> 4: the fixes and fix_crawls tables are new (created above by the schema script)
                 db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     @contextmanager
@@ -634,6 +650,62 @@ class Store:
     def iter_results(self, kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
         for row in self._db.execute("SELECT key, payload FROM results WHERE kind=? ORDER BY key", (kind,)).fetchall():
             yield row["key"], _loads(row["payload"], "payload")
+
+    # -- the history: fix records -----------------------------------------------------------------
+
+    def upsert_fixes(self, rows: Sequence[tuple[str, str, int | None, int | None, str | None, str, str, str]]) -> int:
+        """(repo, fix_key, issue, pr, sha, fixed_on, record JSON, terms JSON) rows in one transaction;
+        a row with the same (repo, fix_key) is replaced. Returns how many rows were new or changed."""
+        changed = 0
+        with self.transaction() as db:
+            for row in rows:
+                old = db.execute("SELECT record, terms FROM fixes WHERE repo=? AND fix_key=?", row[:2]).fetchone()
+                if old is not None and old["record"] == row[6] and old["terms"] == row[7]:
+                    continue
+                db.execute("INSERT OR REPLACE INTO fixes VALUES (?,?,?,?,?,?,?,?,?)", (*row, time.time()))
+                changed += 1
+        return changed
+
+    def iter_fix_rows(self, repo: str | None = None, before: str | None = None) -> Iterator[tuple[str, str, str]]:
+        """(repo, record JSON, terms JSON) of the stored fixes, oldest first; `before` keeps those
+        whose `fixed_on` sorts before it (a YYYY-MM month sorts before every day of that month)."""
+        sql = "SELECT repo, record, terms FROM fixes WHERE 1=1"
+        params: list[Any] = []
+        if repo:
+            sql += " AND repo=?"
+            params.append(repo)
+        if before:
+            sql += " AND fixed_on<?"
+            params.append(before)
+        yield from ((r[0], r[1], r[2]) for r in self._db.execute(sql + " ORDER BY fixed_on, repo, fix_key", params))
+
+    def count_fixes(self, repo: str | None = None) -> int:
+        if repo:
+            return int(self._db.execute("SELECT COUNT(*) FROM fixes WHERE repo=?", (repo,)).fetchone()[0])
+        return int(self._db.execute("SELECT COUNT(*) FROM fixes").fetchone()[0])
+
+    def fix_crawled(self, repo: str, numbers: Sequence[int]) -> dict[int, str]:
+        """number -> the issue's updated_at when a history crawl last examined it."""
+        out: dict[int, str] = {}
+        for i in range(0, len(numbers), 500):
+            chunk = list(numbers[i : i + 500])
+            out.update(
+                (r[0], r[1]) for r in self._db.execute(
+                    f"SELECT number, updated_at FROM fix_crawls WHERE repo=? AND number IN ({','.join('?' * len(chunk))})",
+                    (repo, *chunk),
+                )
+            )
+        return out
+
+    def save_fix_crawl(
+        self, repo: str, number: int, updated_at: str,
+        rows: Sequence[tuple[str, str, int | None, int | None, str | None, str, str, str]],
+    ) -> None:
+        """An examined issue and the fixes found for it, in ONE transaction (a crash loses neither half)."""
+        with self.transaction() as db:
+            for row in rows:
+                db.execute("INSERT OR REPLACE INTO fixes VALUES (?,?,?,?,?,?,?,?,?)", (*row, time.time()))
+            db.execute("INSERT OR REPLACE INTO fix_crawls VALUES (?,?,?,?)", (repo, number, updated_at, int(bool(rows))))
 
 
 def _without_comments(raw: dict[str, Any]) -> dict[str, Any]:
