@@ -362,7 +362,8 @@ def locate(issue: Issue, ex: Extraction, tree: LocalTree, method: str) -> Locali
     if method != "tfidf":
         return localize_gcrde(issue, ex, tree, method=method, top=TOP)
     from sftl.localize import _native as nat
-    from sftl.localize.gcrde import _kernel_index, torch_ops
+    from sftl.localize.gcrde import torch_ops
+    from sftl.localize.gcrde.index import _kernel_index
 
     index = _kernel_index(tree, tree.list_files())
     ops, _ = torch_ops(issue, ex, None, None)

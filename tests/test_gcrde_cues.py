@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sftl.localize.gcrde import _jiterator_fallbacks, localize_gcrde, report_cues
+from sftl.localize.gcrde import localize_gcrde, report_cues
+from sftl.localize.gcrde.follow import _jiterator_fallbacks
 from sftl.model import Environment, Extraction, Issue, Side, Snippet
 from sftl.sources import LocalTree
 

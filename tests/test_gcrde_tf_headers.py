@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sftl.localize.gcrde import _tf_inferred, localize_gcrde
+from sftl.localize.gcrde import localize_gcrde
+from sftl.localize.gcrde.tensorflow import _tf_inferred
 from sftl.model import Environment, Extraction, Issue, Localization, Outcome, Side
 from sftl.sources import LocalTree, SitePackages, WheelSource
 

@@ -1,0 +1,141 @@
+"""What the report text says: which device diverged, and cross-device, value-dependent and NaN cues."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sftl.model import Extraction, Issue, Side
+
+if TYPE_CHECKING:
+    pass
+
+# --------------------------------------------------------------------------------------------
+# Which device diverged
+
+_WRONG = re.compile(
+    r"wrong|incorrect|bug|\bnan\b|\binf\b|differ|mismatch|not match|inconsisten|garbage|unexpected|ignor|"
+    r"crash|fail|broken|not correct|bad result|off by|instead of|should be|expected|\bdrops?\b|dropped|"
+    r"\bmiss(?:es|ed|ing)?\b|\blos(?:es|t)\b|\bskip(?:s|ped)?\b|overflow|underflow|garbled|inaccura|precision"
+    r"|relative error",
+    re.I,
+)
+_GPU = re.compile(r"\bcuda\b|\bgpu\b|device=.cuda|\.cuda\(\)|cuda:\d", re.I)
+_CPU = re.compile(r"\bcpu\b", re.I)
+_GPU_OK = re.compile(
+    r"(?:works?|correct|fine|ok|right|as expected)(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,30}\b(?:on|with|for|in)\s+(?:the\s+)?(?:cuda|gpu)"
+    r"|(?:cuda|gpu)(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,25}(?:works?|is (?:correct|fine|ok|right)|as expected)",
+    re.I,
+)
+_CPU_OK = re.compile(
+    r"(?:works?|correct|fine|ok|right|as expected)(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,30}\b(?:on|with|for|in)\s+(?:the\s+)?cpu"
+    r"|\bcpu\b(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,25}(?:works?|is (?:correct|fine|ok|right)|as expected)",
+    re.I,
+)
+_CLAUSES = re.compile(r"(?<=[.!?;,])\s+|\n|\s+(?:but|while|whereas|although)\s+", re.I)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    side: Side  # the side whose result the report calls wrong
+    confident: bool
+    why: str
+
+
+def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
+    """Read which device's result the report calls wrong; CUDA when the text does not say."""
+    text = "\n".join(x for x in (issue.title, issue.body, extraction.error_line or "") if x)
+    gpu = cpu = 0.0
+    for sentence in _CLAUSES.split(text):
+        if not sentence or not _WRONG.search(sentence) or _GPU_OK.search(sentence) or _CPU_OK.search(sentence):
+            continue
+        g, c = bool(_GPU.search(sentence)), bool(_CPU.search(sentence))
+        if g and not c:
+            gpu += 1
+        elif c and not g:
+            cpu += 1
+    gpu += 2 * len(_CPU_OK.findall(text))
+    cpu += 2 * len(_GPU_OK.findall(text))
+    if cpu > gpu:
+        return Divergence(Side.CPU, cpu - gpu >= 2, f"the report calls the CPU result wrong ({cpu:g} vs {gpu:g})")
+    return Divergence(Side.CUDA, gpu - cpu >= 1, f"the report calls the CUDA result wrong ({gpu:g} vs {cpu:g})"
+                      if gpu > cpu else "the report does not say which side is wrong: CUDA first")
+
+
+# --------------------------------------------------------------------------------------------
+# What else the report says about where the fault lies
+
+# a CUDA device other than the default one, as code or observed output writes it
+_SECOND_DEVICE = re.compile(
+    r"cuda:[1-9](?![\d.])|\.cuda\(\s*(?:device\s*=\s*)?[1-9]\s*\)|device\(\s*['\"]cuda['\"]\s*,\s*(?:index\s*=\s*)?[1-9]"
+    r"|set_device\(\s*[1-9]|\b(?:gpu|cuda device)\s*#?[1-9]\b",
+    re.I,
+)
+_DEFAULT_DEVICE = re.compile(r"cuda:0(?![\d.])|\.cuda\(\s*\)|\.cuda\(\s*0\s*\)|['\"]cuda['\"]|\b(?:gpu|cuda device)\s*#?0\b|\bfirst gpu",
+                             re.I)
+# words that compare CUDA devices with each other (not CPU with GPU: "different devices" alone is that)
+_CROSS_WORDS = re.compile(
+    r"\b(?:second|non-?default)\s+(?:cuda\s+)?(?:gpu|device)\b|(?:different|other|another|multiple|two)\s+cuda\s+devices?"
+    r"|across (?:cuda|gpu) devices|(?:different|other) (?:cuda )?device (?:index|indices|ordinal)",
+    re.I,
+)
+# "different GPUs" / "another GPU" often means another GPU model: only with a second device index too
+_LOOSE_CROSS = re.compile(r"(?:different|other|another|multiple|two)\s+gpus?\b|between (?:the )?gpus|multi-?gpu", re.I)
+# an accuracy loss that depends on the input's value: the math's approximation, not the kernel plumbing
+_VALUE_CUE = re.compile(
+    r"precision|\baccura|inaccura|relative error|\bulps?\b|asymptot|underflow|\btails?\b|\bnear (?:the )?pole"
+    r"|close to (?:the )?pole|(?:large|small|big|tiny|negative) (?:x|values?|arguments?|inputs?|magnitudes?)\b"
+    r"|\bfor (?:x|p|q|a|inputs?)\s*[<>=]|\bscipy\b|\bmpmath\b|\bdigits?\b",
+    re.I,
+)
+# ... unless the report ties it to shapes, layouts or sizes (the kernel or its launch, not the formula)
+_LAYOUT_CUE = re.compile(
+    r"non-?contiguous|\bstrides?\b|broadcast|large tensors?|big tensors?|\bnumel\b|2\s*\*\*\s*31|int32 index"
+    r"|\bbatch(?:es| size)?\b|\bshapes?\b|transpos|channels_last|memory format|\bout=",
+    re.I,
+)
+# NaN handled differently: the comparison functors decide which operand wins
+_NAN_CUE = re.compile(
+    r"\bnan\b[^.;\n]{0,60}(?:ignor|propagat|skip|drop|return|miss|lost|treat)|(?:ignor|propagat|skip|drop)\w*\s+"
+    r"(?:the\s+)?nans?\b|nan[- ]propagation",
+    re.I,
+)
+_COMPARING_OPS = re.compile(r"max|min|arg(?:max|min)|clamp|clip|sort|topk|median|kthvalue|mode|nan\w*|cummax|cummin")
+
+
+@dataclass(frozen=True)
+class Cues:
+    """Hints in the report about where, along the op's path, the fault lies."""
+
+    cross_device: str = ""  # why the report reads as CUDA device vs CUDA device, else ""
+    value_dependent: str = ""  # the report ties the divergence to input values (the math), else ""
+    nan: str = ""  # NaN kept/dropped differently (the comparison functors), else ""
+
+
+def report_cues(issue: Issue, extraction: Extraction) -> Cues:
+    """Read the cross-device, value-dependent accuracy and NaN-handling cues of a report."""
+    prose = "\n".join(x for x in (issue.title, issue.body, extraction.error_line or "") if x)
+    code = extraction.snippet.code if extraction.snippet else ""
+    both = prose + "\n" + code
+    cross = ""
+    words = _CROSS_WORDS.search(prose)
+    second = _SECOND_DEVICE.search(both)
+    loose = _LOOSE_CROSS.search(prose)
+    if words or (loose and second):
+        cross = f"the report compares CUDA devices ({(words or loose).group(0).strip()!r})"  # type: ignore[union-attr]
+    elif second and _DEFAULT_DEVICE.search(both):
+        cross = f"the report runs on a non-default CUDA device ({second.group(0).strip()!r}) beside the default one"
+    value = ""
+    vm = _VALUE_CUE.search(prose)
+    if vm and not _LAYOUT_CUE.search(prose):
+        value = f"the divergence depends on input values ({vm.group(0).strip()!r})"
+    nm = _NAN_CUE.search(prose)
+    nan = f"NaN handled differently ({nm.group(0).strip()!r})" if nm else ""
+    return Cues(cross, value, nan)
+
+
+
+_LAUNCHER = re.compile(r"kernel|launch|loop", re.I)
+_OWN_NAN = re.compile(r"isnan\s*\(|\b(\w+)\s*!=\s*\1\b")
+_LIFT = 1.05  # a cue-supported file ranks this much above the op's best kernel file

@@ -1,0 +1,399 @@
+"""TensorFlow: API calls to raw ops, then REGISTER_KERNEL_BUILDER registrations, headers or file names."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from sftl.localize.gcrde.board import (
+    _Board,
+    _rank,
+    _side_weights,
+)
+from sftl.localize.gcrde.cues import (
+    _COMPARING_OPS,
+    _LIFT,
+    _OWN_NAN,
+    Cues,
+    divergent_side,
+    report_cues,
+)
+from sftl.localize.gcrde.ops import (
+    OpRef,
+    _api_list,
+    _snake,
+    _title_tokens,
+)
+from sftl.model import Extraction, Issue, Localization, Outcome, Side
+
+if TYPE_CHECKING:
+    from sftl.sources import SourceProvider
+
+# --------------------------------------------------------------------------------------------
+# TensorFlow
+
+_TF_OPS: dict[str, tuple[str, ...]] = {
+    "reduce_mean": ("Mean",), "reduce_sum": ("Sum",), "reduce_max": ("Max",), "reduce_min": ("Min",),
+    "reduce_prod": ("Prod",), "reduce_any": ("Any",), "reduce_all": ("All",), "reduce_logsumexp": ("Max", "Sum", "Exp"),
+    "reduce_std": ("Mean", "SquaredDifference"), "reduce_variance": ("Mean", "SquaredDifference"),
+    "argmax": ("ArgMax",), "argmin": ("ArgMin",), "matmul": ("MatMul", "BatchMatMulV2", "BatchMatMul"),
+    "conv2d": ("Conv2D",), "conv1d": ("Conv2D",), "conv3d": ("Conv3D",), "conv2d_transpose": ("Conv2DBackpropInput",),
+    "depthwise_conv2d": ("DepthwiseConv2dNative",), "separable_conv2d": ("DepthwiseConv2dNative", "Conv2D"),
+    "max_pool": ("MaxPool", "MaxPoolV2"), "max_pool2d": ("MaxPool",), "avg_pool": ("AvgPool",), "avg_pool2d": ("AvgPool",),
+    "max_pool3d": ("MaxPool3D",), "avg_pool3d": ("AvgPool3D",), "softmax": ("Softmax",), "log_softmax": ("LogSoftmax",),
+    "relu": ("Relu",), "relu6": ("Relu6",), "elu": ("Elu",), "selu": ("Selu",), "sigmoid": ("Sigmoid",),
+    "tanh": ("Tanh",), "softplus": ("Softplus",), "leaky_relu": ("LeakyRelu",), "gelu": ("Erf", "Tanh"),
+    "cumsum": ("Cumsum",), "cumprod": ("Cumprod",), "top_k": ("TopKV2",), "sort": ("TopKV2",), "argsort": ("TopKV2",),
+    "unique": ("Unique",), "gather": ("GatherV2",), "gather_nd": ("GatherNd",), "scatter_nd": ("ScatterNd",),
+    "tensor_scatter_nd_update": ("TensorScatterUpdate",), "tensor_scatter_nd_add": ("TensorScatterAdd",),
+    "segment_sum": ("SegmentSum",), "unsorted_segment_sum": ("UnsortedSegmentSum",),
+    "unsorted_segment_max": ("UnsortedSegmentMax",), "segment_mean": ("SegmentMean",),
+    "resize": ("ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic", "ScaleAndTranslate"),
+    "resize_bilinear": ("ResizeBilinear",), "resize_nearest_neighbor": ("ResizeNearestNeighbor",),
+    "resize_images": ("ResizeBilinear",), "crop_and_resize": ("CropAndResize",),
+    "non_max_suppression": ("NonMaxSuppressionV3",), "uniform": ("RandomUniform",), "normal": ("RandomStandardNormal",),
+    "truncated_normal": ("TruncatedNormal",), "floormod": ("FloorMod",), "mod": ("FloorMod",), "floordiv": ("FloorDiv",),
+    "truncatediv": ("TruncateDiv",), "divide": ("RealDiv", "Div"), "truediv": ("RealDiv",), "div": ("Div",),
+    "multiply": ("Mul",), "add": ("AddV2", "Add"), "subtract": ("Sub",), "pow": ("Pow",), "exp": ("Exp",),
+    "log": ("Log",), "sqrt": ("Sqrt",), "rsqrt": ("Rsqrt",), "square": ("Square",), "abs": ("Abs",), "round": ("Round",),
+    "cast": ("Cast",), "einsum": ("Einsum",), "svd": ("Svd",), "qr": ("Qr",), "inv": ("MatrixInverse",),
+    "matrix_inverse": ("MatrixInverse",), "det": ("MatrixDeterminant",), "cholesky": ("Cholesky",),
+    "bincount": ("Bincount", "DenseBincount"), "histogram_fixed_width": ("HistogramFixedWidth",),
+    "clip_by_value": ("ClipByValue", "Minimum", "Maximum"), "where": ("SelectV2", "Where"),
+    "fused_batch_norm": ("FusedBatchNormV3",), "batch_normalization": ("FusedBatchNormV3",),
+    "batch_norm": ("FusedBatchNormV3",), "bias_add": ("BiasAdd",), "l2_normalize": ("Sum", "Rsqrt"),
+    "moments": ("Mean", "SquaredDifference"), "tensordot": ("MatMul",), "transpose": ("Transpose",),
+    "reverse": ("ReverseV2",), "tile": ("Tile",), "pad": ("Pad", "PadV2", "MirrorPad"), "concat": ("ConcatV2",),
+    "slice": ("Slice",), "strided_slice": ("StridedSlice",), "one_hot": ("OneHot",), "range": ("Range",),
+    "linspace": ("LinSpace",), "ctc_loss": ("CTCLoss",), "is_nan": ("IsNan",), "is_finite": ("IsFinite",),
+    "sparse_softmax_cross_entropy_with_logits": ("SparseSoftmaxCrossEntropyWithLogits",),
+    "softmax_cross_entropy_with_logits": ("SoftmaxCrossEntropyWithLogits",), "dense": ("MatMul", "BiasAdd"),
+    "lstm": ("CudnnRNN", "CudnnRNNV3", "MatMul"), "gru": ("CudnnRNN", "MatMul"), "embedding": ("ResourceGather",),
+    "batch_normalization_layer": ("FusedBatchNormV3",), "maximum": ("Maximum",), "minimum": ("Minimum",),
+    "equal": ("Equal",), "logical_and": ("LogicalAnd",), "sign": ("Sign",), "floor": ("Floor",), "ceil": ("Ceil",),
+    "erf": ("Erf",), "erfinv": ("Erfinv",), "lgamma": ("Lgamma",), "digamma": ("Digamma",), "atan2": ("Atan2",),
+    "fft": ("FFT",), "ifft": ("IFFT",), "rfft": ("RFFT",), "fft2d": ("FFT2D",), "dropout": ("Mul", "RandomUniform"),
+    "extract_image_patches": ("ExtractImagePatches",), "space_to_depth": ("SpaceToDepth",),
+    "depth_to_space": ("DepthToSpace",), "matrix_band_part": ("MatrixBandPart",), "random_gamma": ("RandomGamma",),
+    "multinomial": ("Multinomial",), "categorical": ("Multinomial",), "shuffle": ("RandomShuffle",),
+}
+_TF_INCIDENTAL = frozenset(
+    """constant Variable convert_to_tensor device print numpy set_seed seed Session run placeholder
+    global_variables_initializer ConfigProto reshape shape ones zeros ones_like zeros_like identity
+    experimental_run_functions_eagerly function list_physical_devices set_memory_growth fill eye
+    GradientTape gradient watch assign __init__ __call__ call build compile fit predict""".split()
+)
+_TF_NAMESPACE_SKIP = ("tensorflow.config.", "tensorflow.test.", "tensorflow.debugging.", "tensorflow.compat.v1.Session",
+                      "tensorflow.io.", "tensorflow.data.", "tensorflow.summary.", "tensorflow.saved_model.")
+_GEN_CALL = re.compile(r"\bgen_\w+_ops\.(\w+)\s*\(")
+
+
+def tf_raw_ops(api: str, source: SourceProvider | None = None) -> tuple[str, ...]:
+    """'tensorflow.math.reduce_mean' -> ('Mean',): the raw op(s) the API call runs."""
+    api = api.replace("tf.", "tensorflow.", 1) if api.startswith("tf.") else api
+    parts = [p for p in api.split(".") if p]
+    if not parts:
+        return ()
+    leaf = parts[-1]
+    if leaf[:1].isupper() and len(parts) >= 2 and parts[-2] in ("raw_ops",):
+        return (leaf,)
+    snake = _snake(leaf) if leaf[:1].isupper() else leaf
+    if snake in _TF_OPS:
+        return _TF_OPS[snake]
+    base = snake[len("reduce_"):] if snake.startswith("reduce_") else snake
+    if source is not None:
+        found = _tf_ops_from_python(api, source)
+        if found:
+            return found
+        generated = _tf_gen_ops(source)  # the release's gen_*_ops.py: python name -> op ("lrn" -> "LRN")
+        for name in (snake, base):
+            if name in generated:
+                return (generated[name],)
+    return ("".join(p[:1].upper() + p[1:] for p in base.split("_")),)
+
+
+def _tf_ops_from_python(api: str, source: SourceProvider) -> tuple[str, ...]:
+    """Read the API's Python definition (found by its tf_export name) for `gen_*_ops.x(` calls."""
+    exported = api.split(".", 1)[1] if "." in api else api
+    for prefix in ("compat.v1.", "compat.v2."):
+        exported = exported.removeprefix(prefix)
+    marker = f'"{exported}"'
+    for path in (p for p in source.list_files() if p.startswith("tensorflow/python/ops/") and p.endswith(".py")
+                 and not p.rsplit("/", 1)[-1].startswith("gen_")):
+        text = source.read_text(path)
+        if not text or marker not in text:
+            continue
+        pos = text.find(marker)
+        m = re.compile(r"\n(?:@[^\n]*\n)*def \w+\(").search(text, pos)
+        if m is None:
+            continue
+        end = re.compile(r"\n(?:@|def |class )").search(text, m.end())
+        body = text[m.end(): end.start() if end else len(text)]
+        calls = list(dict.fromkeys(c.group(1) for c in _GEN_CALL.finditer(body)))
+        if calls:
+            # the op named like the API first: matrix_transpose calls range() before transpose()
+            leaf = exported.rsplit(".", 1)[-1]
+            calls.sort(key=lambda c: -difflib.SequenceMatcher(None, c, leaf).ratio())
+            generated = _tf_gen_ops(source)
+            return tuple(generated.get(c) or "".join(p[:1].upper() + p[1:] for p in c.split("_")) for c in calls)
+    return ()
+
+
+_GEN_OP = re.compile(r'(?:_apply_op_helper\(\s*|execute\(\s*b|FastPathExecute\(\s*_ctx,\s*)"(\w+)"')
+
+
+def _tf_gen_ops(source: SourceProvider) -> dict[str, str]:
+    """Python function name -> raw op name, read from the generated `gen_*_ops.py` wrappers."""
+    out: dict[str, str] = {}
+    for path in source.list_files():
+        base = path.rsplit("/", 1)[-1]
+        if not (path.startswith("tensorflow/python/ops/") and base.startswith("gen_") and base.endswith(".py")):
+            continue
+        text = source.read_text(path) or ""
+        for chunk in text.split("\ndef ")[1:]:
+            fname = chunk.split("(", 1)[0].strip()
+            m = _GEN_OP.search(chunk)
+            if m and fname and not fname.endswith("_eager_fallback"):
+                out.setdefault(fname, m.group(1))
+    return out
+
+
+_TF_KERNEL_DIR = "tensorflow/core/kernels/"
+
+
+def _localize_tensorflow(
+    issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
+) -> Localization:
+    label = method
+    title = _title_tokens(issue.title)
+    ops: dict[str, OpRef] = {}
+    for api in ([divergent_op] if divergent_op else []) + _api_list(extraction, "tensorflow"):
+        if api.startswith(_TF_NAMESPACE_SKIP):
+            continue
+        leaf = api.split(".")[-1]
+        in_title = leaf.lower() in title
+        weight = 1.0 if api == divergent_op or in_title else (0.15 if leaf in _TF_INCIDENTAL else 0.9)
+        for i, op in enumerate(tf_raw_ops(api, source if method == "sftl" else None)):
+            w = weight * (1.0 if i == 0 else 0.8)
+            if op not in ops or ops[op].weight < w:
+                ops[op] = OpRef(op, w, api)
+    if not ops:
+        return Localization(label, (), Outcome.ABSTAINED, "no TensorFlow operation found in the report")
+    ordered = sorted(ops.values(), key=lambda o: -o.weight)
+    files = [f for f in source.list_files() if f.startswith(_TF_KERNEL_DIR)]
+    board = _Board()
+    div = divergent_side(issue, extraction)
+    texts: dict[str, str] = {}
+    if method == "sftl":
+        for path in files:
+            if path.endswith((".cc", ".h", ".cu.cc", ".cuh")):
+                text = source.read_text(path)
+                if text is not None:
+                    texts[path] = text
+    if texts:
+        _tf_registrations(ordered, texts, board)
+    registered = bool(board.files)
+    cues = report_cues(issue, extraction) if method == "sftl" else Cues()
+    # a header-only listing infers the implementation files even beside a registration a header holds
+    inferred = method == "sftl" and _tf_header_only(files) and _tf_headers(ordered, texts, set(files), board, cues)
+    if not registered and not inferred:
+        _tf_names(ordered, files, board, fuzzy_only=method == "paper")
+    if not board.files:
+        return Localization(label, (), Outcome.ABSTAINED,
+                            f"no kernel file for {', '.join(o.name for o in ordered[:5])} in {source.description}")
+    weights: dict[Side | None, float] = (_side_weights(div, cues if inferred else None) if method == "sftl"
+                                         else {s: 1.0 for s in Side})
+    suspects = _rank(board, weights, top, label, _tf_side)
+    how = "REGISTER_KERNEL_BUILDER in contents" if registered and not inferred else (
+        "kernel headers only: implementation files inferred from the headers declaring the op's functor or named after it"
+        if inferred else "kernel file names (no registration found in the contents)" if texts
+        else "kernel file names (no C++ contents in the source)")
+    return Localization(label, tuple(suspects), Outcome.LOCATED,
+                        f"ops: {', '.join(o.name for o in ordered[:5])}; {how}; {div.why}")
+
+
+def _tf_side(path: str) -> Side | None:
+    base = path.rsplit("/", 1)[-1]
+    if ".cu." in base or base.endswith((".cu", ".cuh")) or "_gpu" in base or "gpu_" in base or "/gpu/" in path:
+        return Side.CUDA
+    if path.startswith(_TF_KERNEL_DIR):
+        return Side.SHARED
+    return Side.PYTHON if path.endswith(".py") else Side.SHARED
+
+
+def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: _Board) -> None:
+    for op in ops:
+        builder = re.compile(r'Name\(\s*"' + re.escape(op.name) + r'"\s*\)')
+        cwise = re.compile(r'REGISTER\d*\(\s*\w+\s*,\s*(CPU|GPU)\s*,\s*"' + re.escape(op.name) + r'"')
+        for path, text in texts.items():
+            if f'"{op.name}"' not in text:
+                continue
+            devices = set()
+            for m in builder.finditer(text):
+                window = text[m.end(): m.end() + 200]
+                dm = re.search(r"DEVICE_(CPU|GPU)", window)
+                devices.add(dm.group(1) if dm else "?")
+            devices.update(m.group(1) for m in cwise.finditer(text))
+            if not devices:
+                continue
+            where = "/".join(sorted(devices))
+            board.add(path, op.weight, f'REGISTER_KERNEL_BUILDER(Name("{op.name}")) for {where} [{op.origin}]')
+            if "GPU" in devices or "?" in devices:
+                stem = path[: -len(".cc")] if path.endswith(".cc") else path
+                companions = [stem + "_gpu.cu.cc", stem + "_gpu.h", stem + ".h", stem + "_impl.h"]
+                base = path.rsplit("/", 1)[-1]
+                cm = re.match(r"cwise_op_(\w+?)(?:_\d+)?\.cc$", base)
+                if cm:
+                    companions.append(f"{_TF_KERNEL_DIR}cwise_op_gpu_{cm.group(1)}.cu.cc")
+                for comp in companions:
+                    if comp in texts and comp != path:
+                        board.add(comp, op.weight * 0.95, f"GPU implementation beside {base} for {op.name}")
+
+
+def _tf_names(ops: list[OpRef], files: list[str], board: _Board, fuzzy_only: bool) -> None:
+    """Without contents: x_op.cc, x_op_gpu.cu.cc, cwise_op_x.cc, fuzzy-matched against the listing."""
+    stems: dict[str, list[str]] = defaultdict(list)
+    for path in files:
+        stems[path.rsplit("/", 1)[-1].split(".")[0]].append(path)
+    for op in ops:
+        snake = _snake(op.name)
+        predicted = [f"{snake}_op", f"{snake}_op_gpu", f"cwise_op_{snake}", f"cwise_op_gpu_{snake}", f"{snake}_ops",
+                     f"reduction_ops_{snake}"] if not fuzzy_only else [f"{snake}_op", f"{snake}_op_gpu"]
+        for pred in predicted:
+            exact = stems.get(pred)
+            if exact:
+                for path in exact:
+                    board.add(path, op.weight, f"file name {pred} predicted from op {op.name}")
+                continue
+            for match in difflib.get_close_matches(pred, list(stems), n=3, cutoff=0.6):
+                ratio = difflib.SequenceMatcher(None, pred, match).ratio()
+                for path in stems[match]:
+                    board.add(path, op.weight * ratio * 0.9, f"name {match} ~ predicted {pred} ({ratio:.2f}) for {op.name}")
+
+
+# A wheel or an installed package carries tensorflow/core/kernels/*.h but no .cc/.cu.cc: the headers declaring
+# an op's functor name its implementation files by TensorFlow's fixed layout, which are inferred, never read.
+_TF_FAMILIES = (  # ops whose functors a header declares under a family name, not the op's
+    (re.compile(r"^(?:Sparse)?(?:Unsorted)?Segment[A-Z]"), "segment_reduction_ops"),
+    (re.compile(r"^(?:Sum|Mean|Max|Min|Prod|Any|All|EuclideanNorm)$"), "reduction_ops"),
+    (re.compile(r"^Cum(?:sum|prod|ulativeLogsumexp)$"), "scan_ops"),
+)
+_TF_DECL = re.compile(r"\b(?:struct|class)\s+(\w+)\s*(?:final\s*)?(?:[:{]|<[^;{}]*>\s*[:{])")
+_TF_DECL_SUFFIX = re.compile(r"(?:Functor|Reducer|Op|GPU|Kernel|Impl)$")
+_TF_IMPL_STEM = re.compile(r"^(?P<stem>\w+?_(?:ops|op|functor))(?:_(?:functor|impl|gpu|cpu|common))*$")
+_INFERRED = "source not available; inferred from {h} by TensorFlow's naming convention"
+
+
+def _tf_header_only(files: list[str]) -> bool:
+    """A listing with kernel headers but no kernel .cc files: a wheel or an installed package."""
+    return any(f.endswith(".h") for f in files) and not any(f.endswith(".cc") for f in files)
+
+
+def _tf_stem(path: str) -> str:
+    base = path.rsplit("/", 1)[-1]
+    return base[: -len(".cu.h")] if base.endswith(".cu.h") else base.rsplit(".", 1)[0]
+
+
+def _tf_compact(stem: str) -> str:
+    """'maxpooling_op_gpu' -> 'maxpooling': the op words of a header's name."""
+    words = [w for w in stem.split("_") if w not in ("op", "ops", "functor", "gpu", "cpu", "impl", "common")]
+    return "".join(words)
+
+
+def _tf_declaring(op: str, texts: dict[str, str]) -> list[tuple[str, float, str, str]]:
+    """Headers declaring `op`'s functor: (path, strength, why, cwise functor name or "")."""
+    base = re.sub(r"(?:V\d+|Native)$", "", op)
+    snake = _snake(base)
+    compact = snake.replace("_", "")
+    family = next((stem for rx, stem in _TF_FAMILIES if rx.match(op)), None)
+    hits: list[tuple[str, float, str, str]] = []
+    for path, text in texts.items():
+        if not path.endswith(".h"):
+            continue
+        stem = _tf_stem(path)
+        best, why, functor = 0.0, "", ""
+        if family and stem == family:
+            best, why = 1.0, f"{op} belongs to the {family} family"
+        decls = set(_TF_DECL.findall(text))
+        if stem == "cwise_ops" and snake in decls:
+            best, why, functor = 0.95, f"declares the cwise functor functor::{snake}", snake
+        for d in decls:
+            core = _TF_DECL_SUFFIX.sub("", d) or d
+            if core == base and 0.95 > best:
+                best, why = 0.95, f"declares functor::{d}"
+            elif len(core) >= 4 and base.startswith(core) and base[len(core):][:1].isupper() and 0.8 > best:
+                best, why = 0.8, f"declares functor::{d}"
+        c = _tf_compact(stem)
+        if c == compact and 0.9 > best:
+            best, why = 0.9, f"header named after {op}"
+        elif len(c) >= 4 and len(compact) >= 4 and (compact.startswith(c) or c.startswith(compact)) and 0.75 > best:
+            best, why = 0.75, f"header name {stem} ~ {snake}"
+        if best:
+            hits.append((path, best, why, functor))
+    if family and any(_tf_stem(p) == family for p, *_ in hits):
+        hits = [(p, s if _tf_stem(p) == family else s * 0.7, w, f) for p, s, w, f in hits]
+    return hits
+
+
+def _tf_inferred(header: str, op: str, functor: str) -> list[tuple[str, Side | None]]:
+    """The implementation files TensorFlow's layout puts beside a declaring header, with their side."""
+    folder, stem = header.rsplit("/", 1)[0] + "/", _tf_stem(header)
+    if stem == "cwise_ops":  # cwise_op_floor_div.cc, cwise_op_gpu_floor_div.cu.cc; only through a functor's name
+        return [(f"{folder}cwise_op_gpu_{functor}.cu.cc", Side.CUDA),
+                (f"{folder}cwise_op_{functor}.cc", Side.SHARED)] if functor else []
+    if stem == "reduction_ops":  # one .cc per reduction (reduction_ops_mean.cc); GPU files go by dtype
+        return [(f"{folder}reduction_ops_{_snake(op)}.cc", Side.SHARED)]
+    m = _TF_IMPL_STEM.match(stem)
+    if m is None:
+        return []
+    impl = m.group("stem")
+    return [(f"{folder}{impl}_gpu.cu.cc", Side.CUDA), (f"{folder}{impl}.cc", Side.SHARED)]
+
+
+def _tf_gpu_companions(header: str, texts: dict[str, str]) -> list[str]:
+    """GPU-side headers of the same kernel family in the same folder (bias_op.h -> bias_op_gpu.h)."""
+    folder, stem = header.rsplit("/", 1)[0] + "/", _tf_stem(header)
+    m = _TF_IMPL_STEM.match(stem)
+    prefix = re.sub(r"_(?:ops|op|functor)$", "", m.group("stem")) if m else stem
+    return [p for p in texts if p != header and p.startswith(folder) and "/" not in p[len(folder):]
+            and _tf_stem(p).startswith(prefix + "_") and "gpu" in _tf_stem(p)]
+
+
+def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board: _Board, cues: Cues) -> bool:
+    """Rank the headers declaring each op's functor and the implementation files they name by convention."""
+    found = False
+    for op in ops:
+        hits = _tf_declaring(op.name, texts)
+        if not hits:
+            continue
+        found = True
+        top = max(s for _, s, _, _ in hits)
+        # a header that registers the op's GPU kernel itself (matmul_op_impl.h) holds it: no .cu.cc to infer
+        gpu_reg = re.compile(r'Name\(\s*"' + re.escape(op.name) + r'"\s*\)\s*\.Device\(\s*DEVICE_GPU')
+        gpu_in_header = any(gpu_reg.search(t) for p, t in texts.items() if p.endswith(".h"))
+        for header, strength, why, functor in hits:
+            if strength < top * 0.75:
+                continue  # a weaker name likeness beside a header that declares the op
+            w = op.weight * strength
+            name = header.rsplit("/", 1)[-1]
+            board.add(header, w * 0.94, f"{name}: {why} [{op.origin}]")
+            for path, side in _tf_inferred(header, op.name, functor):
+                if path in known or (side is Side.CUDA and gpu_in_header):
+                    continue  # listed, so not inferred (never the case in a wheel); or registered in a header
+                score = w if side is Side.CUDA else w * 0.97
+                board.add(path, score, f"{_INFERRED.format(h=header)} ({name}: {why}) [{op.origin}]", side)
+            comps = [c for c in _tf_gpu_companions(header, texts)
+                     if "grad" not in c.rsplit("/", 1)[-1] or "Grad" in op.name]  # backward headers: not a forward op's
+            for comp in comps:
+                board.add(comp, w * 0.96, f"GPU-side header beside {name} for {op.name}", Side.CUDA)
+            if cues.nan and _COMPARING_OPS.search(_snake(op.name)):
+                # the headers whose code handles NaN (isnan, x != x, a NaN-propagating functor) hold the comparison
+                for path in [header, *comps]:
+                    if _OWN_NAN.search(texts[path]) or "NaN" in texts[path]:
+                        board.add(path, w * _LIFT, f"{cues.nan}: {path.rsplit('/', 1)[-1]} handles NaN for {op.name}",
+                                  Side.CUDA if path in comps else None)
+            elif cues.value_dependent and functor:
+                board.add(header, w * _LIFT, f"{cues.value_dependent}: the math is the functor in {name}")
+    return found
