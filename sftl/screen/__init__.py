@@ -1,0 +1,132 @@
+"""Screening of reports into mme / gcrde / other: the published TF-IDF keyword method, a learned mode, duplicates.
+
+The package by concern: `sections` (a report apart from its template), `rules` (mme match, gcrde points),
+`documents` (a report prepared for screening), `keywords` (the published method), `learned` (the learned
+mode), `similar` (duplicate candidates), `stage` (screen one issue, many, or a store's targets).
+
+Keyword mode (`KeywordScreener`), the published method:
+
+    TF(t, d)  = n_td / sum_k n_kd                  (term count over the document's token count)
+    IDF(t)    = log(|D| / (1 + |{d in D: t in d}|)) (fitted on the stored corpus; floored at 0)
+    score_c(d) = sum_{t in K_c} w_t * TF(t, d) * IDF(t)
+
+over unigrams to trigrams (counts equal to scikit-learn's CountVectorizer with the keyword vocabulary,
+lowercase, token pattern `\\b\\w+\\b`, built without enumerating every n-gram; a test checks the
+equality). A report is read in sections and each section's counts are weighted (`SECTION_WEIGHTS`):
+title 2, description 1, output/error 1, code 0.5, template 0 -- so PyTorch's collect_env block
+("Is CUDA available", "GPU models and configuration", "CUDA used to build") and
+TensorFlow's template ("CUDA/cuDNN version", "GPU model and memory") do not push every report to gcrde.
+
+A category fires when its score reaches its threshold (`THRESHOLDS`: mme 0.005, gcrde 0.005) AND its
+rule agrees (the keyword score alone confuses CPU/GPU-mentioning reports that are not discrepancies).
+A matched mme rule, or gcrde evidence of 4 points or more, decides even below the threshold: TF is
+diluted by long tracebacks and IDF vanishes in a corpus where every report says "CUDA".
+
+* mme: a Python `AttributeError ... has no attribute` / `module 'x' has no attribute` / `No module named`
+  / `cannot import name` is stated, naming a framework module or raised in framework frames; vetoed by
+  the hard negatives (DLL load failed, undefined symbol, WinError 126, `__main__` modules, TorchScript's
+  `RuntimeError: Module 'X' has no attribute`, IPython's `_render_traceback_`, user modules).
+* gcrde: device-comparison evidence (CPU and GPU/CUDA/MPS in one comparing sentence, code run on both
+  devices, "works on GPU, fails on CPU"), minus the hard negatives (out of memory, speed comparisons,
+  run-to-run nondeterminism, "on both CPU and GPU", XLA/jit_compile or NumPy or OS comparisons, cuDNN
+  and driver set-up failures, "runs on CPU instead of GPU"). Points (`gcrde_evidence`): title comparing
+  devices +2 (+3 with a difference word); one sentence "on the CPU ... but on the GPU" +3, else a
+  comparing sentence +2, else adjacent contrasting sentences +1/+1.5; snippet on both devices +1.5
+  (GPU snippet, CPU in the text +1); CPU, GPU and a difference word +1; device-labelled outputs +1;
+  "works on one device" +1; results changing after `.to("cuda")` or with the GPU hidden +2 (title) / +1
+  (sentence), at most +3; negatives: same on both (or "CPU and GPU agree") -4, speed -3, out of memory -3,
+  placement -3, nondeterminism -2 (-4 when the title is about run-to-run variation, whose devices then do
+  not count; "deterministic = True" is not nondeterminism), set-up failure -2, other comparison axis
+  (XLA, compile, NumPy/SciPy reference) -1.5, build -1. A device named as untested ("CPU not tested") is
+  no comparison. Fires at 2.5.
+
+Learned mode (`LearnedScreener`): logistic regression over TF-IDF of the same sections plus the rule
+features, calibrated (sigmoid), abstaining ("needs human triage") below the confidence that reached the
+precision target in cross-validation. Saved as a versioned joblib artefact.
+"""
+
+from __future__ import annotations
+
+from sftl.screen.documents import (
+    Doc,
+    prepare,
+    prepare_many,
+)
+from sftl.screen.keywords import (
+    KEYWORDS,
+    SECTION_WEIGHTS,
+    THRESHOLDS,
+    KeywordScreener,
+    default_screener,
+)
+from sftl.screen.learned import (
+    ARTEFACT_FORMAT,
+    ARTEFACT_VERSION,
+    CLASSES,
+    FEATURE_NAMES,
+    LearnedScreener,
+    load_labels,
+    model_path,
+)
+from sftl.screen.rules import (
+    FRAMEWORK_DEPS,
+    FRAMEWORK_MODULES,
+    GCRDE_RULE_MIN,
+    STRONG_GCRDE_MARGIN,
+    RuleEvidence,
+    _default_and_gpu_call,
+    gcrde_evidence,
+    mme_evidence,
+    rule_evidence,
+)
+from sftl.screen.sections import (
+    Sections,
+    read_sections,
+)
+from sftl.screen.similar import (
+    duplicate_text,
+    similar,
+)
+from sftl.screen.stage import (
+    MIN_CORPUS,
+    rules_screening,
+    screen,
+    screen_corpus,
+    screen_many,
+)
+
+__all__ = [
+    "ARTEFACT_FORMAT",
+    "ARTEFACT_VERSION",
+    "CLASSES",
+    "Doc",
+    "FEATURE_NAMES",
+    "FRAMEWORK_DEPS",
+    "FRAMEWORK_MODULES",
+    "GCRDE_RULE_MIN",
+    "KEYWORDS",
+    "KeywordScreener",
+    "LearnedScreener",
+    "MIN_CORPUS",
+    "RuleEvidence",
+    "SECTION_WEIGHTS",
+    "STRONG_GCRDE_MARGIN",
+    "Sections",
+    "THRESHOLDS",
+    "_default_and_gpu_call",
+    "default_screener",
+    "duplicate_text",
+    "gcrde_evidence",
+    "load_labels",
+    "mme_evidence",
+    "model_path",
+    "prepare",
+    "prepare_many",
+    "read_sections",
+    "rule_evidence",
+    "rules_screening",
+    "screen",
+    "screen_corpus",
+    "screen_many",
+    "similar",
+]
