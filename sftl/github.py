@@ -7,7 +7,9 @@ Public interface (other stages code against it):
   GitHub REST objects to model dataclasses (InputError on malformed objects).
 - `issue_to_json(issue) -> dict`: the reverse, so exports re-import losslessly.
 - `GitHubClient(settings)`: `get_issue`, `get_comments`, `iter_issue_pages`,
-  `iter_comment_pages` (the repository-wide comment listing), `get_tree`, `get_raw_file`.
+  `iter_comment_pages` (the repository-wide comment listing), `get_tree`, `get_raw_file`,
+  `commit_at` (the commit current at a date) and `download_tarball` (a release's source archive,
+  streamed to disk and resumable).
   Every GET goes through an on-disk cache under `settings.cache_dir/http` (ETag / Last-Modified
   conditional requests; a 304 costs no rate limit), the primary and secondary rate limits, and
   retries with exponential backoff + jitter. With `settings.offline` only the cache answers and a
@@ -33,7 +35,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 import requests
 
@@ -60,6 +62,8 @@ CACHE_MAX_BYTES = 1 << 30  # the automatic bound of the HTTP cache (1 GiB)
 CACHE_MAX_AGE_S = 180 * 86400.0  # entries unused for half a year go
 CACHE_PRUNE_INTERVAL_S = 3600.0  # automatic pruning scans the cache at most hourly
 _PRUNE_MARK = ".last-prune"
+_REDIRECTS = (301, 302, 303, 307, 308)
+_CHUNK = 1 << 16
 
 
 # -- targets --------------------------------------------------------------------------------------
@@ -309,6 +313,7 @@ class ClientStats:
     offline_hits: int = 0
     retries: int = 0
     waited_s: float = 0.0
+    downloaded: int = 0  # bytes of archive bodies streamed to disk (download_tarball)
 
 
 @dataclass(frozen=True)
@@ -514,6 +519,144 @@ class GitHubClient:
             return None
         return resp.body.decode("utf-8", errors="replace")
 
+    def commit_at(self, repo: str, until: str, branch: str | None = None) -> tuple[str, str] | None:
+        """(sha, committer date) of the newest commit of `branch` (the default branch when None) at or before
+        `until` (an ISO timestamp): the commits API with `until=`, one request. None when there is none."""
+        params: dict[str, Any] = {"until": until, "per_page": 1}
+        if branch:
+            params["sha"] = branch
+        what = f"the commit of {repo}{'@' + branch if branch else ''} current at {until}"
+        data = self._json(self._get(self._url(f"/repos/{repo}/commits", params), what=what))
+        if not isinstance(data, list):
+            raise GitHubError(f"unexpected answer for {what}: not a list")
+        if not data:
+            return None
+        first = data[0] if isinstance(data[0], dict) else {}
+        sha = first.get("sha")
+        if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{7,40}", sha):
+            raise GitHubError(f"unexpected answer for {what}: no commit sha")
+        commit = first.get("commit")
+        committer = commit.get("committer") if isinstance(commit, dict) else None
+        date = committer.get("date") if isinstance(committer, dict) else None
+        return sha, date if isinstance(date, str) else ""
+
+    def download_tarball(
+        self, repo: str, ref: str, dest: Path, progress: Callable[[str, int, int | None], None] | None = None
+    ) -> Path:
+        """Stream `GET /repos/{repo}/tarball/{ref}` (a .tar.gz of the tree at `ref`) to `dest`; returns `dest`.
+
+        The API answers with a redirect to the archive host, followed here by hand so the token never
+        leaves for another host. The body is streamed to `dest.part`, with the URL and validator it came
+        from beside it (`dest.part.json`): a download killed half-way resumes with an HTTP Range request
+        when the server honours it, and starts over when it does not. `dest` appears only complete
+        (renamed into place). `progress(event, done, total)` sees "start", "update" and "end" (total None
+        when the server sends no length). One API request; the archive host's requests are counted too.
+        """
+        what = f"the source archive of {repo}@{ref}"
+        if self.settings.offline:
+            raise OfflineMissError(f"offline: {what} is not downloaded")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(dest.name + ".part")
+        meta_path = dest.with_name(dest.name + ".part.json")
+        meta = _read_json_file(meta_path)
+        location: str | None = meta.get("url") if isinstance(meta.get("url"), str) and part.is_file() else None
+        validator = meta.get("validator") if location and isinstance(meta.get("validator"), str) else None
+        if location is None:
+            part.unlink(missing_ok=True)
+        api_url = self._url(f"/repos/{repo}/tarball/{quote(ref, safe='')}")
+        attempt = 0
+        asked_api = False
+        while True:
+            resp: requests.Response | None = None
+            offset = part.stat().st_size if part.is_file() else 0
+            if location is None:
+                if asked_api and attempt > self.settings.max_retries:
+                    raise GitHubError(f"cannot download {what}: the archive host refused it after {attempt} attempts")
+                asked_api = True
+                resp = self._send(api_url, {}, what, allow_redirects=False, stream=True)
+                if resp.status_code in _REDIRECTS:
+                    target = resp.headers.get("Location") or ""
+                    resp.close()
+                    resp = None
+                    if not target:
+                        raise GitHubError(f"GitHub redirected {what} nowhere (no Location header)")
+                    location = urljoin(api_url, target)
+                    validator = None
+                else:  # the API served the archive itself: the whole body, from the start
+                    location, validator, offset = api_url, None, 0
+            problem = ""
+            try:
+                if resp is None:
+                    resp = self._archive_get(location, offset, validator, what)
+                    if resp.status_code in (403, 404, 410) and location != api_url:
+                        resp.close()  # a signed archive URL that expired: ask the API for a fresh one
+                        location = None
+                        attempt += 1
+                        continue
+                    if resp.status_code == 416 or resp.status_code >= 500:
+                        resp.close()
+                        raise requests.ConnectionError(f"archive host answered {resp.status_code}")
+                    if resp.status_code >= 400:
+                        raise GitHubError(f"the archive host answered {resp.status_code} for {what}")
+                    if resp.status_code != 206 or not _range_starts_at(resp.headers.get("Content-Range"), offset):
+                        offset = 0  # no partial content: the whole archive again
+                total = _content_length(resp)
+                total = total + offset if total is not None else None
+                validator = resp.headers.get("ETag") or resp.headers.get("Last-Modified") or validator
+                _write_json_file(meta_path, {"url": location, "validator": validator, "repo": repo, "ref": ref})
+                done = offset
+                if progress:
+                    progress("start", done, total)
+                with open(part, "r+b" if offset else "wb") as fh:
+                    fh.seek(offset)
+                    fh.truncate()
+                    for chunk in resp.iter_content(_CHUNK):
+                        fh.write(chunk)
+                        done += len(chunk)
+                        self.stats.downloaded += len(chunk)
+                        if progress:
+                            progress("update", done, total)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                if total is not None and done != total:
+                    raise requests.exceptions.ChunkedEncodingError(f"{done} of {total} bytes")
+                os.replace(part, dest)
+                meta_path.unlink(missing_ok=True)
+                if progress:
+                    progress("end", done, total)
+                return dest
+            except requests.Timeout:
+                problem = f"timed out after {self.settings.http_timeout:g} s"
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+                problem = f"connection failed ({type(exc).__name__}: {str(exc)[:120]})"
+            except requests.RequestException as exc:
+                raise GitHubError(f"cannot download {what}: {exc}") from exc
+            finally:
+                if resp is not None:
+                    resp.close()
+            attempt += 1
+            if attempt > self.settings.max_retries:
+                have = part.stat().st_size if part.is_file() else 0
+                raise GitHubError(
+                    f"cannot download {what}: {problem} after {attempt} attempts; "
+                    f"{have} bytes kept, the next run resumes from there"
+                )
+            self.stats.retries += 1
+            self._wait(self._backoff(attempt - 1))
+
+    def _archive_get(self, url: str, offset: int, validator: str | None, what: str) -> requests.Response:
+        """One streamed GET of an archive URL, from `offset` when resuming (Range, If-Range)."""
+        headers: dict[str, Any] = {"Accept": "*/*", "X-GitHub-Api-Version": None}
+        if urlsplit(url).netloc != urlsplit(self.api_url).netloc:
+            headers["Authorization"] = None  # the token is for the API host only
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+            if validator:
+                headers["If-Range"] = validator
+        self.stats.requests += 1
+        timeout = (self.settings.http_timeout, self.settings.http_timeout)
+        return self.session.get(url, headers=headers, timeout=timeout, stream=True, allow_redirects=True)
+
     # -- plumbing
 
     def _url(self, path: str, params: dict[str, Any] | None = None) -> str:
@@ -610,7 +753,9 @@ class GitHubClient:
             )
         self._wait(wait)
 
-    def _send(self, url: str, headers: dict[str, str], what: str) -> requests.Response:
+    def _send(
+        self, url: str, headers: dict[str, str], what: str, *, allow_redirects: bool = True, stream: bool = False
+    ) -> requests.Response:
         attempt = 0
         limited = 0
         host = urlsplit(url).netloc
@@ -623,9 +768,11 @@ class GitHubClient:
             try:
                 self.stats.requests += 1
                 resp = self.session.get(
-                    url, headers=headers, timeout=(self.settings.http_timeout, self.settings.http_timeout)
+                    url, headers=headers, timeout=(self.settings.http_timeout, self.settings.http_timeout),
+                    allow_redirects=allow_redirects, stream=stream,
                 )
-                _ = resp.content  # read the body inside the timeout/retry net
+                if not stream:
+                    _ = resp.content  # read the body inside the timeout/retry net
             except requests.Timeout:
                 problem = f"timed out after {self.settings.http_timeout:g} s"
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
@@ -635,7 +782,7 @@ class GitHubClient:
             else:
                 self._note_limits(resp)
                 status = resp.status_code
-                if status < 300 or status == 304:
+                if status < 300 or status == 304 or (not allow_redirects and status in _REDIRECTS):
                     return resp
                 message = _message(resp)
                 if status in (403, 429) and (
@@ -795,6 +942,33 @@ def prune_cache(
     except OSError:
         pass
     return CacheUsage(str(root), len(kept), total, min((e[0] for e in kept), default=None), removed, freed)
+
+
+def _read_json_file(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json_file(path: Path, obj: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _content_length(resp: requests.Response) -> int | None:
+    """The body's length when the server says it (and sends it uncompressed by the transport)."""
+    if resp.headers.get("Content-Encoding") not in (None, "", "identity"):
+        return None
+    value = resp.headers.get("Content-Length")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _range_starts_at(content_range: str | None, offset: int) -> bool:
+    m = re.match(r"bytes\s+(\d+)-", content_range or "")
+    return m is not None and int(m.group(1)) == offset
 
 
 def _float_or_none(value: str | None) -> float | None:

@@ -3,7 +3,9 @@
 Serves data you give it, the way api.github.com does: issue listings with `per_page`/`page`,
 `state`, `since`, `labels`, `sort`/`direction` and `Link` headers; single issues; comments, per
 issue and repository-wide (`/repos/o/r/issues/comments` with `since`, `sort`, `direction`);
-git trees; raw file contents; ETags with 304s (which cost no rate limit); rate-limit headers;
+git trees; raw file contents; commits with `until=`/`sha=`; source archives (`/repos/o/r/tarball/{ref}`
+redirecting to `/_codeload/...`, which honours Range unless told not to and can trickle its body);
+ETags with 304s (which cost no rate limit); rate-limit headers;
 and HTML pages (for the browser crawler) at `/{owner}/{repo}/issues/{n}`. Faults are injected
 per path pattern: a status (502, 403 + Retry-After, ...), extra headers, a delay (a stalled
 response), or a connection dropped mid-body.
@@ -131,6 +133,12 @@ class GitHubServer:
         self.files: dict[tuple[str, str, str], bytes] = {}
         self.pages: dict[str, str] = {}  # path -> HTML
         self.redirects: dict[str, str] = {}  # path -> location (302), e.g. an issue number that is a PR
+        self.archives: dict[tuple[str, str], bytes] = {}  # (repo, ref) -> .tar.gz bytes
+        self.archive_ranges = True  # False: the archive host ignores Range (answers 200 with the whole body)
+        self.archive_chunk = 1 << 16  # bytes per write of an archive body
+        self.archive_chunk_delay = 0.0  # seconds between writes: a slow download (to kill it half-way)
+        self.archive_length = True  # False: no Content-Length (GitHub's archive host often streams without one)
+        self.commits: dict[str, list[dict[str, Any]]] = {}  # repo -> REST commit objects, newest first
         self.token = token
         self.rate_limit = rate_limit
         self.remaining = rate_limit
@@ -162,6 +170,16 @@ class GitHubServer:
 
     def add_file(self, repo: str, ref: str, path: str, content: str | bytes) -> None:
         self.files[(repo, ref, path)] = content.encode() if isinstance(content, str) else content
+
+    def add_archive(self, repo: str, ref: str, data: bytes) -> None:
+        """Serve `data` (a .tar.gz) for `/repos/{repo}/tarball/{ref}`, through a redirect as GitHub does."""
+        self.archives[(repo, ref)] = data
+
+    def add_commit(self, repo: str, sha: str, date: str, branch: str | None = None) -> None:
+        """A commit on `branch` (None: the default branch) committed at `date` (ISO, Z)."""
+        obj = {"sha": sha, "commit": {"committer": {"date": date}, "message": f"commit {sha[:7]}"}, "branch": branch}
+        self.commits.setdefault(repo, []).append(obj)
+        self.commits[repo].sort(key=lambda c: c["commit"]["committer"]["date"], reverse=True)
 
     def add_page(self, path: str, html: str) -> None:
         self.pages[path] = html
@@ -270,6 +288,19 @@ class GitHubServer:
             import base64
 
             return 200, {}, _json({"type": "file", "encoding": "base64", "content": base64.b64encode(content).decode()}), True
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/tarball/(.+)", path)
+        if m:
+            repo, ref = m.group(1), unquote(m.group(2))
+            if (repo, ref) not in self.archives:
+                return _not_found()
+            return 302, {"Location": f"{self.url}/_codeload/{repo}/legacy.tar.gz/{ref}"}, b"", True
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits", path)
+        if m:
+            until, branch = query.get("until"), query.get("sha")
+            found = [c for c in self.commits.get(m.group(1), []) if (until is None or c["commit"]["committer"]["date"] <= until)
+                     and (branch is None or c.get("branch") in (None, branch))]
+            per_page = max(1, min(100, int(query.get("per_page", 30))))
+            return 200, {}, _json([{k: v for k, v in c.items() if k != "branch"} for c in found[:per_page]]), True
         if path.startswith("/repos/"):
             return _not_found()
         if path in self.redirects:
@@ -339,6 +370,27 @@ class GitHubServer:
         return 200, headers, _json(chunk), True
 
 
+def make_tarball(repo: str, sha: str, files: dict[str, str | bytes]) -> bytes:
+    """A .tar.gz laid out as GitHub's archives are: one top folder `owner-repo-<sha7>/` holding the tree."""
+    import io
+    import tarfile
+
+    top = f"{repo.replace('/', '-')}-{sha[:7]}"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo(top)
+        info.type = tarfile.DIRTYPE
+        info.mode = 0o755
+        tar.addfile(info)
+        for name, content in sorted(files.items()):
+            raw = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(raw)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(raw))
+    return buf.getvalue()
+
+
 def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
@@ -375,6 +427,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items()}
         is_api = path.startswith("/repos/")
         fault = gh._take_fault(path)
+        if path.startswith("/_codeload/"):
+            return self._archive(path, query, headers, fault)
         if fault is not None and fault.delay:
             time.sleep(fault.delay)
         if fault is not None and fault.status is not None:
@@ -402,6 +456,49 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.drop:
             return self._drop(path, query, headers, status, extra, body)
         self._send(path, query, headers, status, {**(self._limit_headers() if api else {}), **extra}, body)
+
+    def _archive(self, path: str, query: dict[str, str], headers: dict[str, str], fault: Fault | None) -> None:
+        """The archive host: Range (unless switched off), a trickled body, faults (a status, a drop half-way)."""
+        gh = self.gh
+        m = re.fullmatch(r"/_codeload/([^/]+/[^/]+)/legacy\.tar\.gz/(.+)", path)
+        data = gh.archives.get((m.group(1), unquote(m.group(2)))) if m else None
+        if fault is not None and fault.delay:
+            time.sleep(fault.delay)
+        if fault is not None and fault.status is not None:
+            return self._send(path, query, headers, fault.status, {"Content-Type": "text/plain"}, fault.body or b"")
+        if data is None:
+            return self._send(path, query, headers, 404, {"Content-Type": "text/plain"}, b"Not Found")
+        etag = '"' + hashlib.sha1(data).hexdigest() + '"'
+        start, status = 0, 200
+        rng = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
+        if rng and gh.archive_ranges and self.headers.get("If-Range", etag) == etag:
+            start, status = int(rng.group(1)), 206
+            if start >= len(data):
+                return self._send(path, query, headers, 416, {"Content-Range": f"bytes */{len(data)}"}, b"")
+        body = data[start:]
+        self._record(path, query, headers, status)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/x-gzip")
+            self.send_header("ETag", etag)
+            if status == 206:
+                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            if gh.archive_length or (fault is not None and fault.drop):
+                self.send_header("Content-Length", str(len(body)))
+            else:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            stop = len(body) // 2 if fault is not None and fault.drop else len(body)
+            for at in range(0, stop, gh.archive_chunk):
+                self.wfile.write(body[at: min(stop, at + gh.archive_chunk)])
+                self.wfile.flush()
+                if gh.archive_chunk_delay:
+                    time.sleep(gh.archive_chunk_delay)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        if fault is not None and fault.drop:
+            self.close_connection = True
 
     def _limit_headers(self) -> dict[str, str]:
         gh = self.gh
