@@ -31,12 +31,14 @@ def locate(
     screener: Any = None,
     rescreen: bool = False,
     corpus_size: int | None = None,
+    history: bool = True,
 ) -> Report:
     """Run one issue through the pipeline and store its screening and localization.
 
     Never raises for a property of the issue (no traceback, unknown version, sources missing
     offline): those come back as `Outcome.SKIPPED`/`ABSTAINED` with the reason. Raises
-    `InputError` for an unknown method, `StoreError` when the store cannot be written.
+    `InputError` for an unknown method, `StoreError` when the store cannot be written. `history`:
+    blend in the prior of the stored fix records (`sftl.history`; a no-op while the store holds none).
     """
     from sftl.extract import extract
     from sftl.localize import get_localizer
@@ -76,8 +78,14 @@ def locate(
         if source is None:
             loc = Localization(method, (), Outcome.SKIPPED, why)
         else:
+            # -- HISTORY HOOK (#18): the files similar earlier fixes changed re-rank the suspects
+            history = history and store.count_fixes() > 0
             try:
-                loc = localize(issue, extraction, screening.category, source, top)
+                loc = localize(issue, extraction, screening.category, source, max(top, 30) if history else top)
+                if history and loc.suspects:
+                    from sftl.history_io import apply_history
+
+                    loc = apply_history(loc, issue, extraction, source.framework, source.list_files(), store, top)
             except SftlError as exc:  # sources unreadable half-way: a value, not a crash
                 loc = Localization(method, (), Outcome.SKIPPED, str(exc))
             if why:

@@ -1,0 +1,490 @@
+"""The history prior: fix records (parsed, checked, counted) and, for one issue, the files that similar earlier fixes changed."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sftl.errors import InputError
+from sftl.model import Category, Extraction, FixRecord, Issue, Localization, Suspect
+
+TERMS_VERSION = 1  # bump when the terms change: stored terms of another version are computed again
+
+# how much each part of a text counts in its similarity vector
+_W_OP, _W_TITLE, _W_SIGNATURE, _W_BODY = 2.0, 1.0, 1.5, 0.3
+MIN_SIMILARITY = 0.25  # a fix less similar than this lends nothing
+MAX_NEIGHBOURS = 10  # the most similar fixes consulted per issue
+# the prior's share in the blend: a file's content score (relative to the best) plus this times its prior
+BLEND_WEIGHT = 0.35
+KINDS = ("gcrde", "crash", "numerics", "mme", "other")
+
+_STOP = frozenset(
+    """the and for with when not but are was has have that this from into onto than then its it's
+    fix fixes fixed fixing bug bugs issue issues wrong incorrect result results output outputs gives give
+    returns return using use used does doesn work works working error errors fails failed failure
+    torch tensor tensors pytorch tensorflow python function functions support supports add adds
+    make makes made case cases some all one two only also should would could can cannot more less
+    after before same different value values input inputs call calls called code test tests new old
+    aten src native cpp kernel kernels pr""".split()
+)
+_DEVICES = {"cuda": "cuda", "gpu": "cuda", "cudnn": "cuda", "rocm": "cuda", "hip": "cuda", "mps": "mps",
+            "cpu": "cpu", "xla": "xla", "tpu": "xla", "xpu": "xpu"}
+_DTYPES = {
+    "float16": "float16", "half": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float64": "float64", "double": "float64", "fp64": "float64", "float32": "float32", "fp32": "float32",
+    "complex64": "complex", "complex128": "complex", "cfloat": "complex", "cdouble": "complex", "complex": "complex",
+    "int64": "int64", "long": "int64", "int32": "int32", "int8": "int8", "uint8": "uint8", "bool": "bool",
+}
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+")
+_EXC = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception))\b")
+_DATE = re.compile(r"\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?")
+
+# test and documentation files a fix touches beside its source
+_NON_SOURCE = re.compile(
+    r"(^|/)(tests?|testing|docs?|benchmarks?|\.github|\.ci|\.circleci)/|(^|/)test_[^/]*$|_test\.(py|cc|cpp)$"
+    r"|\.(md|rst|txt)$|(^|/)(CHANGELOG|README|LICENSE)[^/]*$"
+)
+
+
+def is_source_file(path: str) -> bool:
+    """A changed file that holds the framework's code, not its tests or documentation."""
+    return bool(path) and not _NON_SOURCE.search(path)
+
+
+# -- records: parse, write back, key ------------------------------------------------------------
+
+
+def parse_fix(obj: Any) -> FixRecord:
+    """One JSON object in the history format -> FixRecord; InputError says what is wrong with it."""
+    if not isinstance(obj, dict):
+        raise InputError(f"expected a JSON object, got {type(obj).__name__}")
+    repo = obj.get("repo")
+    if not isinstance(repo, str) or not re.fullmatch(r"[\w.-]+/[\w.-]+", repo.strip()):
+        raise InputError(f"'repo' must be OWNER/NAME, got {repo!r}")
+    numbers: dict[str, int | None] = {}
+    for name in ("issue", "pr"):
+        value = obj.get(name)
+        if value is not None and (type(value) is not int or value <= 0):
+            raise InputError(f"'{name}' must be a positive whole number or null, got {value!r}")
+        numbers[name] = value
+    commit = obj.get("commit")
+    if commit is not None and (not isinstance(commit, str) or not re.fullmatch(r"[0-9a-fA-F]{7,40}", commit)):
+        raise InputError(f"'commit' must be a hexadecimal SHA or null, got {commit!r}")
+    if numbers["issue"] is None and numbers["pr"] is None and commit is None:
+        raise InputError("a fix needs at least one of 'issue', 'pr', 'commit'")
+    title = obj.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise InputError("'title' must be a non-empty string")
+    fixed_on = obj.get("fixed_on")
+    if not isinstance(fixed_on, str) or not _DATE.fullmatch(fixed_on.strip()[:10]) or len(fixed_on.strip()) not in (7, 10, 20):
+        raise InputError(f"'fixed_on' must be YYYY-MM or YYYY-MM-DD, got {fixed_on!r}")
+    files = obj.get("files")
+    if not isinstance(files, list) or not files or not all(isinstance(f, str) and f.strip() for f in files):
+        raise InputError("'files' must be a non-empty list of repository-relative paths")
+    ops = obj.get("ops", [])
+    if ops is None:
+        ops = []
+    if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+        raise InputError("'ops' must be a list of strings")
+    kind = obj.get("kind") or "other"
+    if kind not in KINDS:
+        raise InputError(f"'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+    texts: dict[str, str] = {}
+    for name in ("device", "body", "evidence", "issue_created_at"):
+        value = obj.get(name)
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"'{name}' must be a string or null, got {type(value).__name__}")
+        texts[name] = (value or "").strip()
+    return FixRecord(
+        repo=repo.strip(),
+        issue=numbers["issue"],
+        pr=numbers["pr"],
+        commit=commit.lower() if commit else None,
+        title=title.strip(),
+        fixed_on=fixed_on.strip()[:10],
+        files=tuple(dict.fromkeys(_norm_path(f) for f in files)),
+        ops=tuple(o.strip() for o in ops if o.strip()),
+        kind=kind,
+        device=texts["device"].lower() or None,
+        body=texts["body"],
+        evidence=texts["evidence"],
+        issue_created_at=texts["issue_created_at"],
+    )
+
+
+def _norm_path(path: str) -> str:
+    p = path.strip().replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    return p.lstrip("/")
+
+
+def fix_to_json(rec: FixRecord) -> dict[str, Any]:
+    """A record in the import format (so `export | import` round-trips)."""
+    out: dict[str, Any] = {
+        "repo": rec.repo, "issue": rec.issue, "pr": rec.pr, "commit": rec.commit, "title": rec.title,
+        "ops": list(rec.ops), "kind": rec.kind, "device": rec.device, "fixed_on": rec.fixed_on, "files": list(rec.files),
+    }
+    for name in ("body", "evidence", "issue_created_at"):
+        if getattr(rec, name):
+            out[name] = getattr(rec, name)
+    return out
+
+
+def fix_key(rec: FixRecord) -> str:
+    """The record's identity in its repository: a PR fixing two issues is two records."""
+    return f"{rec.issue or ''}|{rec.pr or ''}|{rec.commit or ''}"
+
+
+def fix_label(rec: FixRecord) -> str:
+    """How a reason names the fix: the issue it fixed, else its PR, else its commit."""
+    if rec.issue:
+        return f"the fix of #{rec.issue}"
+    if rec.pr:
+        return f"fix PR #{rec.pr}"
+    return f"fix commit {(rec.commit or '')[:10]}"
+
+
+# -- similarity terms ---------------------------------------------------------------------------
+
+
+def _words(text: str) -> Iterable[str]:
+    for tok in _WORD.findall(text):
+        pieces = [p.lower() for part in tok.split("_") for p in _CAMEL.findall(part)]
+        joined = tok.replace("_", "").lower()
+        if len(joined) >= 3 and joined not in _STOP:
+            yield joined
+        if len(pieces) > 1:
+            for p in pieces:
+                if len(p) >= 3 and p not in _STOP and p != joined:
+                    yield p
+
+
+def _op_name(op: str) -> str:
+    """'torch.nn.functional.interpolate' -> 'interpolate'; 'nn.GroupNorm' -> 'groupnorm'; 'x.add_()' -> 'add'."""
+    name = re.split(r"[\s(]", op.strip(), maxsplit=1)[0].rstrip(".").split(".")[-1]
+    return name.replace("_", "").lower()
+
+
+def _signature(text: str) -> Counter[str]:
+    """Device, dtype and exception-type terms named in a text."""
+    out: Counter[str] = Counter()
+    low = text.lower()
+    for word in set(re.findall(r"[a-z0-9]+", low)):
+        if word in _DEVICES:
+            out[f"dev:{_DEVICES[word]}"] += 1
+        if word in _DTYPES:
+            out[f"dtype:{_DTYPES[word]}"] += 1
+    for exc in set(_EXC.findall(text)):
+        out[f"exc:{exc.lower()}"] += 1
+    if "illegal memory access" in low or "device-side assert" in low:
+        out["exc:cudaerror"] += 1
+    return out
+
+
+def _weigh(parts: Iterable[tuple[Iterable[str], float]]) -> dict[str, float]:
+    tf: dict[str, float] = {}
+    for terms, weight in parts:
+        for term, n in Counter(terms).items():
+            tf[term] = tf.get(term, 0.0) + weight * (1.0 + math.log(n))
+    return {t: round(w, 4) for t, w in tf.items()}
+
+
+def fix_terms(rec: FixRecord) -> dict[str, float]:
+    """A fix record's weighted terms: title words, ops, device/dtype/exception signature, body."""
+    ops = [o for o in (_op_name(op) for op in rec.ops) if len(o) >= 2]
+    sig = _signature(" ".join((rec.title, *rec.ops, rec.body)))
+    if rec.device:
+        for dev in re.findall(r"[a-z]+", rec.device):
+            if dev in _DEVICES:
+                sig[f"dev:{_DEVICES[dev]}"] += 1
+            elif dev == "both":
+                sig["dev:cuda"] += 1
+                sig["dev:cpu"] += 1
+    return _weigh([
+        ([f"op:{o}" for o in ops], _W_OP),
+        ([w for op in rec.ops for w in _words(op)], _W_TITLE),
+        (_words(rec.title), _W_TITLE),
+        (list(sig.elements()), _W_SIGNATURE),
+        (_words(rec.body), _W_BODY),
+    ])
+
+
+def issue_terms(issue: Issue, extraction: Extraction) -> dict[str, float]:
+    """An issue's weighted terms, built like a fix record's: its title, the ops it calls, its error
+    signature (devices, dtypes, exception type) and, at a low weight, its body."""
+    ops = [o for o in (_op_name(api) for api in extraction.apis) if len(o) >= 2]
+    tb = extraction.traceback
+    error = extraction.error_line or (f"{tb.exception}: {tb.message}" if tb else "")
+    sig = _signature(" ".join((issue.title, error, issue.body[:20000])))
+    if tb is not None and tb.exception:
+        sig[f"exc:{tb.exception.split('.')[-1].lower()}"] += 1
+    return _weigh([
+        ([f"op:{o}" for o in ops], _W_OP),
+        ([w for api in extraction.apis for w in _words(api.split(".")[-1])], _W_TITLE),
+        (_words(issue.title), _W_TITLE),
+        ([t for t in sig.elements()], _W_SIGNATURE),
+        (_words(issue.body[:20000]), _W_BODY),
+    ])
+
+
+# -- the prior ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SimilarFix:
+    """A fix like the issue at hand: its record, the cosine similarity, and the terms they share."""
+
+    record: FixRecord
+    similarity: float
+    shared: tuple[str, ...]  # the heaviest shared terms, readable ("histc", "on CUDA", "float16")
+
+    def describe(self) -> str:
+        return f"{fix_label(self.record)} (similar: {', '.join(self.shared) or 'wording'}; {self.similarity:.2f})"
+
+
+@dataclass(frozen=True)
+class FilePrior:
+    """One file of the tree at hand that similar fixes changed: its prior score (0..1] and why."""
+
+    path: str
+    score: float
+    fixes: tuple[SimilarFix, ...]  # most similar first
+    mapped_from: str | None = None  # the fix's path when the file has moved since (matched by name)
+
+    @property
+    def reason(self) -> str:
+        best = self.fixes[0]
+        moved = f" (then {self.mapped_from})" if self.mapped_from else ""
+        more = f"; and {len(self.fixes) - 1} more similar fix(es)" if len(self.fixes) > 1 else ""
+        return f"changed by {best.describe()}{moved}{more}"
+
+
+@dataclass(frozen=True)
+class HistoryPrior:
+    """The prior of one issue: per-file scores of the tree at hand, the fixes consulted, and notes."""
+
+    files: tuple[FilePrior, ...]  # highest score first
+    neighbours: tuple[SimilarFix, ...]
+    considered: int  # fixes dated before the issue that were compared
+    notes: tuple[str, ...] = ()
+
+    def scores(self) -> dict[str, float]:
+        """path -> prior score: the feature a learned ranker reads."""
+        return {f.path: f.score for f in self.files}
+
+
+def _readable(term: str) -> str:
+    kind, _, value = term.partition(":")
+    if kind == "dev":
+        return f"on {value.upper() if value in ('cuda', 'cpu', 'mps', 'xla', 'xpu') else value}"
+    if kind in ("op", "dtype", "exc") and value:
+        return value
+    return term
+
+
+def filed_day(created_at: str) -> str | None:
+    """'2023-05-17T10:00:00Z' -> '2023-05-17' (None when it is no date)."""
+    day = (created_at or "").strip()[:10]
+    return day if len(day) == 10 and _DATE.fullmatch(day) else None
+
+
+def fixed_before(fixed_on: str, day: str) -> bool:
+    """The time rule: was the fix dated strictly before the day the issue was filed? A fix known
+    only by its month counts for issues filed from the next month on."""
+    return fixed_on < (day[:7] if len(fixed_on) == 7 else day)
+
+
+def similar_fixes(
+    query: Mapping[str, float], candidates: Sequence[tuple[FixRecord, Mapping[str, float]]],
+    limit: int = MAX_NEIGHBOURS, min_similarity: float = MIN_SIMILARITY,
+) -> list[SimilarFix]:
+    """TF-IDF cosine between the issue's terms and each candidate fix's (IDF over the candidates)."""
+    n = len(candidates)
+    if not n or not query:
+        return []
+    df: Counter[str] = Counter()
+    for _, terms in candidates:
+        df.update(terms.keys())
+    idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
+    qv = {t: w * idf[t] for t, w in query.items() if t in idf}
+    # terms no candidate has count in the issue's norm at the highest IDF
+    q_norm = math.sqrt(sum(v * v for v in qv.values()) + sum(
+        (w * (math.log(1 + n) + 1.0)) ** 2 for t, w in query.items() if t not in idf))
+    if not qv or q_norm == 0:
+        return []
+    scored: list[tuple[float, int]] = []
+    for i, (_, terms) in enumerate(candidates):
+        dot = sum(qv[t] * w * idf[t] for t, w in terms.items() if t in qv)
+        if dot <= 0:
+            continue
+        r_norm = math.sqrt(sum((w * idf[t]) ** 2 for t, w in terms.items()))
+        sim = dot / (q_norm * r_norm)
+        if sim >= min_similarity:
+            scored.append((sim, i))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    out = []
+    for sim, i in scored[:limit]:
+        rec, terms = candidates[i]
+        shared = sorted((t for t in terms if t in qv), key=lambda t: -(qv[t] * terms[t] * idf[t]))
+        out.append(SimilarFix(rec, round(sim, 4), tuple(dict.fromkeys(_readable(t) for t in shared[:3]))))
+    return out
+
+
+def map_file(path: str, tree: set[str], by_name: Mapping[str, Sequence[str]] | None) -> str | None:
+    """A fix's file on the tree at hand: itself, else the one file of that name (nearest folder
+    wins among several), else None (dropped)."""
+    if path in tree:
+        return path
+    if by_name is None:
+        return None
+    name = path.rsplit("/", 1)[-1]
+    same = by_name.get(name, ())
+    if not same:
+        return None
+    folders = path.split("/")[:-1]
+
+    def common(p: str) -> int:
+        other = p.split("/")[:-1]
+        n = 0
+        for a, b in zip(folders, other, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    return max(same, key=lambda p: (common(p), -len(p), p))
+
+
+def compute_prior(
+    issue: Issue,
+    extraction: Extraction,
+    candidates: Sequence[tuple[FixRecord, Mapping[str, float]]],
+    tree_files: Sequence[str],
+    limit: int = MAX_NEIGHBOURS,
+) -> HistoryPrior:
+    """The files that fixes similar to `issue` changed, scored on the tree at hand.
+
+    `candidates` must already respect the time rule (fixes dated before the issue was filed; the
+    caller reads them so). A file's score sums the similarities of the fixes that changed it,
+    each divided by the square root of how many files that fix changed, scaled so the best is 1.
+    A file missing from the tree is mapped by its name (the nearest folder among several) or
+    dropped, and the notes say which.
+    """
+    day = filed_day(issue.created_at)
+    if day is not None:  # the time rule, whatever the caller read
+        candidates = [c for c in candidates if fixed_before(c[0].fixed_on, day)]
+    neighbours = similar_fixes(issue_terms(issue, extraction), candidates, limit)
+    if not neighbours:
+        return HistoryPrior((), (), len(candidates))
+    tree = set(tree_files)
+    by_name: dict[str, list[str]] | None = None
+    raw: dict[str, float] = {}
+    why: dict[str, list[SimilarFix]] = {}
+    moved: dict[str, str] = {}
+    dropped: list[str] = []
+    for near in neighbours:
+        changed = [f for f in near.record.files if is_source_file(f)]
+        share = near.similarity / math.sqrt(max(1, len(changed)))
+        for f in changed:
+            target = f if f in tree else None
+            if target is None:
+                if by_name is None:
+                    by_name = {}
+                    for p in tree_files:
+                        by_name.setdefault(p.rsplit("/", 1)[-1], []).append(p)
+                target = map_file(f, tree, by_name)
+                if target is None:
+                    dropped.append(f)
+                    continue
+                moved.setdefault(target, f)
+            raw[target] = raw.get(target, 0.0) + share
+            if near not in why.setdefault(target, []):
+                why[target].append(near)
+    notes = []
+    if moved:
+        notes.append("mapped by name onto this tree: " + ", ".join(f"{old} -> {new}" for new, old in sorted(moved.items())))
+    if dropped:
+        notes.append("not in this tree (dropped): " + ", ".join(sorted(set(dropped))))
+    top = max(raw.values(), default=0.0)
+    files = tuple(sorted(
+        (FilePrior(p, round(s / top, 4), tuple(why[p]), moved.get(p)) for p, s in raw.items()),
+        key=lambda fp: (-fp.score, fp.path),
+    )) if top > 0 else ()
+    return HistoryPrior(files, tuple(neighbours), len(candidates), tuple(notes))
+
+
+def blend(loc: Localization, prior: HistoryPrior, top: int, weight: float = BLEND_WEIGHT) -> Localization:
+    """Re-rank a localization with the prior: each file's content score relative to the best one,
+    plus `weight` times its prior score (files only the prior names enter with the prior alone).
+    Scores stay on the content's scale; a suspect the prior moved says why."""
+    if not prior.files or not loc.suspects:
+        return replace(loc, suspects=loc.suspects[:top])
+    best = max(s.score for s in loc.suspects) or 1.0
+    by_path = {fp.path: fp for fp in prior.files}
+    rows: list[tuple[float, int, Suspect]] = []
+    seen: set[str] = set()
+    for i, s in enumerate(loc.suspects):
+        fp = by_path.get(s.path)
+        seen.add(s.path)
+        if fp is None:
+            rows.append((s.score / best, i, s))
+            continue
+        combined = s.score / best + weight * fp.score
+        rows.append((combined, i, replace(s, score=round(combined * best, 4), reason=f"{s.reason}; {fp.reason}")))
+    for j, fp in enumerate(prior.files):
+        if fp.path in seen:
+            continue
+        combined = weight * fp.score
+        rows.append((combined, len(loc.suspects) + j, Suspect(fp.path, round(combined * best, 4), None, fp.reason)))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    suspects = tuple(s for _, _, s in rows[:top])
+    lifted = sum(1 for s in suspects if "changed by " in s.reason)
+    note = f"history: {len(prior.neighbours)} similar earlier fix(es) of {prior.considered}, {lifted} suspect(s) they changed"
+    if prior.notes:
+        note += "; " + "; ".join(prior.notes)
+    return replace(loc, suspects=suspects, reason=f"{loc.reason} ({note})"[:2000])
+
+
+# -- counting -------------------------------------------------------------------------------------
+
+
+def directory_of(path: str, depth: int = 4) -> str:
+    """The folder a file is counted under (its first `depth` folders)."""
+    parts = path.split("/")[:-1]
+    return "/".join(parts[:depth]) or "."
+
+
+def history_stats(records: Iterable[FixRecord], top_dirs: int = 20) -> dict[str, Any]:
+    """How many fixes per repository and kind, and how many changed files under each directory."""
+    repos: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    dirs: Counter[str] = Counter()
+    months: list[str] = []
+    total = with_issue = 0
+    for rec in records:
+        total += 1
+        with_issue += rec.issue is not None
+        repos[rec.repo] += 1
+        kinds[rec.kind] += 1
+        months.append(rec.fixed_on[:7])
+        dirs.update({directory_of(f) for f in rec.files})
+    return {
+        "fixes": total,
+        "with_issue": with_issue,
+        "first": min(months, default=None),
+        "last": max(months, default=None),
+        "repos": dict(repos.most_common()),
+        "kinds": dict(kinds.most_common()),
+        "directories": dict(dirs.most_common(top_dirs)),
+    }
+
+
+def category_of_kind(kind: str) -> Category:
+    """The screening category a fix's kind corresponds to (for labelled sets)."""
+    return Category.MME if kind == "mme" else Category.GCRDE if kind == "gcrde" else Category.OTHER

@@ -1,0 +1,196 @@
+"""Fix records in and out of the store: import a JSONL history, export it (or as labelled rows), read the prior's candidates."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from sftl.errors import InputError, StoreError
+from sftl.history import (
+    TERMS_VERSION,
+    HistoryPrior,
+    blend,
+    category_of_kind,
+    compute_prior,
+    filed_day,
+    fix_key,
+    fix_terms,
+    fix_to_json,
+    history_stats,
+    parse_fix,
+)
+from sftl.model import Extraction, FixRecord, Issue, Localization
+from sftl.store import Store
+
+# a locate with the prior asks the localizer for this many files, so the prior can lift one from below the cut
+HISTORY_DEPTH = 30
+_MAX_LINE_BYTES = 1 << 20
+
+FixRow = tuple[str, str, int | None, int | None, str | None, str, str, str]
+
+
+def fix_row(rec: FixRecord) -> FixRow:
+    """A record as the store's fixes row (its terms computed once, here)."""
+    terms = json.dumps({"v": TERMS_VERSION, "t": fix_terms(rec)}, sort_keys=True)
+    record = json.dumps(fix_to_json(rec), sort_keys=True, ensure_ascii=False)
+    return (rec.repo, fix_key(rec), rec.issue, rec.pr, rec.commit, rec.fixed_on, record, terms)
+
+
+@dataclass
+class FixImportStats:
+    """What one `history import` did; `bad` holds (line, why) of every line not imported."""
+
+    lines: int = 0
+    imported: int = 0
+    written: int = 0  # new or changed in the store
+    bad: list[tuple[int, str]] = field(default_factory=list)
+
+
+def import_fixes(path_or_dash: str | Path, store: Store, stdin: IO[bytes] | None = None) -> FixImportStats:
+    """Read a JSONL history (or '-' for stdin) into the store: every good line is kept, every bad
+    one is reported with its line number and reason; the good ones are written in one transaction."""
+    stats = FixImportStats()
+    if str(path_or_dash) == "-":
+        import sys
+
+        return _import(stdin or sys.stdin.buffer, store, stats)
+    path = Path(path_or_dash).expanduser()
+    try:
+        with path.open("rb") as fh:
+            return _import(fh, store, stats)
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a JSONL file") from None
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except PermissionError:
+        raise InputError(f"cannot read {path}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _import(source: IO[bytes], store: Store, stats: FixImportStats) -> FixImportStats:
+    rows: dict[tuple[str, str], FixRow] = {}
+    for n, raw in enumerate(source, start=1):
+        stats.lines = n
+        if not raw.strip():
+            continue
+        if len(raw) > _MAX_LINE_BYTES:
+            stats.bad.append((n, f"line longer than {_MAX_LINE_BYTES} bytes"))
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            stats.bad.append((n, "not UTF-8 text"))
+            continue
+        except json.JSONDecodeError as exc:
+            stats.bad.append((n, f"malformed JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        except RecursionError:
+            stats.bad.append((n, "JSON nested too deeply"))
+            continue
+        try:
+            rec = parse_fix(obj)
+        except InputError as exc:
+            stats.bad.append((n, str(exc)))
+            continue
+        row = fix_row(rec)
+        rows[(row[0], row[1])] = row  # a record given twice: the later line wins
+        stats.imported += 1
+    stats.written = store.upsert_fixes(list(rows.values())) if rows else 0
+    return stats
+
+
+def _record(text: str) -> FixRecord:
+    try:
+        return parse_fix(json.loads(text))
+    except (ValueError, InputError) as exc:
+        raise StoreError(f"the store holds a damaged fix record ({exc}); import the history again") from None
+
+
+def iter_fixes(store: Store, repo: str | None = None) -> Iterator[FixRecord]:
+    for _, record, _ in store.iter_fix_rows(repo):
+        yield _record(record)
+
+
+def export_fixes(store: Store, repo: str | None = None) -> Iterator[str]:
+    """The stored history as JSONL lines in the import format."""
+    for rec in iter_fixes(store, repo):
+        yield json.dumps(fix_to_json(rec), ensure_ascii=False)
+
+
+def export_labelled(store: Store, repo: str | None = None) -> Iterator[str]:
+    """Rows `sftl eval` reads: each fixed issue with the category of its fix's kind (or its stored
+    screening), truth = the fix's source files, and the issue object when the store holds it."""
+    from sftl.github import issue_to_json
+    from sftl.history import is_source_file
+
+    by_issue: dict[tuple[str, int], list[FixRecord]] = {}
+    for rec in iter_fixes(store, repo):
+        if rec.issue is not None:
+            by_issue.setdefault((rec.repo, rec.issue), []).append(rec)
+    for (name, number), recs in sorted(by_issue.items()):
+        truth = list(dict.fromkeys(f for r in recs for f in r.files if is_source_file(f)))
+        if not truth:
+            continue
+        screened = store.get_screening(name, number)
+        category = screened.get("category") if isinstance(screened, dict) else None
+        if category not in ("mme", "gcrde", "other"):
+            category = category_of_kind(recs[0].kind).value
+        row: dict[str, Any] = {"url": f"https://github.com/{name}/issues/{number}", "category": category,
+                               "truth_files": truth, "fixed_on": min(r.fixed_on for r in recs)}
+        stored = store.get_issue(name, number)
+        if stored is not None:
+            row["issue"] = issue_to_json(stored, store.get_raw(name, number))
+        yield json.dumps(row, ensure_ascii=False)
+
+
+def stats(store: Store, repo: str | None = None) -> dict[str, Any]:
+    return history_stats(iter_fixes(store, repo))
+
+
+_FRAMEWORK_OWNERS = {"pytorch": "pytorch", "tensorflow": "tensorflow"}
+
+
+def _framework_of(repo: str) -> str | None:
+    return _FRAMEWORK_OWNERS.get(repo.split("/", 1)[0].lower())
+
+
+def candidates(store: Store, framework: str | None, repo: str, created_at: str) -> list[tuple[FixRecord, dict[str, float]]]:
+    """The stored fixes the prior may consult for an issue: of its framework (or its repository),
+    dated before it was filed (all of them for an undated issue), with their terms."""
+    from sftl.history import fixed_before
+
+    day = filed_day(created_at)
+    out: list[tuple[FixRecord, dict[str, float]]] = []
+    for rec_repo, record, terms_text in store.iter_fix_rows(before=day):
+        if rec_repo != repo and (framework is None or _framework_of(rec_repo) != framework):
+            continue
+        rec = _record(record)
+        if day is not None and not fixed_before(rec.fixed_on, day):
+            continue
+        try:
+            stored = json.loads(terms_text)
+        except ValueError:
+            stored = None
+        if isinstance(stored, dict) and stored.get("v") == TERMS_VERSION and isinstance(stored.get("t"), dict):
+            terms = {str(k): float(v) for k, v in stored["t"].items() if isinstance(v, (int, float))}
+        else:  # another tokenizer's terms (or damaged): computed again
+            terms = fix_terms(rec)
+        out.append((rec, terms))
+    return out
+
+
+def history_prior(store: Store, issue: Issue, extraction: Extraction, framework: str | None, tree_files: list[str]) -> HistoryPrior:
+    """The prior of one issue over the stored history (time rule applied)."""
+    return compute_prior(issue, extraction, candidates(store, framework, issue.repo, issue.created_at), tree_files)
+
+
+def apply_history(
+    loc: Localization, issue: Issue, extraction: Extraction, framework: str | None, tree_files: list[str], store: Store, top: int
+) -> Localization:
+    """The pipeline's hook: blend the prior of the stored history into a content ranking."""
+    prior = history_prior(store, issue, extraction, framework, tree_files)
+    return blend(loc, prior, top)
