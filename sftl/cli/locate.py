@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     out.add_argument("--format", choices=("text", "markdown"), default="text", help="output for people (default text)")
     p.add_argument("--replay", action="store_true", help="also replay the snippet (when the replay stage is available)")
     p.add_argument("--rescreen", action="store_true", help="screen again even when a screening is stored")
+    p.add_argument("--no-history", dest="history", action="store_false",
+                   help="leave out the history prior (files that similar earlier fixes changed; `sftl history import`)")
     add_common(p)
     p.set_defaults(handler=run)
 
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             offline=ctx.settings.offline,
             replay=args.replay,
             rescreen=args.rescreen,
+            history=args.history,
         )
     payload = report_json(report)
     if args.json:
