@@ -1,0 +1,173 @@
+"""Missing module attributes, modules and imported names: the module that should bind the name, or the frame that imports it."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from sftl.localize.mme.evidence import Missing, _caller, _Ev, _frame_source, _located, _suspect, _user_frame
+from sftl.localize.pycode import FRAMEWORK_PACKAGES, Code
+from sftl.model import Frame, Localization, Outcome
+
+
+def _module_defines(code: Code, module: str, name: str) -> tuple[str | None, bool, str | None]:
+    """(the module's file, whether it binds `name`, a submodule file named `name` if one exists)."""
+    path = code.module_path(module)
+    if path is None:
+        return None, False, None
+    names = code.module_names(path)
+    sub = code.module_path(f"{module}.{name}")
+    tree = code.tree(path)
+    lazy = tree is not None and any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
+    return path, name in names or lazy or "*dynamic*" in names, sub
+
+
+def _binding_condition(code: Code, path: str, name: str) -> str | None:
+    """The test of the module-level `if` under which `name` is bound, when it is bound nowhere else."""
+    tree = code.tree(path)
+    if tree is None:
+        return None
+
+    def binds(stmts: list[ast.stmt]) -> bool:
+        for node in stmts:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+                return True
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                return True
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+            if isinstance(node, (ast.ImportFrom)) and any(a.name == "*" for a in node.names):
+                return True
+        return False
+
+    if binds(tree.body):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and binds(node.body) and not binds(node.orelse):
+            return ast.unparse(node.test)[:80]
+    return None
+
+
+def _definers(code: Code, package: str, name: str) -> list[str]:
+    """Files under a package that define `name` at top level."""
+    prefix = package.replace(".", "/") + "/"
+    pat = rf"^(?:def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*="
+    return [p for p in code.grep(pat) if p.startswith(prefix)][:5]
+
+
+def _module_attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
+    module, name = missing.module or "", missing.name
+    own = module.split(".")[0] in FRAMEWORK_PACKAGES.get(framework or "", ())
+    if not own:
+        return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not part of {framework or 'the framework'}")
+    path, binds, sub = _module_defines(code, module, name)
+    if path is None:
+        return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not in the {version} source")
+    user = _user_frame(ev)
+    condition = _binding_condition(code, path, name) if binds else None
+    if binds and condition:
+        # bound only under a module-level `if` (a platform/build check): absent where it is false
+        if user:
+            return Localization("sftl", (), Outcome.ABSTAINED, f"{module} binds {name} only when `{condition}` ({path}); the user's build/platform does not meet it")
+        caller = _caller(code, ev, name)
+        out = [_suspect(path, 0.45, f"{module} binds {name} only when `{condition}`, and the condition was false at run time")]
+        if caller is not None:
+            out.insert(0, _suspect(caller[2], 0.6, f"traceback frame {caller[0]} ({caller[1].function}) uses {module}.{name} without checking `{condition}`"))
+        return _located(out, top)
+    if binds:
+        if user:
+            return Localization("sftl", (), Outcome.ABSTAINED, f"{module}.{name} exists in {version} ({path}); the error comes from user code: a different installed version or a shadowed module")
+        out = [_suspect(path, 0.4, f"{module} binds {name} in {version}, yet it was missing at run time (import order or circular import)")]
+    elif sub is not None:
+        if user:
+            return Localization("sftl", (), Outcome.ABSTAINED, f"{module}.{name} is a submodule ({sub}) that {module} does not import; `import {module}.{name}` first (user error)")
+        out = [_suspect(path, 0.7, f"{module} ({path}) does not import its submodule {name} ({sub}), which the caller expects")]
+    else:
+        defs = _definers(code, module, name)
+        if user:
+            hint = f"; {name} is defined in {', '.join(defs)}" if defs else ""
+            return Localization("sftl", (), Outcome.ABSTAINED, f"{module} has no {name} in {version} and the error comes from user code: a removed or misspelled API{hint}")
+        out = [_suspect(path, 0.8, f"{module} ({path}) neither defines nor re-exports {name}")]
+        for d in defs:
+            out.append(_suspect(d, 0.45, f"{d} defines {name}, but {module} does not re-export it"))
+    caller = _caller(code, ev, name)
+    if caller is not None:
+        out.append(_suspect(caller[2], 0.35, f"traceback frame {caller[0]} ({caller[1].function}) reads {module}.{name}"))
+    return _located(out, top)
+
+
+def _importer(code: Code, ev: _Ev, module: str) -> tuple[int, Frame, str] | None:
+    last = module.rsplit(".", 1)[-1]
+    for num, frame, path in reversed(ev.framework_frames):
+        text = _frame_source(code, path, frame)
+        if "import" in text and (module in text or re.search(rf"\b{re.escape(last)}\b", text)):
+            return num, frame, path
+    fw = ev.framework_frames
+    return fw[-1] if fw and ev.frames[-1][2] else None
+
+
+def _no_module(code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
+    module = missing.module or missing.name
+    packages = FRAMEWORK_PACKAGES.get(framework or "", ())
+    user = _user_frame(ev)
+    importer = _importer(code, ev, module)
+    if module.split(".")[0] not in packages:
+        if importer is None or user:
+            return Localization("sftl", (), Outcome.ABSTAINED, f"{module} is not part of {framework or 'the framework'}: a missing dependency in the environment")
+        return _located(
+            [_suspect(importer[2], 0.5, f"traceback frame {importer[0]} imports the optional dependency {module} without a guard")],
+            top,
+        )
+    if code.module_path(module) is not None or _compiled(code, module):
+        return Localization("sftl", (), Outcome.ABSTAINED, f"{module} exists in the {version} source: an installation or build problem, not a source fault")
+    parent = module.rpartition(".")[0]
+    if user or importer is None:
+        return Localization("sftl", (), Outcome.ABSTAINED, f"{module} does not exist in {version} and user code imports it: a removed or renamed module")
+    out = [_suspect(importer[2], 0.8, f"traceback frame {importer[0]} imports {module}, which does not exist in {version}")]
+    parent_path = code.module_path(parent) if parent else None
+    if parent_path:
+        out.append(_suspect(parent_path, 0.4, f"the package {parent} has no submodule {module.rsplit('.', 1)[-1]}"))
+    return _located(out, top)
+
+
+def _compiled(code: Code, module: str) -> bool:
+    base = module.replace(".", "/")
+    return any(code.text(base + ext) is not None for ext in (".pyi", "/__init__.pyi"))
+
+
+def _import_name(code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
+    module, name = missing.module or "", missing.name
+    if not module:
+        # old Pythons say only "cannot import name 'X'": the importing line names the module
+        for _, frame, path in reversed(ev.frames):
+            m = re.search(rf"from\s+([\w.]+)\s+import\b.*\b{re.escape(name)}\b", _frame_source(code, path, frame))
+            if m:
+                module = m.group(1)
+                break
+        if not module:
+            return Localization("sftl", (), Outcome.ABSTAINED, f"the error does not say which module lacks {name}, and no traceback line imports it")
+        missing = Missing(missing.kind, name=name, module=module, circular=missing.circular)
+    if module.split(".")[0] not in FRAMEWORK_PACKAGES.get(framework or "", ()):
+        return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not part of {framework or 'the framework'}")
+    path, binds, sub = _module_defines(code, module, name)
+    user = _user_frame(ev)
+    importer = _importer(code, ev, module)
+    if path is None:
+        return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not in the {version} source")
+    if binds or sub is not None:
+        if user and not missing.circular:
+            return Localization("sftl", (), Outcome.ABSTAINED, f"{module} defines {name} in {version}; the error comes from user code: a different installed version")
+        out = [_suspect(path, 0.6, f"{module} defines {name} but was only partially initialized: a circular import")]
+        if importer is not None:
+            out.append(_suspect(importer[2], 0.55, f"traceback frame {importer[0]} imports {name} from {module} during {module}'s own import"))
+        return _located(out, top)
+    defs = _definers(code, module.rpartition(".")[0] or module, name)
+    if user:
+        hint = f"; {name} is defined in {', '.join(defs)}" if defs else ""
+        return Localization("sftl", (), Outcome.ABSTAINED, f"{module} has no {name} in {version} and user code imports it: a removed or renamed API{hint}")
+    out = [_suspect(path, 0.8, f"{module} ({path}) neither defines nor re-exports {name}")]
+    if importer is not None:
+        out.append(_suspect(importer[2], 0.5, f"traceback frame {importer[0]} imports {name} from {module}"))
+    for d in defs:
+        out.append(_suspect(d, 0.3, f"{d} defines {name}"))
+    return _located(out, top)
