@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "fuzz",
     "nansearch",
     "triage",
+    "history",
 )
 
 
