@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import os
@@ -17,6 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sftl.errors import SftlError, SourceError
+from sftl.releases import (  # re-exported: the release table moved to sftl.releases
+    GITHUB_REPOS,
+    nearest_version,
+    normalize_framework,
+    release_at,
+    release_tag,
+    version_key,
+)
+from sftl.releases import release_dates as release_dates
 
 if TYPE_CHECKING:
     from sftl.config import Settings
@@ -140,7 +148,6 @@ class LocalTree:
 FRAMEWORKS = ("pytorch", "tensorflow")
 _PACKAGES = {"pytorch": ("torch",), "tensorflow": ("tensorflow-cpu", "tensorflow")}
 _IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
-GITHUB_REPOS = {"pytorch": "pytorch/pytorch", "tensorflow": "tensorflow/tensorflow"}
 # the C++/CUDA parts a localizer reads; `sftl sources fetch --cxx` downloads these
 CXX_PREFIXES = {
     "pytorch": (
@@ -156,16 +163,6 @@ CXX_PREFIXES = {
 }
 _YAML_IN_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
 NATIVE_FUNCTIONS = "aten/src/ATen/native/native_functions.yaml"
-
-
-def normalize_framework(name: str) -> str:
-    """'torch' / 'PyTorch' / 'tensorflow-cpu' -> 'pytorch' / 'tensorflow'."""
-    low = name.strip().lower()
-    if low in ("torch", "pytorch"):
-        return "pytorch"
-    if low.startswith("tensorflow") or low in ("tf", "tf-nightly"):
-        return "tensorflow"
-    raise SourceError(f"unknown framework {name!r}; sftl knows pytorch and tensorflow")
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -549,17 +546,6 @@ class LayeredSource:
 # Cache layout, fetching, and the factory
 
 
-def release_tag(framework: str, version: str) -> str:
-    """The git tag of a release: PyTorch and TensorFlow both tag 'vX.Y.Z'."""
-    base = re.match(r"\d+(?:\.\d+)*", version)
-    if base is None:
-        raise SourceError(f"cannot read a release from version {version!r}")
-    parts = base.group(0).split(".")
-    while len(parts) < 3:
-        parts.append("0")
-    return "v" + ".".join(parts[:3])
-
-
 def sources_cache(settings: Settings) -> Path:
     return settings.cache_dir / "sources"
 
@@ -748,75 +734,6 @@ def registered_trees(settings: Settings, framework: str) -> dict[str, Path]:
     return out
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    parts = re.findall(r"\d+", version.split("+")[0])[:3]
-    return tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
-
-
-def nearest_version(version: str, candidates: Iterable[str]) -> str | None:
-    """The candidate release closest to `version` in release order (0.4 is next to 1.0, not to 1.4; 2.0 to 1.13)."""
-    want = _version_key(version)
-
-    def distance(v: str) -> tuple[int, int]:
-        have = _version_key(v)
-        return (abs((have[0] - want[0]) * 100 + have[1] - want[1]), abs(have[2] - want[2]))
-
-    ordered = sorted(candidates, key=distance)
-    return ordered[0] if ordered else None
-
-
-# Release dates (first upload of each release to PyPI, to the day as far as known): the release a
-# report without a version ran on is the one current when it was filed.
-_RELEASES = {
-    "pytorch": """0.1.12 2017-05-02 0.2.0 2017-08-08 0.3.0 2017-12-05 0.3.1 2018-02-14 0.4.0 2018-04-24
-        0.4.1 2018-07-26 1.0.0 2018-12-07 1.0.1 2019-02-07 1.1.0 2019-04-30 1.2.0 2019-08-08 1.3.0 2019-10-10
-        1.3.1 2019-11-07 1.4.0 2020-01-15 1.5.0 2020-04-21 1.5.1 2020-06-18 1.6.0 2020-07-28 1.7.0 2020-10-27
-        1.7.1 2020-12-10 1.8.0 2021-03-04 1.8.1 2021-03-25 1.9.0 2021-06-15 1.9.1 2021-09-22 1.10.0 2021-10-21
-        1.10.1 2021-12-15 1.10.2 2022-01-27 1.11.0 2022-03-10 1.12.0 2022-06-28 1.12.1 2022-08-05 1.13.0 2022-10-28
-        1.13.1 2022-12-15 2.0.0 2023-03-15 2.0.1 2023-05-08 2.1.0 2023-10-04 2.1.1 2023-11-15 2.1.2 2023-12-14
-        2.2.0 2024-01-30 2.2.1 2024-02-22 2.2.2 2024-03-27 2.3.0 2024-04-24 2.3.1 2024-06-05 2.4.0 2024-07-24
-        2.4.1 2024-09-04 2.5.0 2024-10-17 2.5.1 2024-10-29 2.6.0 2025-01-29 2.7.0 2025-04-23 2.7.1 2025-06-04
-        2.8.0 2025-08-06 2.9.0 2025-10-15""",
-    "tensorflow": """1.0.0 2017-02-15 1.1.0 2017-04-21 1.2.0 2017-06-15 1.3.0 2017-08-17 1.4.0 2017-11-02
-        1.5.0 2018-01-26 1.6.0 2018-03-01 1.7.0 2018-03-29 1.8.0 2018-04-28 1.9.0 2018-07-10 1.10.0 2018-08-08
-        1.11.0 2018-09-27 1.12.0 2018-11-05 1.13.1 2019-02-26 1.14.0 2019-06-19 1.15.0 2019-10-16
-        2.0.0 2019-09-30 2.1.0 2020-01-08 2.2.0 2020-05-07 2.3.0 2020-07-27 2.4.0 2020-12-14 2.5.0 2021-05-13
-        2.6.0 2021-08-11 2.7.0 2021-11-04 2.8.0 2022-02-02 2.9.0 2022-05-16 2.10.0 2022-09-06 2.11.0 2022-11-18
-        2.12.0 2023-03-20 2.13.0 2023-07-05 2.14.0 2023-09-26 2.15.0 2023-11-14 2.16.1 2024-03-08
-        2.17.0 2024-07-11 2.18.0 2024-10-24 2.19.0 2025-03-11""",
-}
-
-
-def release_dates(framework: str) -> list[tuple[str, str]]:
-    """(version, ISO date) of the framework's releases sftl knows, oldest first."""
-    words = _RELEASES[normalize_framework(framework)].split()
-    return sorted(zip(words[::2], words[1::2], strict=True), key=lambda vd: vd[1])
-
-
-def release_at(framework: str, when: str) -> str | None:
-    """The latest release published on or before `when` (an ISO date or GitHub timestamp); None before the
-    first, and None after the last release sftl knows (a newer one may have been current then: no guess).
-
-    TensorFlow's 1.x and 2.x lines overlapped (1.15 came after 2.0): the highest version out by then
-    wins, the one a plain `pip install` would have given that day.
-    """
-    day = (when or "").strip()[:10]
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
-        return None
-    try:
-        datetime.date.fromisoformat(day)  # 2019-13-45 is no date
-    except ValueError:
-        return None
-    current = None
-    known = release_dates(framework)
-    if not any(date > day for _, date in known):
-        return None
-    for version, date in known:
-        if date <= day and (current is None or _version_key(version) > _version_key(current)):
-            current = version
-    return current
-
-
 def open_source(
     framework: str,
     version: str | None,
@@ -934,10 +851,10 @@ def next_cached_wheel(settings: Settings, framework: str, after: str, before: st
     root = sources_cache(settings) / "wheels"
     if not root.is_dir():
         return None
-    lo, hi = _version_key(after), _version_key(before) if before else None
+    lo, hi = version_key(after), version_key(before) if before else None
     found: list[tuple[tuple[int, ...], Path]] = []
     for folder in root.glob(f"{framework}-*"):
-        key = _version_key(folder.name.partition("-")[2])
+        key = version_key(folder.name.partition("-")[2])
         wheel = cached_wheel(settings, framework, folder.name.partition("-")[2])
         if wheel is not None and key > lo and (hi is None or key < hi):
             found.append((key, wheel))
