@@ -510,6 +510,38 @@ class GitHubClient:
             raise GitHubError(f"GitHub truncated the tree of {repo}@{ref} (over its 100,000-entry limit)")
         return [e["path"] for e in data["tree"] if isinstance(e, dict) and e.get("type") == "blob" and "path" in e]
 
+    # -- what fixed an issue (sftl history crawl)
+
+    def get_timeline(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """Every event of an issue's timeline, all pages (cross-references, closings with their commit, ...)."""
+        return self._all(self._url(f"/repos/{repo}/issues/{number}/timeline", {"per_page": 100}), f"timeline of {repo}#{number}")
+
+    def iter_pull_pages(self, repo: str, state: str = "closed", per_page: int = 100) -> Iterator[Page]:
+        """Pages of the pull-request listing, most recently updated first (stop when older than you need)."""
+        params = {"state": state, "sort": "updated", "direction": "desc", "per_page": per_page}
+        yield from self._pages(self._url(f"/repos/{repo}/pulls", params), f"pull-request listing of {repo}")
+
+    def get_pull(self, repo: str, number: int) -> dict[str, Any]:
+        """One pull request (merged_at, merge_commit_sha, title, body)."""
+        data = self._json(self._get(f"/repos/{repo}/pulls/{number}", what=f"pull request {repo}#{number}"))
+        if not isinstance(data, dict):
+            raise GitHubError(f"unexpected answer for pull request {repo}#{number}: not a JSON object")
+        return data
+
+    def get_pull_files(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """The files a pull request changed, all pages (GitHub lists at most 3,000)."""
+        return self._all(self._url(f"/repos/{repo}/pulls/{number}/files", {"per_page": 100}), f"files of {repo}#{number}")
+
+    def get_commit(self, repo: str, sha: str) -> dict[str, Any]:
+        """One commit with the files it changed (`files`) and its dates."""
+        data = self._json(self._get(f"/repos/{repo}/commits/{quote(sha, safe='')}", what=f"commit {sha[:10]} of {repo}"))
+        if not isinstance(data, dict):
+            raise GitHubError(f"unexpected answer for commit {sha[:10]} of {repo}: not a JSON object")
+        return data
+
+    def _all(self, url: str, what: str) -> list[dict[str, Any]]:
+        return [item for page in self._pages(url, what) for item in page.items if isinstance(item, dict)]
+
     def get_raw_file(self, repo: str, ref: str, path: str) -> str | None:
         """The text of one file at `ref` (contents API, raw media type), or None when absent."""
         url = self._url(f"/repos/{repo}/contents/{quote(path.lstrip('/'))}", {"ref": ref})
