@@ -3,7 +3,8 @@
 Serves data you give it, the way api.github.com does: issue listings with `per_page`/`page`,
 `state`, `since`, `labels`, `sort`/`direction` and `Link` headers; single issues; comments, per
 issue and repository-wide (`/repos/o/r/issues/comments` with `since`, `sort`, `direction`);
-git trees; raw file contents; commits with `until=`/`sha=`; source archives (`/repos/o/r/tarball/{ref}`
+git trees; raw file contents; issue timelines, pull requests (listing, one, its files paginated) and
+single commits with their files (for the history crawl); commits with `until=`/`sha=`; source archives (`/repos/o/r/tarball/{ref}`
 redirecting to `/_codeload/...`, which honours Range unless told not to and can trickle its body);
 ETags with 304s (which cost no rate limit); rate-limit headers;
 and HTML pages (for the browser crawler) at `/{owner}/{repo}/issues/{n}`. Faults are injected
@@ -101,6 +102,61 @@ def make_comment(repo: str, number: int, cid: int, body: str | None = None, crea
     }
 
 
+def make_pull(
+    repo: str,
+    number: int,
+    *,
+    title: str | None = None,
+    body: str | None = "",
+    merged_at: str | None = None,
+    merge_commit_sha: str | None = None,
+    state: str = "closed",
+    updated_at: str | None = None,
+    created_at: str | None = None,
+) -> dict[str, Any]:
+    """A GitHub REST pull-request object (trimmed): merged when `merged_at` is given."""
+    created = created_at or (_EPOCH + timedelta(minutes=number)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "url": f"https://api.github.com/repos/{repo}/pulls/{number}",
+        "html_url": f"https://github.com/{repo}/pull/{number}",
+        "number": number,
+        "state": state,
+        "title": title if title is not None else f"PR {number}",
+        "body": body,
+        "user": {"login": "contributor", "id": 43, "type": "User"},
+        "created_at": created,
+        "updated_at": updated_at or merged_at or created,
+        "closed_at": merged_at if state == "closed" else None,
+        "merged_at": merged_at,
+        "merge_commit_sha": merge_commit_sha,
+        "base": {"ref": "main", "repo": {"full_name": repo}},
+    }
+
+
+def make_cross_reference(repo: str, pull: dict[str, Any], created_at: str = "2023-03-01T00:00:00Z") -> dict[str, Any]:
+    """A timeline `cross-referenced` event: the pull request `pull` mentioned the issue."""
+    source = {
+        "number": pull["number"], "title": pull["title"], "state": pull["state"], "body": pull.get("body"),
+        "html_url": pull["html_url"], "repository": {"full_name": repo},
+        "pull_request": {"url": pull["url"], "html_url": pull["html_url"], "merged_at": pull.get("merged_at")},
+    }
+    return {"event": "cross-referenced", "created_at": created_at, "actor": {"login": "contributor"},
+            "source": {"type": "issue", "issue": source}}
+
+
+def make_commit_event(event: str, commit_id: str | None, created_at: str = "2023-03-02T00:00:00Z") -> dict[str, Any]:
+    """A timeline `closed`, `referenced` or `reopened` event (with the commit that did it, if any)."""
+    return {"event": event, "id": int(hashlib.sha1(f"{event}{commit_id}{created_at}".encode()).hexdigest()[:8], 16), "created_at": created_at,
+            "actor": {"login": "maintainer"}, "commit_id": commit_id,
+            "commit_url": f"https://api.github.com/repos/o/r/commits/{commit_id}" if commit_id else None}
+
+
+def make_changed_file(filename: str, status: str = "modified", changes: int = 4) -> dict[str, Any]:
+    """One entry of /pulls/N/files or of a commit's `files`."""
+    return {"sha": hashlib.sha1(filename.encode()).hexdigest(), "filename": filename, "status": status,
+            "additions": changes // 2, "deletions": changes - changes // 2, "changes": changes}
+
+
 @dataclass
 class Fault:
     pattern: re.Pattern[str]
@@ -139,6 +195,10 @@ class GitHubServer:
         self.archive_chunk_delay = 0.0  # seconds between writes: a slow download (to kill it half-way)
         self.archive_length = True  # False: no Content-Length (GitHub's archive host often streams without one)
         self.commits: dict[str, list[dict[str, Any]]] = {}  # repo -> REST commit objects, newest first
+        self.timelines: dict[tuple[str, int], list[dict[str, Any]]] = {}  # (repo, issue) -> timeline events
+        self.pulls: dict[str, dict[int, dict[str, Any]]] = {}  # repo -> number -> pull-request object
+        self.pull_files: dict[tuple[str, int], list[dict[str, Any]]] = {}  # (repo, pr) -> changed files
+        self.commit_details: dict[tuple[str, str], dict[str, Any]] = {}  # (repo, sha) -> commit with `files`
         self.token = token
         self.rate_limit = rate_limit
         self.remaining = rate_limit
@@ -180,6 +240,25 @@ class GitHubServer:
         obj = {"sha": sha, "commit": {"committer": {"date": date}, "message": f"commit {sha[:7]}"}, "branch": branch}
         self.commits.setdefault(repo, []).append(obj)
         self.commits[repo].sort(key=lambda c: c["commit"]["committer"]["date"], reverse=True)
+
+    def add_timeline(self, repo: str, number: int, events: list[dict[str, Any]]) -> None:
+        """Serve `events` at /repos/{repo}/issues/{number}/timeline (paginated)."""
+        self.timelines[(repo, number)] = events
+
+    def add_pull(self, repo: str, pull: dict[str, Any], files: list[str | dict[str, Any]] | None = None) -> None:
+        """A pull request at /repos/{repo}/pulls/{n} (and in the listing), its files at /pulls/{n}/files."""
+        self.pulls.setdefault(repo, {})[int(pull["number"])] = pull
+        if files is not None:
+            self.pull_files[(repo, int(pull["number"]))] = [make_changed_file(f) if isinstance(f, str) else f for f in files]
+        self._version += 1
+
+    def add_commit_detail(self, repo: str, sha: str, date: str, files: list[str], message: str = "") -> None:
+        """A commit at /repos/{repo}/commits/{sha}, with the files it changed."""
+        self.commit_details[(repo, sha)] = {
+            "sha": sha, "html_url": f"https://github.com/{repo}/commit/{sha}",
+            "commit": {"message": message or f"commit {sha[:7]}", "author": {"date": date}, "committer": {"date": date}},
+            "files": [make_changed_file(f) for f in files],
+        }
 
     def add_page(self, path: str, html: str) -> None:
         self.pages[path] = html
@@ -301,6 +380,34 @@ class GitHubServer:
                      and (branch is None or c.get("branch") in (None, branch))]
             per_page = max(1, min(100, int(query.get("per_page", 30))))
             return 200, {}, _json([{k: v for k, v in c.items() if k != "branch"} for c in found[:per_page]]), True
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/timeline", path)
+        if m:
+            repo, number = m.group(1), int(m.group(2))
+            if number not in self.issues.get(repo, {}):
+                return _not_found()
+            return self._paginate(path, query, self.timelines.get((repo, number), []))
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls", path)
+        if m:
+            pulls = list(self.pulls.get(m.group(1), {}).values())
+            state = query.get("state", "open")
+            if state != "all":
+                pulls = [p for p in pulls if p["state"] == state]
+            key = "updated_at" if query.get("sort") == "updated" else "created_at"
+            pulls.sort(key=lambda p: (p[key], p["number"]), reverse=query.get("direction", "desc") == "desc")
+            return self._paginate(path, query, pulls)
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", path)
+        if m:
+            pull = self.pulls.get(m.group(1), {}).get(int(m.group(2)))
+            return (200, {}, _json(pull), True) if pull else _not_found()
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)/files", path)
+        if m:
+            if int(m.group(2)) not in self.pulls.get(m.group(1), {}):
+                return _not_found()
+            return self._paginate(path, query, self.pull_files.get((m.group(1), int(m.group(2))), []))
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/([0-9a-fA-F]+)", path)
+        if m:
+            found = self.commit_details.get((m.group(1), m.group(2)))
+            return (200, {}, _json(found), True) if found else _not_found()
         if path.startswith("/repos/"):
             return _not_found()
         if path in self.redirects:
