@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -741,27 +742,88 @@ def open_source(
     source_root: str | Path | None = None,
     offline: bool = False,
     created_at: str | None = None,
+    needs_cxx: bool | None = None,
 ) -> SourceProvider:
-    """The best source of the release's files: `source_root`, else what is cached, else fetched.
+    """The best source of the release's files: `source_root`, else what is cached, else downloaded.
 
-    Order when nothing is given: a tree registered for exactly this release (`sftl sources add`);
-    else the cached GitHub C++ tree layered over the cached (or, online, fetched) wheel; when that
-    holds no C++ sources, the registered tree of the NEAREST release is layered first, and the
-    provider's description says so. Offline with nothing at all raises SourceError naming the
-    `sftl sources fetch` command to run. A report with no version (`version` None) gets the release
-    current at `created_at` when given (`release_at`); the provider's description says so.
+    The reporter's version is read by `sftl.releases.resolve` (a local build, a source build's
+    commit, a nightly's night, a development branch's date) into a git ref. Order: a tree
+    registered for that very release (`sftl sources add`: a local tree of the right release wins);
+    the release's extracted archive in the cache; for a missing-module error (`needs_cxx` False) the
+    release's cached wheel; online, the archive downloaded (one request, `sftl.sources.archive`);
+    then what older sftl cached (a GitHub tree, wheels, the nearest registered tree, layered as
+    `_open_cached` says). A wheel is never downloaded here. Offline with nothing raises SourceError
+    naming exactly what is missing and the one command that fetches it. A report with no version
+    (`version` None) is read at the commit current when it was filed (online), or at the release
+    current then (offline, `release_at`); the description says so.
     """
+    from sftl.releases import resolve
+    from sftl.sources.archive import cached_archive, fetch_archive
+
     framework = normalize_framework(framework)
     if source_root is not None:
         return LocalTree(source_root, framework, version, cache_dir=settings.cache_dir)
-    inferred = release_at(framework, created_at) if not version and created_at else None
-    if inferred and created_at:
-        provider = open_source(framework, inferred, settings, offline=offline)
-        provider.description += f" (the report names no version: {inferred} was current on {created_at[:10]})"
-        return provider
-    if not version:
-        raise SourceError(f"the report names no {framework} version, so no source of the right release can be chosen")
     offline = offline or settings.offline
+    if not version and (offline or not created_at):
+        inferred = release_at(framework, created_at) if created_at else None
+        if inferred and created_at:
+            provider = open_source(framework, inferred, settings, offline=True, needs_cxx=needs_cxx)
+            provider.description += f" (the report names no version: {inferred} was current on {created_at[:10]})"
+            return provider
+        raise SourceError(f"the report names no {framework} version, so no source of the right release can be chosen")
+    res = resolve(framework, version, settings, created_at=created_at, offline=offline)
+    release = res.version
+    keys = [k for k in dict.fromkeys([version, release]) if k]
+    trees = registered_trees(settings, framework)
+    if not res.is_commit:
+        for key in keys:
+            if key in trees:
+                return LocalTree(trees[key], framework, release or key, cache_dir=settings.cache_dir)
+    archive = cached_archive(settings, framework, res.ref, release, res.reason)
+    if archive is not None:
+        return archive
+    if needs_cxx is False and res.exact and not res.is_commit:
+        for key in keys:  # a missing-module error needs Python files only: the release's cached wheel has them
+            wheel = cached_wheel(settings, framework, key)
+            if wheel is not None:
+                try:
+                    return WheelSource(wheel, framework, key)
+                except SourceError:
+                    break  # a broken wheel: the archive (or the message of what to do) below
+    problem: SourceError | None = None
+    if not offline:
+        try:
+            return fetch_archive(settings, framework, res.ref, release, res.reason)
+        except SourceError as exc:
+            problem = exc
+    for key in keys:
+        found = _open_cached(framework, key, settings)
+        if found is not None:
+            return found
+    if problem is not None:
+        raise problem
+    spec = f"{framework}=={release}" if res.exact and not res.is_commit and release else f"{framework}=={version}"
+    spec = shlex.quote(spec)
+    want = {True: "its C++/CUDA kernels", False: "its Python files", None: "its C++/CUDA kernels and Python files"}
+    raise SourceError(
+        f"no cached sources of {framework} at {res.ref} ({want[needs_cxx]}; offline) [{res.reason}]; "
+        f"run `sftl sources fetch {spec}` once online (one archive of about "
+        f"{archive_estimate_mb(framework)} MB), or give a local checkout: "
+        f"`sftl sources add {framework}=={release or version} DIR` once, or --source-root DIR"
+    )
+
+
+def archive_estimate_mb(framework: str) -> int:
+    from sftl.sources.archive import ESTIMATED_BYTES
+
+    return ESTIMATED_BYTES[framework] // 1_000_000
+
+
+def _open_cached(framework: str, version: str, settings: Settings) -> SourceProvider | None:
+    """What earlier sftl releases cached for `version` (never a download): the cached GitHub C++ tree
+    layered over the cached wheel; when that holds no C++ sources, the registered tree of the NEAREST
+    release is layered first, and the provider's description says so. None when nothing is cached."""
+    offline = True
     trees = registered_trees(settings, framework)
     if version in trees:
         return LocalTree(trees[version], framework, version, cache_dir=settings.cache_dir)
@@ -770,12 +832,6 @@ def open_source(
     if github.tree_cached and github.cached_file_count():
         layers.append(github)
     wheel = cached_wheel(settings, framework, version)
-    fetch_problem: SourceError | None = None
-    if wheel is None and not offline:
-        try:
-            wheel = fetch_wheel(framework, version, settings)
-        except SourceError as exc:
-            fetch_problem = exc
     if wheel is not None:
         try:
             layers.append(WheelSource(wheel, framework, version))
@@ -818,13 +874,7 @@ def open_source(
         )
         return layered
     if not layers:
-        if fetch_problem is not None:
-            raise fetch_problem
-        raise SourceError(
-            f"no cached sources for {framework} {version} (offline); "
-            f"run `sftl sources fetch {framework}=={version}` (add --cxx for C++/CUDA kernels) while online, "
-            f"or give a local checkout: `sftl sources add {framework}=={version} DIR` once, or --source-root DIR"
-        )
+        return None
     return layers[0] if len(layers) == 1 else LayeredSource(layers)
 
 
