@@ -34,7 +34,7 @@ PAIRWISE_APIS = ["bmm", "topk", "addcmul", "max_pool2d", "index_select"]
 
 
 def _run(framework: str, apis: list[str], settings, n_train: int, n_fresh: int, strategy: str) -> list[dict]:
-    from sftl.helpers.validity import WorkerPool, api_spec, fuzz
+    from sftl.fuzz.validity import WorkerPool, api_spec, fuzz
 
     rows = []
     # a crash restarts a worker (seconds for TensorFlow): the bench stops a run after 3 of them

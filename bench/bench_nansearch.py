@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sftl.config import load_settings
 from sftl.errors import SftlError
-from sftl.helpers.nansearch import NanSearchResult, search_script
+from sftl.nansearch.search import NanSearchResult, search_script
 
 SUITE = Path(__file__).resolve().parent / "nan_suite"
 

@@ -312,7 +312,7 @@ class Sandbox:
                     cmd += ["--tmpfs", str(p)]
                 elif p.exists():
                     cmd += ["--ro-bind", "/dev/null", str(p)]
-            # sftl's own interpreter and package (the helpers' runners import them) must stay visible too
+            # sftl's own interpreter and package (the fuzz worker and the NaN-search runner import them) must stay visible too
             # when they live under a fresh tmpfs mount, as in a checkout or CI clone under /tmp
             own = (Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parent.parent)
             for path in sorted({p.absolute() for p in (*ro_paths, *own)}):

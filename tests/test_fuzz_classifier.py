@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from sftl.config import load_settings
-from sftl.helpers.fuzz_exec import WorkerPool
-from sftl.helpers.fuzz_features import Featurizer, ValidityClassifier, load_model, save_model
-from sftl.helpers.fuzz_gen import InputGenerator
-from sftl.helpers.fuzz_specs import api_spec
+from sftl.fuzz.execute import WorkerPool
+from sftl.fuzz.features import Featurizer, ValidityClassifier, load_model, save_model
+from sftl.fuzz.generate import InputGenerator
+from sftl.fuzz.specs import api_spec
 
 
 def _t(*shape: int) -> dict:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sftl.config import load_settings
-from sftl.helpers.fuzz_exec import WorkerPool
-from sftl.helpers.fuzz_gen import FuzzInput
-from sftl.helpers.fuzz_specs import ArgSpec, api_spec, python_spec
+from sftl.fuzz.execute import WorkerPool
+from sftl.fuzz.generate import FuzzInput
+from sftl.fuzz.specs import ArgSpec, api_spec, python_spec
 
 
 def _t(*shape: int, dtype: str = "float32") -> dict:

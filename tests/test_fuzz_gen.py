@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from sftl.helpers.fuzz_gen import InputGenerator, pairwise_rows, params_for, uncovered_pairs
-from sftl.helpers.fuzz_specs import api_spec
+from sftl.fuzz.generate import InputGenerator, pairwise_rows, params_for, uncovered_pairs
+from sftl.fuzz.specs import api_spec
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from sftl.config import load_settings
-from sftl.helpers.fuzz_seed import find_seed
-from sftl.helpers.fuzz_specs import api_spec
-from sftl.helpers.validity import replay_variants
+from sftl.fuzz.seed import find_seed
+from sftl.fuzz.specs import api_spec
+from sftl.fuzz.validity import replay_variants
 
 SNIPPET = "import torch\nx = torch.rand(2, 3, 4)\ny = torch.rand(2, 4, 5)\nz = torch.bmm(x, y)\n"
 

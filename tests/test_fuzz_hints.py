@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from sftl.config import load_settings
-from sftl.helpers.fuzz_exec import WorkerPool
-from sftl.helpers.fuzz_gen import FuzzInput, InputGenerator, mine_hints
-from sftl.helpers.fuzz_seed import find_seed
-from sftl.helpers.fuzz_specs import api_spec, tf_raw_ops_for
+from sftl.fuzz.execute import WorkerPool
+from sftl.fuzz.generate import FuzzInput, InputGenerator, mine_hints
+from sftl.fuzz.seed import find_seed
+from sftl.fuzz.specs import api_spec, tf_raw_ops_for
 
 
 def _message(fn, *args) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sftl.errors import InputError
-from sftl.helpers.fuzz_seed import find_seed
-from sftl.helpers.fuzz_specs import api_spec, parse_torch_schema
+from sftl.fuzz.seed import find_seed
+from sftl.fuzz.specs import api_spec, parse_torch_schema
 
 
 def test_torch_schema_parsing() -> None:

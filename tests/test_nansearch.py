@@ -13,7 +13,7 @@ import pytest
 from sftl.cli import main
 from sftl.config import load_settings
 from sftl.errors import InputError
-from sftl.helpers.nansearch import NanSearchResult, search_script, search_snippet
+from sftl.nansearch.search import NanSearchResult, search_script, search_snippet
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "nansearch"
 

@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sftl.helpers.nan_ops import UNSAFE_OPS  # noqa: E402
-from sftl.helpers.nan_torch import KERNEL, op_display  # noqa: E402
+from sftl.nansearch.torch_backend import KERNEL, op_display  # noqa: E402
+from sftl.nansearch.unsafe_ops import UNSAFE_OPS  # noqa: E402
 
 
 def margin(name: str, *args: object) -> float:

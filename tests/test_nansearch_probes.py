@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from sftl.helpers.nan_core import (  # noqa: E402
+from sftl.nansearch.core import (  # noqa: E402
     ALL_SITES,
     RunOutcome,
     Variable,
@@ -18,7 +18,7 @@ from sftl.helpers.nan_core import (  # noqa: E402
     domain_probes,
     gradient_search,
 )
-from sftl.helpers.nan_torch import TorchProgram  # noqa: E402
+from sftl.nansearch.torch_backend import TorchProgram  # noqa: E402
 
 SCRIPT = '''
 import torch

@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sftl.helpers.nan_core import ALL_SITES, RunOutcome, _rank, gradient_search  # noqa: E402
-from sftl.helpers.nan_soft import UNITS, SoftAssertion, SoftGuide, label, pull_back  # noqa: E402
-from sftl.helpers.nan_torch import TorchProgram  # noqa: E402
+from sftl.nansearch.core import ALL_SITES, RunOutcome, _rank, gradient_search  # noqa: E402
+from sftl.nansearch.soft_assertions import UNITS, SoftAssertion, SoftGuide, label, pull_back  # noqa: E402
+from sftl.nansearch.torch_backend import TorchProgram  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -216,7 +216,7 @@ def test_a_damaged_kernel_index_cache_is_rebuilt_not_raised(tmp_path: Path, dama
 def test_the_soft_guide_pulls_back_a_cuda_input() -> None:
     import torch
 
-    from sftl.helpers.nan_soft import SoftGuide, pull_back
+    from sftl.nansearch.soft_assertions import SoftGuide, pull_back
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device (torch.cuda.is_available() is false)")

@@ -58,7 +58,7 @@ def _seed_code(target: str, ctx: Any) -> str:
 
 
 def run_fuzz(args: argparse.Namespace, ctx: Any) -> int:
-    from sftl.helpers.validity import (
+    from sftl.fuzz.validity import (
         WorkerPool,
         api_spec,
         describe_call,
@@ -92,7 +92,7 @@ def run_fuzz(args: argparse.Namespace, ctx: Any) -> int:
     if args.replay and seed is not None:
         from dataclasses import replace
 
-        from sftl.helpers.fuzz_features import Featurizer, load_model
+        from sftl.fuzz.features import Featurizer, load_model
 
         clf = load_model(ctx.settings.home, spec, Featurizer(spec).names)
         variants, note = replay_variants(spec, ctx.settings, seed, clf, count=args.variants, rng_seed=args.rng_seed)

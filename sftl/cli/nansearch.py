@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
-    from sftl.helpers.nansearch import search_script
+    from sftl.nansearch.search import search_script
 
     result = search_script(Path(args.script), ctx.settings, entry=args.entry, budget=args.budget,
                            seed=args.seed, baseline=not args.no_baseline, params=args.params,

@@ -202,7 +202,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
 def _nan_search(args: argparse.Namespace, ctx: Context, code: str, framework: str | None) -> dict[str, Any]:
     """The NaN/INF search over the same snippet; a failure is reported in the result, not raised."""
     from sftl.errors import SftlError
-    from sftl.helpers.nansearch import search_snippet
+    from sftl.nansearch.search import search_snippet
 
     if not code.strip():
         return {"found": False, "reason": "no snippet to search"}

@@ -19,10 +19,10 @@ from typing import Any
 
 from sftl.config import Settings
 from sftl.errors import SandboxError
-from sftl.helpers.fuzz_gen import FuzzInput
-from sftl.helpers.fuzz_specs import ApiSpec
+from sftl.fuzz.generate import FuzzInput
+from sftl.fuzz.specs import ApiSpec
 
-WORKER = Path(__file__).with_name("_fuzz_worker.py")
+WORKER = Path(__file__).with_name("_worker.py")
 _FATAL = re.compile(r"Check failed|INTERNAL ASSERT|terminate called|Fatal Python error|what\(\)|Assertion|"
                     r"^F\d{4}|Segmentation fault|Aborted")
 MEMORY_LIMIT = 8 * 2**30  # address space per worker: a runaway allocation fails inside it, not the machine

@@ -1,7 +1,7 @@
 """Fuzzing worker process: reads calls as JSON lines, builds their tensors, runs them, writes one JSON result per call.
 
 Stdlib-only at import time (torch / tensorflow / numpy are imported lazily, inside the target environment),
-so it runs as a plain script: `python _fuzz_worker.py pytorch`. A crash here kills only this process; the
+so it runs as a plain script: `python _worker.py pytorch`. A crash here kills only this process; the
 parent sees the pipe close and attributes the crash to the first call without a result.
 """
 
@@ -294,4 +294,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # run by path: this folder's generic names (specs, seed, features) must not shadow an import of the framework's
+    _own = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != _own]
     sys.exit(main(sys.argv))

@@ -1,7 +1,7 @@
 """NaN/INF search helper: run a program's gradient-guided search (and a random baseline) in a child process.
 
-The search itself (sftl.helpers.nan_core with the nan_torch / nan_tf backends) executes user code, so it
-never runs in sftl's own process: `search_script` runs `nan_runner.py` through `sftl.sandbox.Sandbox`
+The search itself (sftl.nansearch.core with the torch_backend / tf_backend backends) executes user code, so it
+never runs in sftl's own process: `search_script` runs `runner.py` through `sftl.sandbox.Sandbox`
 (no network, read-only system, scrubbed environment, time/memory/process limits) with one JSON request
 file in the scratch folder, and reads back the one JSON result it writes.
 """
@@ -20,7 +20,7 @@ from sftl.config import Settings
 from sftl.errors import EnvError, InputError, SandboxError
 from sftl.sandbox import GiB, Limits, Sandbox
 
-RUNNER = Path(__file__).resolve().parent / "nan_runner.py"
+RUNNER = Path(__file__).resolve().parent / "runner.py"
 RESULT_MARK = "SFTL_NAN_RESULT "
 STARTUP_ALLOWANCE = 120.0  # seconds for the child to import torch/tensorflow and load the script
 MEMORY_LIMIT = 8 * GiB  # address space: TensorFlow reserves a lot of it at import
@@ -106,7 +106,7 @@ def search_script(
     `repeats` > 1 (the benchmark) times short searches that many times, each kind alternately, and reports
     the median times; `probes=False` skips the cheap domain probes (the gradient phase alone); `reference`
     also runs a random search with log-uniform scales (same budget) as a stronger reference; `soft` adds the
-    soft-assertion guide (sftl.helpers.nan_soft) beside the gradient (PyTorch)."""
+    soft-assertion guide (sftl.nansearch.soft_assertions) beside the gradient (PyTorch)."""
     script = Path(path).expanduser().resolve()
     if not script.is_file():
         raise InputError(f"no such script: {path}")

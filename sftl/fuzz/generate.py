@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sftl.helpers.fuzz_specs import ApiSpec, ArgSpec
+from sftl.fuzz.specs import ApiSpec, ArgSpec
 
 MAX_RANK = 6
 MAX_DIM = 10

@@ -31,7 +31,7 @@ TINY = 1e-60  # well below float32's smallest subnormal (1.4e-45), where a posit
 SIGNED_FACTORS = (1.0, 4.0, 16.0)  # signed probes, in units of the current step size eta
 SATURATE = 1e3  # domain probe "up": each variable scaled to this many times its typical size (within the bound)
 MAX_DOMAIN_PROBES = 4
-DOMAIN_PROBES = {  # per invalid domain (nan_ops.Margin.kind), the input transformations likeliest to reach it
+DOMAIN_PROBES = {  # per invalid domain (unsafe_ops.Margin.kind), the input transformations likeliest to reach it
     "overflow": ("up", "flip_up"),
     "positive": ("up", "flip", "flip_up"),
     "unit": ("up", "flip_up"),
@@ -88,7 +88,7 @@ class RunOutcome:
     target_crossing: bool = True  # the target's invalid region lies beyond 0 (else: only at 0)
     error: str | None = None
     seconds: float = 0.0
-    kinds: dict[str, str] = field(default_factory=dict)  # site -> invalid domain (nan_ops.Margin.kind)
+    kinds: dict[str, str] = field(default_factory=dict)  # site -> invalid domain (unsafe_ops.Margin.kind)
     site_grads: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # target ALL_SITES: every gradient
     site_crossing: dict[str, bool] = field(default_factory=dict)
     soft_grads: list[np.ndarray | None] | None = None  # the soft-assertion guide's direction for the target

@@ -1,6 +1,6 @@
 """Child-process entry of the NaN/INF search: reads one JSON request on stdin, searches, prints one JSON line.
 
-Run as `python nan_runner.py < request.json` (by path, so any interpreter with numpy and the framework
+Run as `python runner.py < request.json` (by path, so any interpreter with numpy and the framework
 can run it); the line it prints starts with RESULT_MARK so that output the user's program writes to
 the real stdout (C extensions, os.write) cannot be mistaken for it.
 """
@@ -36,7 +36,7 @@ def detect_framework(source: str) -> str:
 def _result(search: Any, dtypes: list[str]) -> dict[str, Any]:
     import numpy as np
 
-    from sftl.helpers.nan_core import summarize
+    from sftl.nansearch.core import summarize
 
     f = search.finding
     return {
@@ -59,7 +59,7 @@ def _result(search: Any, dtypes: list[str]) -> dict[str, Any]:
 
 
 def search(request: dict[str, Any]) -> dict[str, Any]:
-    from sftl.helpers.nan_core import SearchResult, gradient_search, random_search
+    from sftl.nansearch.core import SearchResult, gradient_search, random_search
 
     path = Path(request["script"]).resolve()
     entry = request.get("entry")
@@ -87,11 +87,11 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
             raise ScriptError("TensorFlow programs are searched with --entry FUNC (whole-script mode is PyTorch only)")
         if request.get("soft"):
             raise ScriptError("the soft-assertion guide (--soft) is PyTorch only")
-        from sftl.helpers.nan_tf import TFProgram
+        from sftl.nansearch.tf_backend import TFProgram
 
         program = TFProgram(path, entry, seed)
     else:
-        from sftl.helpers.nan_torch import TorchProgram
+        from sftl.nansearch.torch_backend import TorchProgram
 
         program = TorchProgram(path, entry, seed, params=bool(request.get("params")), soft=bool(request.get("soft")))
     start_deadline = time.perf_counter() + max(budget, 20.0)
@@ -177,7 +177,7 @@ def _script_line(exc: BaseException, filename: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """`nan_runner.py [--request FILE --result FILE]`; without them the request comes on stdin."""
+    """`runner.py [--request FILE --result FILE]`; without them the request comes on stdin."""
     out = sys.stdout
     opts = dict(zip(argv[::2], argv[1::2], strict=False))
     try:
@@ -201,5 +201,8 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     if not __package__:  # run by path: make the sftl package importable without installing it
+        # and drop this folder from the path: its generic names (core, search) must not shadow the user's imports
+        own = Path(__file__).resolve().parent
+        sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != own]
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     sys.exit(main(sys.argv[1:]))

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sftl.config import Settings
-from sftl.helpers.fuzz_exec import Crash, ExecResult, WorkerPool
-from sftl.helpers.fuzz_features import Featurizer, ValidityClassifier, load_model, save_model
-from sftl.helpers.fuzz_gen import Call, FuzzInput, InputGenerator
-from sftl.helpers.fuzz_seed import SeedCall, find_seed
-from sftl.helpers.fuzz_specs import ApiSpec, api_spec
+from sftl.fuzz.execute import Crash, ExecResult, WorkerPool
+from sftl.fuzz.features import Featurizer, ValidityClassifier, load_model, save_model
+from sftl.fuzz.generate import Call, FuzzInput, InputGenerator
+from sftl.fuzz.seed import SeedCall, find_seed
+from sftl.fuzz.specs import ApiSpec, api_spec
 from sftl.model import to_jsonable
 
 __all__ = [

@@ -7,8 +7,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from sftl.helpers.fuzz_gen import Call
-from sftl.helpers.fuzz_specs import ApiSpec
+from sftl.fuzz.generate import Call
+from sftl.fuzz.specs import ApiSpec
 
 _FACTORIES = {"randn", "rand", "zeros", "ones", "empty", "normal", "uniform", "random_normal", "random_uniform",
               "full", "randint", "eye", "arange", "tensor", "constant", "as_tensor", "from_numpy", "array",
@@ -216,7 +216,7 @@ def _public_tf(fn: str, spec: ApiSpec) -> bool:
     """`tf.nn.conv2d` / `tf.linalg.matmul` calls the spec's raw op (read from their Python wrappers)."""
     if spec.framework != "tensorflow" or fn.split(".")[0] not in ("tf", "tensorflow") or ".raw_ops." in fn:
         return False
-    from sftl.helpers.fuzz_specs import tf_raw_ops_for
+    from sftl.fuzz.specs import tf_raw_ops_for
 
     return spec.target.rsplit(".", 1)[-1] in tf_raw_ops_for(fn)
 

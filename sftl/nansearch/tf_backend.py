@@ -3,7 +3,7 @@
 Runs only inside the child process. TensorFlow has no function mode, so for the length of one run the
 unsafe entry points (tf.math.log, tf.sqrt, tf.divide, `a / b`, `a ** p`, tf.nn.softmax, ...) are replaced
 in their namespaces by wrappers that check the output for NaN/INF produced from finite inputs and record
-a margin (sftl.helpers.nan_ops); the target site's smallest margin is differentiated with the tape.
+a margin (sftl.nansearch.unsafe_ops); the target site's smallest margin is differentiated with the tape.
 Only --entry mode: FUNC(*example_inputs()).
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from sftl.helpers.nan_core import ALL_SITES, Finding, RunOutcome, Variable, summarize
-from sftl.helpers.nan_ops import UNSAFE_OPS, Margin, canonical
-from sftl.helpers.nan_torch import RunTimeout, _alarm, _quiet, load_entry_point
+from sftl.nansearch.core import ALL_SITES, Finding, RunOutcome, Variable, summarize
+from sftl.nansearch.torch_backend import RunTimeout, _alarm, _quiet, load_entry_point
+from sftl.nansearch.unsafe_ops import UNSAFE_OPS, Margin, canonical
 
 NAMESPACES = {"tf": tf, "tf.math": tf.math, "tf.nn": tf.nn, "tf.linalg": tf.linalg}
 OPERATORS = ("__truediv__", "__rtruediv__", "__pow__", "__rpow__")

@@ -3,7 +3,7 @@
 Runs only inside the child process (it executes the user's script). Every op the program calls goes
 through `_Watcher.__torch_function__` (with the mode itself disabled, so nested framework calls are not
 seen twice): the op's output is checked for NaN/INF produced from finite inputs, unsafe ops get a
-margin (sftl.helpers.nan_ops), and the target site's margin is differentiated right away with respect
+margin (sftl.nansearch.unsafe_ops), and the target site's margin is differentiated right away with respect
 to the search variables (so later in-place updates or `backward()` calls of the program cannot spoil it).
 In whole-script mode the floating-point tensors the script creates from random factories (or with
 `requires_grad=True`, or `torch.tensor` data of 2+ elements) become the search variables.
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from sftl.helpers.nan_core import ALL_SITES, Finding, RunOutcome, Variable, summarize
-from sftl.helpers.nan_ops import UNSAFE_OPS, Margin, OpSpec, canonical
-from sftl.helpers.nan_soft import UNITS, SoftGuide, pull_back
+from sftl.nansearch.core import ALL_SITES, Finding, RunOutcome, Variable, summarize
+from sftl.nansearch.soft_assertions import UNITS, SoftGuide, pull_back
+from sftl.nansearch.unsafe_ops import UNSAFE_OPS, Margin, OpSpec, canonical
 
 RANDOM_FACTORIES = {"randn", "rand", "normal", "randn_like", "rand_like", "uniform"}
 DATA_FACTORIES = {"tensor", "as_tensor", "from_numpy"}

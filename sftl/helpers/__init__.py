@@ -1,1 +1,0 @@
-"""Replay helpers: input-validity fuzzing (`validity`, `fuzz_*`) and NaN/INF search (`nansearch`, `nan_*`)."""
