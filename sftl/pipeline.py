@@ -232,10 +232,12 @@ def open_framework_source(
     """The framework's sources at the report's release: (provider, a note) or (None, why not).
 
     Order: an explicit `--source-root`; the installed framework when it is that very release (no
-    download) -- after the cache when C++ kernels are needed, which wheels lack; the cached/fetched
-    wheel and GitHub tree (`sftl.sources.open_source`). A report naming no version is read at the
-    release current when it was filed (`created_at`), when sftl knows that release and its sources
-    are available; else at the installed release, and the note says which.
+    download) -- after the cache and, online, the release's archive when C++ kernels are needed,
+    which wheels lack; else `sftl.sources.open_source` (registered tree, cached archive, cached
+    wheel for Python files, the archive downloaded; never a wheel). A report naming no version is read at the
+    commit current when it was filed (online: the commits API, then that commit's archive), else
+    the release current then (`created_at`), when sftl knows that release and its sources are
+    available; else at the installed release, and the note says which.
     """
     from sftl import sources
 
@@ -244,6 +246,13 @@ def open_framework_source(
     if framework is None:
         return None, "the report does not say which framework it is about"
     version = env.version
+    if version is None and created_at and source_root is None and not offline:
+        try:  # online: the commit current on the default branch when the report was filed
+            provider = sources.open_source(framework, None, settings, created_at=created_at, needs_cxx=needs_cxx)
+        except SftlError:
+            pass  # no lookup or no archive: the release current then, as offline
+        else:
+            return provider, _read_note(provider)
     if version is None and created_at and source_root is None:
         dated = _release_when_filed(framework, created_at)
         installed = _installed(framework)
@@ -267,11 +276,19 @@ def open_framework_source(
         except SftlError as exc:
             return None, str(exc)
     opener = getattr(sources, "open_source", None)
+    fetch_problem = ""
     if needs_cxx and version and opener is not None:
         try:  # the cache only: a C++ tree fetched earlier beats the installed wheel's headers
-            return opener(framework, version, settings, offline=True), ""
+            provider = opener(framework, version, settings, offline=True, needs_cxx=True)
+            return provider, _read_note(provider)
         except SftlError:
             pass
+        if not offline:  # online: the release's archive (its kernels), before the installed wheel's headers
+            try:
+                provider = opener(framework, version, settings, offline=False, needs_cxx=True)
+                return provider, _read_note(provider)
+            except SftlError as exc:
+                fetch_problem = str(exc)
     installed = _installed(framework)
     if installed is not None:
         have = _base_version(getattr(installed, "installed_version", None))
@@ -279,15 +296,23 @@ def open_framework_source(
             note = f"the report names no {framework} version; read the installed {have}"
             return installed, note
         if have and _base_version(version) == have:
-            return installed, ""
+            return installed, fetch_problem
     if version is None:
         return None, f"the report names no {framework} version and none is installed"
     if opener is None:
         return None, f"no source of {framework} {version}: only the installed release is readable"
+    if fetch_problem:
+        return None, fetch_problem
     try:
-        return opener(framework, version, settings, offline=offline), ""
+        provider = opener(framework, version, settings, offline=offline, needs_cxx=needs_cxx)
+        return provider, _read_note(provider)
     except SftlError as exc:
         return None, str(exc)
+
+
+def _read_note(provider: SourceProvider) -> str:
+    """For the report: which release archive was read and why (a version spelling read as a ref)."""
+    return f"read {provider.description}" if getattr(provider, "ref", None) else ""
 
 
 def _release_when_filed(framework: str, created_at: str) -> str | None:
