@@ -1,0 +1,437 @@
+"""The real-issue benchmark: every labelled real row, composed as a GitHub issue, localized end to end by `sftl locate`.
+
+Rows: ../shared/data/dev/real_localize.jsonl and localize.jsonl (read at run time, never copied).
+Each row becomes the REST issue its reporter filed (`bench/real_compose.py`: title, snippet,
+output/traceback, environment in the tracker's template; no label field), and is located with
+`sftl locate ISSUE.json --offline --json --method M` as a subprocess, per method, two at a time.
+
+Sources are the product's own choice. The bench's SFTL_HOME (`bench/real_sources.py`) holds the
+release wheels (`cache/sources/wheels/<fw>-<ver>/`) and the Debian PyTorch trees 1.13.1 and 2.6.0
+registered with `sftl sources add`; no `--source-root` is passed, which is what a user with those
+sources cached would do. `sftl.sources.open_source` then layers, for a release without a tree of
+its own, the Python files of that release's wheel over the nearest registered tree (its C++) —
+the "release's Python files + nearest tree for ATen" the figures are meant to measure. The bench
+asks the same function (`sftl.pipeline.open_framework_source`) which files those sources hold,
+so a row whose truth file is absent (THC, the torchdynamo repo, TensorFlow C++ kernels: no
+TensorFlow C++ tree exists offline) is reported "truth not in sources" and counted apart.
+
+Each locate runs in its own SFTL_HOME whose `cache/` is the shared one (indexes are built once)
+and whose store starts empty (or as a copy of the base store with the fix history imported,
+when `sftl history` exists), so rows cannot influence each other and runs are repeatable.
+
+Prints top-1/3/5/10 and MRR per framework x category, per method, for all rows, for rows whose
+truth is in the sources, and for seen vs inferred truth; a per-row table; the wall time of
+`sftl locate` on a stored issue with cached sources. `--json OUT` keeps every row's full ranked
+list (scores, reasons, and whether each suspect is a truth file) for re-ranker training.
+
+    .venv/bin/python bench/bench_real.py                 # full run, methods sftl,paper,vsm,bert
+    .venv/bin/python bench/bench_real.py --quick         # sftl + paper on a few rows (make bench)
+    .venv/bin/python bench/bench_real.py --methods sftl --category mme --rows 'lr_scheduler|optim'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "dev"
+HISTORY = ROOT.parent / "shared" / "data" / "history" / "pytorch_fixes.jsonl"
+ROW_FILES = ("real_localize.jsonl", "localize.jsonl")
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from real_compose import compose_issue, number_anchors, repo_and_number  # noqa: E402
+from real_sources import DEFAULT_HOME, provision, sftl_command  # noqa: E402
+
+ALL_METHODS = ("sftl", "paper", "vsm", "bert")
+KS = (1, 3, 5, 10)
+QUICK_ROWS = 6
+
+
+@dataclass
+class Row:
+    key: str  # "owner/repo#n"
+    url: str
+    framework: str
+    category: str
+    truth: tuple[str, ...]
+    inferred: bool
+    raw: dict[str, Any]
+    issue: dict[str, Any] = field(default_factory=dict)
+    in_sources: bool | None = None  # None: could not tell
+    sources_note: str = ""
+
+
+@dataclass
+class Result:
+    row: Row
+    method: str
+    outcome: str  # located | abstained | skipped | error | timeout
+    reason: str
+    suspects: list[dict[str, Any]]
+    category_screened: str
+    seconds: float
+
+    @property
+    def ranked(self) -> list[str]:
+        return [s["path"] for s in self.suspects] if self.outcome == "located" else []
+
+    @property
+    def rank(self) -> int | None:
+        wanted = set(self.row.truth)
+        for i, path in enumerate(self.ranked, 1):
+            if path in wanted:
+                return i
+        return None
+
+
+def is_inferred(row: dict[str, Any]) -> bool:
+    evidence = str(row.get("truth_evidence") or "")
+    return bool(row.get("truth_inferred")) or evidence.lower().startswith("inferred")
+
+
+def load_rows(data: Path = DATA) -> list[Row]:
+    raws: list[dict[str, Any]] = []
+    for name in ROW_FILES:
+        path = data / name
+        if path.is_file():
+            raws += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    anchors = number_anchors(raws)
+    rows = []
+    for raw in raws:
+        repo, number = repo_and_number(raw["url"])
+        rows.append(Row(
+            key=f"{repo}#{number}", url=raw["url"], framework=raw.get("framework") or "pytorch",
+            category=raw["category"], truth=tuple(raw.get("truth_files") or ()), inferred=is_inferred(raw),
+            raw=raw, issue=compose_issue(raw, anchors),
+        ))
+    return rows
+
+
+# -- sources ---------------------------------------------------------------------------------
+
+
+def check_sources(rows: Sequence[Row], home: Path) -> None:
+    """Ask the product which sources it would read for each row and whether they hold a truth file."""
+    from sftl.config import load_settings
+    from sftl.extract import extract
+    from sftl.github import issue_from_json
+    from sftl.model import Category
+    from sftl.pipeline import open_framework_source
+
+    settings = load_settings({**os.environ, "SFTL_HOME": str(home)})
+    listings: dict[str, set[str]] = {}
+    for row in rows:
+        issue = issue_from_json(row.issue)
+        try:
+            extraction = extract(issue)
+            source, why = open_framework_source(
+                extraction, settings, None, True, needs_cxx=row.category == Category.GCRDE.value,
+                created_at=issue.created_at)
+        except Exception as exc:  # noqa: BLE001 - a bench reports what it could not tell
+            row.sources_note = f"could not open sources: {exc}"
+            continue
+        if source is None:
+            row.in_sources, row.sources_note = False, why or "no sources"
+            continue
+        desc = str(getattr(source, "description", ""))
+        if desc not in listings:
+            listings[desc] = set(source.list_files())
+        row.in_sources = any(t in listings[desc] for t in row.truth)
+        row.sources_note = desc + (f" ({why})" if why else "")
+
+
+# -- running `sftl locate` --------------------------------------------------------------------
+
+
+def locate_has(flag: str) -> bool:
+    done = subprocess.run([*sftl_command(), "locate", "--help"], capture_output=True, text=True, check=False)
+    return flag in done.stdout
+
+
+def prepare_base_store(work: Path, history: bool) -> Path | None:
+    """A store to start each run from: the fix history imported when sftl can import one, else none."""
+    if not history or not HISTORY.is_file():
+        return None
+    done = subprocess.run([*sftl_command(), "history", "--help"], capture_output=True, text=True, check=False)
+    if done.returncode != 0 or "import" not in done.stdout:
+        return None
+    home = work / "base"
+    home.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([*sftl_command(), "history", "import", str(HISTORY)], capture_output=True, text=True,
+                          env={**os.environ, "SFTL_HOME": str(home)}, check=False)
+    db = home / "sftl.db"
+    if done.returncode != 0 or not db.is_file():
+        print(f"  (history not imported: {done.stderr.strip()[-200:]})", file=sys.stderr)
+        return None
+    return db
+
+
+def run_home(work: Path, shared_home: Path, name: str, base_db: Path | None) -> Path:
+    """A fresh SFTL_HOME for one locate: the shared cache (sources, indexes), its own store."""
+    home = work / name
+    home.mkdir(parents=True, exist_ok=True)
+    cache = home / "cache"
+    if not cache.exists():
+        cache.symlink_to((shared_home / "cache").resolve(), target_is_directory=True)
+    if base_db is not None:
+        shutil.copyfile(base_db, home / "sftl.db")
+    return home
+
+
+def store_given_screening(home: Path, row: Row) -> None:
+    """Store the row's labelled category as this issue's screening, so `locate` skips screening (--given-category)."""
+    from sftl.github import issue_from_json
+    from sftl.model import Category, Screening
+    from sftl.store import Store
+
+    issue = issue_from_json(row.issue)
+    cat = Category(row.category)
+    scores = {"mme": float(cat == Category.MME), "gcrde": float(cat == Category.GCRDE), "other": 0.0}
+    with Store(home / "sftl.db") as store:
+        store.upsert_issue(issue, row.issue)
+        stored = store.get_issue(issue.repo, issue.number) or issue
+        store.save_screening(issue.repo, issue.number, Screening(cat, scores, (), method="given",
+                             reason="the row's labelled category (bench_real --given-category)"),
+                             fingerprint=stored.fingerprint)
+
+
+def run_locate(row: Row, method: str, work: Path, shared_home: Path, base_db: Path | None,
+               extra: Sequence[str], timeout: float, given_category: bool = False) -> Result:
+    safe = re.sub(r"[^\w]+", "_", row.key)
+    home = run_home(work, shared_home, f"{safe}-{method}", base_db)
+    issue_file = home / "issue.json"
+    issue_file.write_text(json.dumps(row.issue, indent=1), encoding="utf-8")
+    if given_category:
+        store_given_screening(home, row)
+    argv = [*sftl_command(), "locate", str(issue_file), "--offline", "--json", "--method", method, "--top", "10", *extra]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
+                              env={**os.environ, "SFTL_HOME": str(home)})
+    except subprocess.TimeoutExpired:
+        return Result(row, method, "timeout", f"no answer in {timeout:.0f}s", [], "", time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    try:
+        payload = json.loads(done.stdout)
+    except ValueError:
+        err = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return Result(row, method, "error", f"exit {done.returncode}: {err[:300]}", [], "", seconds)
+    return Result(row, method, str(payload.get("outcome")), str(payload.get("reason") or ""),
+                  list(payload.get("suspects") or []), str(payload.get("category") or ""), seconds)
+
+
+def time_stored_locate(home: Path, key: str, repeats: int = 3) -> list[float]:
+    """Wall seconds of `sftl locate OWNER/REPO#N --offline --json` on an issue already in the store."""
+    out = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([*sftl_command(), "locate", key, "--offline", "--json"], capture_output=True, text=True,
+                       env={**os.environ, "SFTL_HOME": str(home)}, check=False)
+        out.append(time.perf_counter() - started)
+    return out
+
+
+# -- figures ----------------------------------------------------------------------------------
+
+
+def metrics(results: Sequence[Result]) -> dict[str, Any]:
+    n = len(results)
+    ranks = [r.rank for r in results]
+    return {
+        "n": n,
+        "top": {str(k): (sum(1 for x in ranks if x is not None and x <= k) / n if n else 0.0) for k in KS},
+        "mrr": sum(1.0 / x for x in ranks if x) / n if n else 0.0,
+        "located": sum(r.outcome == "located" for r in results),
+        "abstained": sum(r.outcome == "abstained" for r in results),
+        "skipped": sum(r.outcome not in ("located", "abstained") for r in results),
+    }
+
+
+def cells(results: Sequence[Result]) -> dict[str, list[Result]]:
+    out: dict[str, list[Result]] = {}
+    for r in results:
+        for key in (f"{r.row.framework}/{r.row.category}", f"all/{r.row.category}", "all/all"):
+            out.setdefault(key, []).append(r)
+    order = ["pytorch/gcrde", "tensorflow/gcrde", "all/gcrde", "pytorch/mme", "tensorflow/mme", "all/mme", "all/all"]
+    return {k: out[k] for k in order if k in out}
+
+
+def table(title: str, results: Sequence[Result], methods: Sequence[str]) -> list[str]:
+    lines = [title, f"  {'cell':<17}{'method':<7}{'n':>4}  {'top1':>5} {'top3':>5} {'top5':>5} {'top10':>5}  {'MRR':>5}  located/abst/skip"]
+    for method in methods:
+        for name, cell in cells([r for r in results if r.method == method]).items():
+            m = metrics(cell)
+            t = m["top"]
+            lines.append(f"  {name:<17}{method:<7}{m['n']:>4}  {t['1']:>5.2f} {t['3']:>5.2f} {t['5']:>5.2f} {t['10']:>5.2f}"
+                         f"  {m['mrr']:>5.2f}  {m['located']}/{m['abstained']}/{m['skipped']}")
+    return lines
+
+
+def outcome_text(r: Result) -> str:
+    if r.outcome == "located":
+        return "located"
+    return f"{r.outcome}: {r.reason[:90]}"
+
+
+def row_table(results: Sequence[Result], methods: Sequence[str]) -> list[str]:
+    lines = ["per row (rank of the first truth file; '-' = not in the list; [src-] = truth not in the sources; *inferred truth)"]
+    by_row: dict[str, dict[str, Result]] = {}
+    for r in results:
+        by_row.setdefault(r.row.key, {})[r.method] = r
+    for per in by_row.values():
+        row = next(iter(per.values())).row
+        flags = ("*" if row.inferred else " ") + ("[src-]" if row.in_sources is False else "      ")
+        ranks = "  ".join(f"{m}={per[m].rank or '-'}" for m in methods if m in per)
+        lines.append(f"  {row.url}  {row.framework[:2]}/{row.category:<5} {flags} {ranks}")
+        for m in methods:
+            if m not in per:
+                continue
+            r = per[m]
+            top3 = ", ".join(p.rsplit("/", 1)[-1] for p in r.ranked[:3]) or "-"
+            lines.append(f"      {m:<6} {outcome_text(r):<60.60} top3: {top3}")
+    return lines
+
+
+def result_json(r: Result) -> dict[str, Any]:
+    truth = set(r.row.truth)
+    return {
+        "key": r.row.key, "url": r.row.url, "framework": r.row.framework, "category": r.row.category,
+        "method": r.method, "inferred_truth": r.row.inferred, "truth_in_sources": r.row.in_sources,
+        "sources": r.row.sources_note, "screened": r.category_screened, "outcome": r.outcome, "reason": r.reason,
+        "rank": r.rank, "seconds": round(r.seconds, 2),
+        "suspects": [{**s, "is_truth": s.get("path") in truth} for s in r.suspects],
+    }
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def select(rows: Iterable[Row], pattern: str | None, category: str | None) -> list[Row]:
+    out = []
+    for row in rows:
+        if category and row.category != category:
+            continue
+        if pattern and not re.search(pattern, f"{row.url} {row.key} {row.raw.get('title', '')}", re.I):
+            continue
+        out.append(row)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--methods", default=None, help=f"comma-separated (default {','.join(ALL_METHODS)}; --quick: sftl,paper)")
+    ap.add_argument("--rows", metavar="PATTERN", help="only rows whose URL or title matches this regex")
+    ap.add_argument("--category", choices=("gcrde", "mme"))
+    ap.add_argument("--quick", action="store_true",
+                    help=f"sftl and paper on {QUICK_ROWS} rows (the default with no arguments, as `make bench` runs it)")
+    ap.add_argument("--json", metavar="OUT", type=Path, help="write every row's result (full ranked lists) here")
+    ap.add_argument("--home", type=Path, default=DEFAULT_HOME, help=f"the provisioned SFTL_HOME (default {DEFAULT_HOME})")
+    ap.add_argument("--no-history", action="store_true", help="no fix history in the store (passed to locate when it has the flag)")
+    ap.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="parallel locates (at most 2)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per locate (the first over a tree builds its index)")
+    ap.add_argument("--given-category", action="store_true",
+                    help="store each row's labelled category as its screening: measures localization alone")
+    ap.add_argument("--keep", metavar="DIR", type=Path, help="keep the per-run homes and issue files here")
+    argv = sys.argv[1:] if argv is None else argv
+    args = ap.parse_args(argv)
+    if not argv:
+        args.quick = True
+        print("bench_real --quick (no arguments, as `make bench` runs it); any option, e.g. --methods, runs every row")
+
+    if not DATA.is_dir():
+        print(f"bench_real: no {DATA} (the shared data set); nothing to measure")
+        return 0
+    methods = [m.strip() for m in (args.methods or ("sftl,paper" if args.quick else ",".join(ALL_METHODS))).split(",") if m.strip()]
+    rows = select(load_rows(), args.rows, args.category)
+    if args.quick and not args.rows:
+        # a spread: both categories, both frameworks, rows whose truth the sources hold
+        pick = [r for r in rows if r.framework == "pytorch"]
+        rows = [r for r in pick if r.category == "gcrde"][:QUICK_ROWS // 2] + [r for r in pick if r.category == "mme"][:QUICK_ROWS // 2]
+    if not rows:
+        print("bench_real: no row matches")
+        return 1
+
+    got = provision(args.home)
+    print(f"SFTL_HOME {got['home']}: trees {', '.join(got['trees']) or 'none'}; {len(got['wheels'])} wheels")  # type: ignore[arg-type]
+    check_sources(rows, args.home)
+
+    extra: list[str] = []
+    history_flag = locate_has("--no-history")
+    if args.no_history and history_flag:
+        extra.append("--no-history")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="sftl-bench-real-"))
+    work.mkdir(parents=True, exist_ok=True)
+    base_db = prepare_base_store(work, history=not args.no_history)
+    print(f"{len(rows)} rows x {len(methods)} methods ({', '.join(methods)}); history "
+          f"{'imported' if base_db else 'none'}{'; --no-history passed' if '--no-history' in extra else ''}", flush=True)
+
+    # the first locate over a tree builds its index: warm each source once, then two at a time
+    jobs = [(row, m) for m in methods for row in rows]
+    results: list[Result] = []
+    started = time.perf_counter()
+    seen_sources: set[tuple[str, str]] = set()
+    warm, rest = [], []
+    for row, m in jobs:
+        tag = (row.sources_note, m)
+        (rest if tag in seen_sources else warm).append((row, m))
+        seen_sources.add(tag)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for batch in (warm, rest):
+            for r in pool.map(lambda job: run_locate(job[0], job[1], work, args.home, base_db, extra, args.timeout, args.given_category), batch):
+                results.append(r)
+                print(f"  {r.method:<6} {r.row.key:<32} rank {r.rank or '-':>2}  {r.seconds:5.1f}s  {outcome_text(r)[:70]}", flush=True)
+    elapsed = time.perf_counter() - started
+    order = {(row.key, m): i for i, (row, m) in enumerate((row, m) for row in rows for m in methods)}
+    results.sort(key=lambda r: order[(r.row.key, r.method)])
+
+    out: list[str] = ["", f"bench_real: {len(rows)} real rows ({', '.join(ROW_FILES)}), sftl locate --offline --json, "
+                      f"{elapsed:.0f}s for {len(results)} locates"
+                      + ("; screening GIVEN (the labelled category): localization alone" if args.given_category
+                         else "; end to end (screening included)")]
+    out += table("all rows (a row whose truth the sources lack counts as a miss)", results, methods)
+    held = [r for r in results if r.row.in_sources]
+    out += table(f"rows whose truth file is in the sources ({len({r.row.key for r in held})} rows)", held, methods)
+    out += table("rows with seen truth", [r for r in results if not r.row.inferred], methods)
+    out += table("rows with inferred truth", [r for r in results if r.row.inferred], methods)
+    missing = [row for row in rows if row.in_sources is False]
+    out.append(f"truth not in sources: {len(missing)} rows")
+    for row in missing:
+        out.append(f"  {row.url}  {', '.join(row.truth)[:80]}  (sources: {row.sources_note[:90]})")
+    out += row_table(results, methods)
+
+    # CLI wall time on a stored issue with cached sources (issue #13 target: <= 1 s)
+    sample = next((r for r in results if r.method == "sftl" and r.outcome == "located"), None)
+    if sample is not None:
+        safe = re.sub(r"[^\w]+", "_", sample.row.key)
+        times = time_stored_locate(work / f"{safe}-sftl", sample.row.key)
+        out.append(f"sftl locate {sample.row.key} --offline --json, stored issue, cached sources: "
+                   f"median {statistics.median(times):.2f}s wall (runs {', '.join(f'{t:.2f}' for t in times)}; target <= 1 s)")
+    print("\n".join(out))
+    if args.json:
+        args.json.write_text(json.dumps({
+            "methods": methods, "history": bool(base_db), "elapsed_s": round(elapsed, 1),
+            "results": [result_json(r) for r in results],
+        }, indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+    if args.keep is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

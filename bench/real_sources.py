@@ -1,0 +1,219 @@
+"""Provision an SFTL_HOME with the sources a user of each reported release would have: wheels and Debian trees.
+
+What `bench/bench_real.py` measures with, laid out the way sftl's own cache expects it
+(`<SFTL_HOME>/cache/sources/...`), so that `sftl locate --offline` picks the layers by itself:
+
+- **Python files of the exact release**: the release's wheel, in `cache/sources/wheels/<fw>-<ver>/`.
+  Already downloaded wheels (another home's cache, e.g. `/work/cache/home`) are symlinked folder by
+  folder; `--fetch` downloads the missing ones with `pip download` (the command `sftl sources fetch`
+  runs, with the same platform tags).
+- **PyTorch's C++/CUDA** (what wheels lack): the Debian source package trees (1.13.1 from bookworm,
+  2.6.0 from trixie), registered with `sftl sources add pytorch==X DIR`. `--fetch` redoes the
+  download when a tree is missing, with the recipe of ../shared/README.md: the mirror is read from
+  the machine's own apt sources (`/etc/apt/sources.list.d/*.sources`, or `/etc/apt/sources.list`),
+  never written down here, and the system's apt configuration is not touched.
+
+With those in the cache, `sftl.sources.open_source(fw, version)` gives, for a release that has no
+registered tree of its own, a `LayeredSource` whose first layer is the Python files of that
+release's wheel, then the nearest registered tree (its C++), then the rest of the wheel: the
+"release's Python files + the nearest tree for ATen" the benchmark wants, chosen by the product.
+
+Usage: `python bench/real_sources.py [--home DIR] [--fetch] [--wheels-from DIR]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_HOME = Path(os.environ.get("SFTL_BENCH_HOME", "/work/cache/home-bench"))
+DEFAULT_WHEELS_FROM = Path("/work/cache/home/cache/sources/wheels")
+DEFAULT_TREES_DIR = Path("/work/cache/trees")
+
+# Debian source packages holding real PyTorch trees: release -> (suite, package version)
+DEBIAN_TREES = {"1.13.1": ("bookworm", "1.13.1+dfsg-4"), "2.6.0": ("trixie", "2.6.0+dfsg-7")}
+
+# Releases the development rows report (framework, package, version, python the wheel is asked for).
+WHEELS = [
+    *(("pytorch", "torch", v, py) for v, py in (
+        ("1.0.1", "3.7"), ("1.4.0", "3.7"), ("1.5.0", "3.8"), ("1.6.0", "3.8"), ("1.7.0", "3.8"),
+        ("1.7.1", "3.8"), ("1.8.0", "3.8"), ("1.9.0", "3.9"), ("1.10.0", "3.9"), ("1.12.1", "3.10"),
+        ("1.13.0", "3.10"), ("2.0.0", "3.10"), ("2.0.1", "3.10"), ("2.1.0", "3.11"), ("2.2.0", "3.11"),
+        ("2.3.0", "3.11"), ("2.4.0", "3.11"), ("2.4.1", "3.11"), ("2.7.1", "3.12"), ("2.9.0", "3.12"),
+        ("2.10.0", "3.12"), ("2.12.0", "3.12"),
+    )),
+    *(("tensorflow", "tensorflow-cpu", v, py) for v, py in (
+        ("1.15.0", "3.7"), ("2.0.0", "3.7"), ("2.2.0", "3.7"), ("2.4.0", "3.8"), ("2.19.0", "3.11"), ("2.20.0", "3.12"),
+    )),
+]
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+             "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64")
+
+
+def sftl_command() -> list[str]:
+    """The CLI entry: the venv's console script when there is one, else `python -m sftl`."""
+    script = Path(sys.executable).with_name("sftl")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "sftl"]
+
+
+def wheels_dir(home: Path) -> Path:
+    return home / "cache" / "sources" / "wheels"
+
+
+def link_wheels(home: Path, wheels_from: Path) -> list[str]:
+    """Symlink every complete `<fw>-<ver>/` folder of `wheels_from` (one holding a .whl) into the home's cache."""
+    dest = wheels_dir(home)
+    dest.mkdir(parents=True, exist_ok=True)
+    linked = []
+    if not wheels_from.is_dir() or wheels_from.resolve() == dest.resolve():
+        return linked
+    for folder in sorted(wheels_from.iterdir()):
+        if folder.name.endswith(".partial") or not folder.is_dir() or not any(folder.glob("*.whl")):
+            continue
+        link = dest / folder.name
+        if link.is_symlink() and not link.exists():
+            link.unlink()  # a dangling link from an earlier layout
+        if not link.exists():
+            link.symlink_to(folder.resolve(), target_is_directory=True)
+            linked.append(folder.name)
+    return linked
+
+
+def fetch_wheel(home: Path, framework: str, package: str, version: str, python: str) -> bool:
+    """`pip download` the release's wheel into `wheels/<fw>-<ver>/` unless one is there; True when present after."""
+    dest = wheels_dir(home) / f"{framework}-{version}"
+    if dest.is_dir() and any(dest.glob("*.whl")):
+        return True
+    partial = dest.with_name(dest.name + ".partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+            "--disable-pip-version-check", "--implementation", "cp", "--python-version", python]
+    for plat in PLATFORMS:
+        argv += ["--platform", plat]
+    argv += ["-d", str(partial), f"{package}=={version}"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    got = sorted(partial.glob("*.whl"))
+    if done.returncode != 0 or not got:
+        print(f"  no wheel of {package}=={version} (py{python}): {(done.stderr or done.stdout).strip()[-200:]}", file=sys.stderr)
+        return False
+    dest.mkdir(parents=True, exist_ok=True)
+    os.replace(got[0], dest / got[0].name)
+    shutil.rmtree(partial, ignore_errors=True)
+    return True
+
+
+def apt_mirror() -> str | None:
+    """The (non-security) mirror the machine's apt already uses, read from its own configuration."""
+    for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("URIs:") and "security" not in line:
+                return line.split()[1]
+    legacy = Path("/etc/apt/sources.list")
+    if legacy.is_file():
+        for line in legacy.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = re.match(r"\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)", line)
+            if m and "security" not in m.group(1):
+                return m.group(1)
+    return None
+
+
+def fetch_debian_tree(release: str, trees_dir: Path) -> Path | None:
+    """Download and unpack Debian's PyTorch source package of `release` into `trees_dir/pytorch-<release>`."""
+    suite, debver = DEBIAN_TREES[release]
+    mirror = apt_mirror()
+    if mirror is None:
+        print("  no apt mirror configured on this machine; cannot fetch the Debian tree", file=sys.stderr)
+        return None
+    work = Path(tempfile.mkdtemp(prefix="sftl-debsrc-"))
+    (work / "lists" / "partial").mkdir(parents=True)
+    (work / "sources.list").write_text(f"deb-src [trusted=yes] {mirror} {suite} main\n", encoding="utf-8")
+    opts = ["-o", f"Dir::Etc::SourceList={work / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
+            "-o", f"Dir::State::Lists={work / 'lists'}"]
+    for argv in (["apt-get", *opts, "update"], ["apt-get", *opts, "source", "--download-only", f"pytorch={debver}"]):
+        done = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"  {' '.join(argv[:1] + argv[-2:])} failed: {done.stderr.strip()[-200:]}", file=sys.stderr)
+            return None
+    tarballs = sorted(work.glob("pytorch_*.orig.tar.*"))
+    if not tarballs:
+        print("  the source package holds no .orig tarball", file=sys.stderr)
+        return None
+    unpack = work / "unpack"
+    unpack.mkdir()
+    subprocess.run(["tar", "-xf", str(tarballs[0]), "-C", str(unpack)], check=True)
+    tops = [p for p in unpack.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        return None
+    dest = trees_dir / f"pytorch-{release}"
+    trees_dir.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(tops[0]), dest)
+    shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
+def find_tree(release: str, trees_dir: Path) -> Path | None:
+    for name in (f"pytorch-{release}", f"pytorch-v{release}"):
+        if (trees_dir / name / "aten").is_dir():
+            return trees_dir / name
+    return None
+
+
+def register_trees(home: Path, trees_dir: Path, fetch: bool) -> dict[str, Path]:
+    """`sftl sources add pytorch==X DIR` for each Debian tree (fetched first with `fetch` when missing)."""
+    out = {}
+    env = {**os.environ, "SFTL_HOME": str(home)}
+    for release in DEBIAN_TREES:
+        tree = find_tree(release, trees_dir)
+        if tree is None and fetch:
+            tree = fetch_debian_tree(release, trees_dir)
+        if tree is None:
+            print(f"  no PyTorch {release} tree under {trees_dir} (run with --fetch)", file=sys.stderr)
+            continue
+        entry = home / "cache" / "sources" / "trees" / f"pytorch-{release}.json"
+        if not entry.is_file():
+            done = subprocess.run([*sftl_command(), "sources", "add", f"pytorch=={release}", str(tree)],
+                                  env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(f"  sftl sources add pytorch=={release} failed: {done.stderr.strip()}", file=sys.stderr)
+                continue
+        out[release] = tree
+    return out
+
+
+def provision(home: Path = DEFAULT_HOME, wheels_from: Path = DEFAULT_WHEELS_FROM,
+              trees_dir: Path = DEFAULT_TREES_DIR, fetch: bool = False) -> dict[str, object]:
+    """Make `home` hold the benchmark's sources; returns what it holds (trees, wheel releases)."""
+    home.mkdir(parents=True, exist_ok=True)
+    link_wheels(home, wheels_from)
+    if fetch:
+        for framework, package, version, python in WHEELS:
+            fetch_wheel(home, framework, package, version, python)
+    trees = register_trees(home, trees_dir, fetch)
+    wheels = sorted(p.name for p in wheels_dir(home).iterdir() if p.is_dir() and any(p.glob("*.whl")))
+    return {"home": str(home), "trees": {k: str(v) for k, v in trees.items()}, "wheels": wheels}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, default=DEFAULT_HOME, help=f"the SFTL_HOME to provision (default {DEFAULT_HOME})")
+    ap.add_argument("--wheels-from", type=Path, default=DEFAULT_WHEELS_FROM, help="a wheels cache to link from")
+    ap.add_argument("--trees", type=Path, default=DEFAULT_TREES_DIR, help="where the Debian trees are (or go)")
+    ap.add_argument("--fetch", action="store_true", help="download missing wheels and Debian trees (needs the registries)")
+    args = ap.parse_args(argv)
+    got = provision(args.home, args.wheels_from, args.trees, args.fetch)
+    print(f"SFTL_HOME={got['home']}")
+    print(f"  trees: {', '.join(f'{k} ({v})' for k, v in got['trees'].items()) or 'none'}")  # type: ignore[union-attr]
+    print(f"  wheels: {', '.join(got['wheels']) or 'none'}")  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
