@@ -157,3 +157,10 @@ def test_bare_version_in_a_report_about_one_framework() -> None:
     # a version another component claims is not the framework's
     assert parse_environment("Python version 3.10.2, CUDA version 11.8, onnx opset version 17", "pytorch").version is None
     assert parse_environment("version 1.9.0").version is None  # no framework known: nothing to attach it to
+
+
+def test_fields_after_many_blank_lines_are_read() -> None:
+    """The speed of this case (once quadratic: 20k blank lines ~25 s) is measured by bench/bench_extract_speed.py."""
+    body = "PyTorch version: 1.13.1\n" + " \n" * 2000 + "- Python version: 3.10.4\n"
+    env = parse_environment(body, "pytorch")
+    assert (env.version, env.python) == ("1.13.1", "3.10.4")

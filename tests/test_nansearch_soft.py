@@ -94,3 +94,15 @@ def test_a_flat_site_with_a_soft_direction_is_ranked_last() -> None:
     out = RunOutcome(margins={"a": 1.0, "b": 0.1, "c": 0.5}, site_grads={"a": g, "b": [np.array([0.0])]},
                      site_soft={"b": g})
     assert _rank(out, set()) == ["a", "b"]  # c: neither a gradient nor a soft direction
+
+
+@pytest.mark.gpu
+def test_the_soft_guide_pulls_back_a_cuda_input() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device (torch.cuda.is_available() is false)")
+    leaf = torch.full((4,), 0.5, device="cuda", requires_grad=True)
+    x = leaf * 2.0
+    direction = SoftGuide().direction("log", x)
+    assert direction is not None and direction.device == x.device  # was a CPU tensor: autograd rejected it
+    pulled = pull_back(x, direction, [leaf])
+    assert pulled is not None and pulled[0] is not None

@@ -1,4 +1,4 @@
-"""QA regressions: hostile but legal JSON (absurd nesting, lone surrogate escapes) is bad input or cleaned, never a crash."""
+"""Hostile but legal JSON (absurd nesting, lone surrogate escapes) is bad input or cleaned, never a crash."""
 
 from __future__ import annotations
 

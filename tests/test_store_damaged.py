@@ -1,4 +1,4 @@
-"""QA regressions: a read-only or corrupt store is exit 4 with one line, and the stored data survives."""
+"""A read-only or corrupt store is exit 4 with one line, and the stored data survives."""
 
 from __future__ import annotations
 

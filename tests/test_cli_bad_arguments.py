@@ -1,4 +1,4 @@
-"""QA regressions: bad input to the real CLI gives one `sftl:` line and a documented exit code."""
+"""Bad arguments to the real CLI give one `sftl:` line and a documented exit code."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""QA regressions: options and settings that make no sense are refused up front with one `sftl:` line (exit 2)."""
+"""Options and settings that make no sense are refused up front with one `sftl:` line (exit 2)."""
 
 from __future__ import annotations
 
