@@ -1,32 +1,81 @@
-"""CLI commands of the sources stage: `sftl sources fetch` fills the cache ahead of offline use, `sftl sources list` shows it."""
+"""CLI commands of the sources stage: `sftl sources fetch` fills the cache ahead of offline use, `list` shows it, `prune` bounds it."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import shlex
+import sys
+import time
+from typing import IO, Any
 
 from sftl.cli import EXIT_OK, add_common
 
 
+class StderrReporter:
+    """Download notices (one line each, always) and a progress bar with size and rate (only on a terminal)."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream = stream
+        self._started: dict[str, tuple[float, int]] = {}
+        self._drawn = 0.0
+
+    @property
+    def stream(self) -> IO[str]:
+        return self._stream if self._stream is not None else sys.stderr  # looked up late: tests swap stderr
+
+    def notice(self, text: str) -> None:
+        self.stream.write(f"sftl: {text}\n")
+        self.stream.flush()
+
+    def progress(self, label: str, event: str, done: int, total: int | None) -> None:
+        stream = self.stream
+        if not (hasattr(stream, "isatty") and stream.isatty()):
+            return  # no bar in pipes and logs
+        now = time.monotonic()
+        if event == "start":
+            self._started[label] = (now, done)
+        if event == "update" and now - self._drawn < 0.1:
+            return
+        self._drawn = now
+        began, base = self._started.get(label, (now, 0))
+        rate = (done - base) / max(now - began, 1e-3)
+        if total:
+            filled = int(30 * min(1.0, done / total))
+            bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done / 1e6:7.1f}/{total / 1e6:.1f} MB"
+        else:
+            bar = f"{done / 1e6:7.1f} MB"
+        stream.write(f"\r{label}: {bar} {rate / 1e6:5.1f} MB/s ")
+        if event == "end":
+            stream.write("\n")
+            self._started.pop(label, None)
+        stream.flush()
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add this module's sub-commands to the `sftl` parser."""
-    sources = sub.add_parser("sources", help="framework source trees: fetch into the cache, list what is cached")
+    from sftl.sources.archive import set_reporter
+
+    set_reporter(StderrReporter())  # the CLI is where people see downloads
+    sources = sub.add_parser("sources", help="framework sources: fetch a release into the cache, list, prune, add a checkout")
     add_common(sources)
     inner = sources.add_subparsers(dest="sources_command", metavar="SUBCOMMAND")
 
     fetch = inner.add_parser(
         "fetch",
-        help="download a release's wheel (Python files, native_functions.yaml) and optionally its C++ kernels",
+        help="download a release's sources (one archive: its C++/CUDA kernels and Python files)",
         description=(
-            "Download FRAMEWORK==VERSION's wheel from the package registry (pip download, no install) into the "
-            "cache; with --cxx also the C++/CUDA kernel sources through GitHub's API (set GITHUB_TOKEN: "
-            "this is ~2,000 requests for PyTorch)."
+            "Download the repository's archive of FRAMEWORK==VERSION at its ref (the version as a report writes "
+            "it: 2.1.0+cu121, 2.2.0a0+git2ef35a0, 1.13.0.dev20220826, tf 2.16, r2.2) and keep the folders the "
+            "localizers read. One request; GITHUB_TOKEN is used when set. --wheel downloads the release's wheel "
+            "instead (for replay environments; `sftl locate` never needs it)."
         ),
     )
     add_common(fetch)
-    fetch.add_argument("spec", metavar="FRAMEWORK==VERSION", help="e.g. pytorch==1.12.1 or tensorflow==2.6.0")
-    fetch.add_argument("--python", help="ask for the wheel of this Python (default: one the release supports)")
-    fetch.add_argument("--cxx", action="store_true", help="also fetch the C++/CUDA kernel sources from GitHub")
+    fetch.add_argument("spec", metavar="FRAMEWORK==VERSION", help="e.g. pytorch==2.1.0 or tensorflow==2.6.0")
+    fetch.add_argument("--wheel", action="store_true",
+                       help="download the release's wheel from the package registry instead (for replay environments)")
+    fetch.add_argument("--python", help="the wheel of this Python (implies --wheel; default: one the release supports)")
+    fetch.add_argument("--cxx", action="store_true", help=argparse.SUPPRESS)  # older spelling: the archive has the C++
     fetch.add_argument("--json", action="store_true", help="print what was fetched as JSON")
     fetch.set_defaults(handler=_fetch)
 
@@ -34,8 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "add",
         help="register a local source tree (a checkout, an unpacked source package) for a release",
         description=(
-            "Remember DIR as the sources of FRAMEWORK==VERSION. `sftl locate` then uses it for that release, and "
-            "as the nearest tree for releases whose C++ sources are not cached (the report says so)."
+            "Remember DIR as the sources of FRAMEWORK==VERSION. `sftl locate` then uses it for that release (it wins "
+            "over any download), and as the nearest tree for releases whose sources are not cached (the report says so)."
         ),
     )
     add_common(add)
@@ -43,31 +92,53 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add.add_argument("root", metavar="DIR", help="a tree laid out like the framework's repository")
     add.set_defaults(handler=_add)
 
-    lister = inner.add_parser("list", help="list cached wheels, GitHub trees and registered local trees")
+    lister = inner.add_parser("list", help="list cached releases (archives, wheels, GitHub trees) and registered trees")
     add_common(lister)
     lister.add_argument("--json", action="store_true", help="print a JSON list")
     lister.set_defaults(handler=_list)
+
+    prune = inner.add_parser("prune", help="remove release archives unused for longer than --max-age, then the least "
+                             "recently used ones until they fit in --max-size")
+    prune.add_argument("--max-size", metavar="SIZE", default="20G", help="e.g. 5G, 500M, 0 (default 20G)")
+    prune.add_argument("--max-age", metavar="AGE", default="180d", help="e.g. 30d, 12h, none (default 180d)")
+    prune.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_common(prune)
+    prune.set_defaults(handler=_prune)
     sources.set_defaults(handler=_list)
 
 
 def _fetch(args: argparse.Namespace, ctx: Any) -> int:
-    from sftl.envs import parse_version
-    from sftl.sources import fetch_cxx, fetch_wheel, parse_spec
+    from sftl.errors import SourceError
+    from sftl.releases import resolve
+    from sftl.sources import fetch_wheel, parse_spec
+    from sftl.sources.archive import fetch_archive, read_mark
 
     framework, version = parse_spec(args.spec)
-    parse_version(version)  # 'pytorch==abc' is bad input (exit 2), not a question for pip
-    ctx.err.write(f"fetching the {framework} {version} wheel ...\n")
-    wheel = fetch_wheel(framework, version, ctx.settings, python=args.python)
-    result: dict[str, Any] = {"framework": framework, "version": version, "wheel": str(wheel), "cxx_files": None}
-    if args.cxx:
-        ctx.err.write(f"fetching {framework} {version} C++/CUDA kernel sources from GitHub ...\n")
-        result["cxx_files"] = fetch_cxx(framework, version, ctx.settings)
+    res = resolve(framework, version, ctx.settings)  # bad spellings are one line, exit 5
+    release = res.version or version
+    if args.wheel or args.python:  # for replay environments: the wheel alone
+        ctx.err.write(f"sftl: fetching the {framework} {release} wheel ...\n")
+        wheel = fetch_wheel(framework, release, ctx.settings, python=args.python)
+        if args.json:
+            ctx.print_json({"framework": framework, "version": release, "wheel": str(wheel)})
+        else:
+            ctx.out.write(f"{framework} {release}: wheel {wheel}\n")
+        return EXIT_OK
+    ctx.err.write(f"sftl: {res.reason}\n")
+    if ctx.settings.offline:
+        raise SourceError(f"offline: nothing can be fetched; run `sftl sources fetch {shlex.quote(args.spec)}` online")
+    archive = fetch_archive(ctx.settings, framework, res.ref, res.version, res.reason)
+    mark = read_mark(archive.folder)
+    result: dict[str, Any] = {
+        "framework": framework, "version": res.version, "ref": res.ref, "reason": res.reason,
+        "archive": str(archive.root), "files": mark.files if mark else None,
+        "size_bytes": mark.size_bytes if mark else None,
+    }
     if args.json:
         ctx.print_json(result)
     else:
-        ctx.out.write(f"{framework} {version}: wheel {wheel}\n")
-        if result["cxx_files"] is not None:
-            ctx.out.write(f"{framework} {version}: {result['cxx_files']} C++/CUDA files newly cached\n")
+        size = f", {result['size_bytes'] / 1e6:.0f} MB" if result["size_bytes"] is not None else ""
+        ctx.out.write(f"{framework} {release} at {res.ref}: {result['files']} files{size} in {archive.root}\n")
     return EXIT_OK
 
 
@@ -80,8 +151,6 @@ def _add(args: argparse.Namespace, ctx: Any) -> int:
     register_tree(ctx.settings, framework, version, args.root)
     ctx.out.write(f"{framework} {version}: tree {args.root} registered\n")
     if framework == "pytorch":  # index the kernels now, so the first `sftl locate` on it is as fast as the next
-        import time
-
         from sftl.localize.gcrde import prepare_index
         from sftl.sources import open_source
 
@@ -89,6 +158,15 @@ def _add(args: argparse.Namespace, ctx: Any) -> int:
         count = prepare_index(open_source(framework, version, ctx.settings))
         ctx.err.write(f"indexed {count} ATen kernel files in {time.perf_counter() - started:.1f}s\n")
     return EXIT_OK
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, span in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= span:
+            return f"{seconds / span:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def _list(args: argparse.Namespace, ctx: Any) -> int:
@@ -104,9 +182,24 @@ def _list(args: argparse.Namespace, ctx: Any) -> int:
         return EXIT_OK
     from rich.table import Table
 
-    table = Table("framework", "version", "kind", "files", "size", "path")
+    now = time.time()
+    table = Table("framework", "version", "kind", "ref", "files", "size", "age", "path")
     for e in entries:
         size = f"{e.size_bytes / 1e6:.1f} MB" if e.kind != "tree" else "-"
-        table.add_row(e.framework, e.version, e.kind, str(e.files) if e.kind != "tree" else "-", size, e.path)
+        age = _age(now - e.fetched_at) if e.fetched_at else "-"
+        table.add_row(e.framework, e.version, e.kind, e.ref or "-", str(e.files) if e.kind != "tree" else "-", size, age, e.path)
     ctx.console().print(table)
+    return EXIT_OK
+
+
+def _prune(args: argparse.Namespace, ctx: Any) -> int:
+    from sftl.cli.intake import parse_age, parse_size
+    from sftl.sources.archive import prune_archives
+
+    removed, freed, kept, kept_bytes = prune_archives(ctx.settings, parse_size(args.max_size), parse_age(args.max_age))
+    payload = {"removed": removed, "freed": freed, "releases": kept, "bytes": kept_bytes}
+    if args.json:
+        ctx.print_json(payload)
+    else:
+        ctx.out.write(f"release archives: removed {removed} ({freed / 1e6:.1f} MB); {kept} kept, {kept_bytes / 1e6:.1f} MB\n")
     return EXIT_OK

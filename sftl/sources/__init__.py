@@ -571,21 +571,30 @@ class CachedSource:
 
     framework: str
     version: str
-    kind: str  # "wheel" | "github" | "tree" (registered local tree; files/size not counted)
+    kind: str  # "archive" | "wheel" | "github" | "tree" (registered local tree; files/size not counted)
     path: str
     files: int
     size_bytes: int
+    ref: str = ""  # the git ref of an archive / GitHub tree
+    fetched_at: float | None = None  # epoch seconds it was cached
+    reason: str = ""  # how the reporter's version was read as this ref
 
 
 def list_cached(settings: Settings) -> list[CachedSource]:
     """Everything `sftl sources fetch` has put in the cache."""
+    from sftl.sources.archive import list_archives
+
     out: list[CachedSource] = []
+    for folder, info in list_archives(settings):
+        out.append(CachedSource(info.framework, info.version or info.ref, "archive", str(folder / "tree"), info.files,
+                                info.size_bytes, info.ref, info.fetched_at, info.reason))
     wheels = sources_cache(settings) / "wheels"
     if wheels.is_dir():
         for folder in sorted(wheels.iterdir()):
             framework, _, version = folder.name.partition("-")
             for whl in sorted(folder.glob("*.whl")):
-                out.append(CachedSource(framework, version, "wheel", str(whl), 1, whl.stat().st_size))
+                st = whl.stat()
+                out.append(CachedSource(framework, version, "wheel", str(whl), 1, st.st_size, fetched_at=st.st_mtime))
     for fw in FRAMEWORKS:
         for version, root in registered_trees(settings, fw).items():
             out.append(CachedSource(fw, version, "tree", str(root), 0, 0))
@@ -596,7 +605,8 @@ def list_cached(settings: Settings) -> list[CachedSource]:
             for ref_dir in sorted(p for p in repo_dir.iterdir() if p.is_dir()):
                 files = [Path(d) / f for d, _, fs in os.walk(ref_dir / "files") for f in fs]
                 size = sum(f.stat().st_size for f in files)
-                out.append(CachedSource(framework, ref_dir.name.lstrip("v"), "github", str(ref_dir), len(files), size))
+                out.append(CachedSource(framework, ref_dir.name.lstrip("v"), "github", str(ref_dir), len(files), size,
+                                        ref_dir.name, ref_dir.stat().st_mtime))
     return out
 
 
