@@ -12,7 +12,7 @@ from typing import Any
 from sftl.errors import InputError
 from sftl.model import Category, Extraction, FixRecord, Issue, Localization, Suspect
 
-TERMS_VERSION = 1  # bump when the terms change: stored terms of another version are computed again
+TERMS_VERSION = 2  # bump when the terms change: stored terms of another version are computed again
 
 # how much each part of a text counts in its similarity vector
 _W_OP, _W_TITLE, _W_SIGNATURE, _W_BODY = 2.0, 1.0, 1.5, 0.3
@@ -154,14 +154,16 @@ def fix_label(rec: FixRecord) -> str:
 
 
 def _words(text: str) -> Iterable[str]:
+    """Identifier and word terms: 'group_norm' and 'GroupNorm' -> groupnorm, group, norm (devices and
+    dtypes are left to the signature)."""
     for tok in _WORD.findall(text):
         pieces = [p.lower() for part in tok.split("_") for p in _CAMEL.findall(part)]
         joined = tok.replace("_", "").lower()
-        if len(joined) >= 3 and joined not in _STOP:
+        if len(joined) >= 3 and joined not in _STOP and joined not in _DEVICES and joined not in _DTYPES:
             yield joined
         if len(pieces) > 1:
             for p in pieces:
-                if len(p) >= 3 and p not in _STOP and p != joined:
+                if len(p) >= 3 and p not in _STOP and p != joined and p not in _DEVICES and p not in _DTYPES:
                     yield p
 
 
@@ -300,6 +302,9 @@ def fixed_before(fixed_on: str, day: str) -> bool:
     return fixed_on < (day[:7] if len(fixed_on) == 7 else day)
 
 
+_SIGNATURE_PREFIXES = ("dev:", "dtyp", "exc:")
+
+
 def similar_fixes(
     query: Mapping[str, float], candidates: Sequence[tuple[FixRecord, Mapping[str, float]]],
     limit: int = MAX_NEIGHBOURS, min_similarity: float = MIN_SIMILARITY,
@@ -320,9 +325,10 @@ def similar_fixes(
         return []
     scored: list[tuple[float, int]] = []
     for i, (_, terms) in enumerate(candidates):
-        dot = sum(qv[t] * w * idf[t] for t, w in terms.items() if t in qv)
-        if dot <= 0:
-            continue
+        shared = [t for t in terms if t in qv]
+        if not any(t[:4] not in _SIGNATURE_PREFIXES for t in shared):
+            continue  # a device, dtype or exception in common alone says nothing of what broke
+        dot = sum(qv[t] * terms[t] * idf[t] for t in shared)
         r_norm = math.sqrt(sum((w * idf[t]) ** 2 for t, w in terms.items()))
         sim = dot / (q_norm * r_norm)
         if sim >= min_similarity:
@@ -483,6 +489,23 @@ def history_stats(records: Iterable[FixRecord], top_dirs: int = 20) -> dict[str,
         "kinds": dict(kinds.most_common()),
         "directories": dict(dirs.most_common(top_dirs)),
     }
+
+
+def guess_kind(issue: Issue, extraction: Extraction) -> str:
+    """A crawled fix's kind from its issue's text: mme, gcrde, crash, numerics or other."""
+    tb = extraction.traceback
+    error = extraction.error_line or (f"{tb.exception}: {tb.message}" if tb else "")
+    text = f"{issue.title}\n{issue.body}".lower()
+    if re.search(r"has no attribute|no module named|cannot import name", error, re.I):
+        return "mme"
+    both = re.search(r"\bcpu\b", text) and re.search(r"\b(cuda|gpu|mps)\b", text)
+    if both and re.search(r"differ|mismatch|inconsistent|wrong|incorrect|discrepan|not match|on cpu but", text):
+        return "gcrde"
+    if error or re.search(r"illegal memory|segfault|segmentation fault|crash|device-side assert|core dumped", text):
+        return "crash"
+    if re.search(r"\bnan\b|\binf\b|precision|overflow|underflow|numerical", text):
+        return "numerics"
+    return "other"
 
 
 def category_of_kind(kind: str) -> Category:
