@@ -48,6 +48,13 @@ class _Board:
         self.files: dict[str, _Evidence] = defaultdict(_Evidence)
         # path -> (function, body) of the op's kernels defined there: where its launchers are called
         self.bodies: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        # path -> {(the file that leads here, how)}: "calls" (a function defined here), "registers" (the stub's
+        # function), "math" (a header defining what the kernel computes with), "stub" (REGISTER_DISPATCH here)
+        self.edges: dict[str, set[tuple[str, str]]] = defaultdict(set)
+
+    def edge(self, src: str, dst: str, kind: str) -> None:
+        if src != dst:
+            self.edges[dst].add((src, kind))
 
     def body(self, path: str, fn: str, body: str) -> None:
         if (fn, body) not in self.bodies[path]:

@@ -23,13 +23,16 @@ _WRONG = re.compile(
 )
 _GPU = re.compile(r"\bcuda\b|\bgpu\b|device=.cuda|\.cuda\(\)|cuda:\d", re.I)
 _CPU = re.compile(r"\bcpu\b", re.I)
+# a word saying one device is right, not inside a negation ("incorrect", "doesn't work", "not fine")
+_OK_WORD = (r"(?<![\w'])(?<!not )(?<!n't )(?<!never )(?<!no longer )"
+            r"(?:works?|correct|fine|ok|right|as expected)\b")
 _GPU_OK = re.compile(
-    r"(?:works?|correct|fine|ok|right|as expected)(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,30}\b(?:on|with|for|in)\s+(?:the\s+)?(?:cuda|gpu)"
+    _OK_WORD + r"(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,30}\b(?:on|with|for|in)\s+(?:the\s+)?(?:cuda|gpu)"
     r"|(?:cuda|gpu)(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,25}(?:works?|is (?:correct|fine|ok|right)|as expected)",
     re.I,
 )
 _CPU_OK = re.compile(
-    r"(?:works?|correct|fine|ok|right|as expected)(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,30}\b(?:on|with|for|in)\s+(?:the\s+)?cpu"
+    _OK_WORD + r"(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,30}\b(?:on|with|for|in)\s+(?:the\s+)?cpu"
     r"|\bcpu\b(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,25}(?:works?|is (?:correct|fine|ok|right)|as expected)",
     re.I,
 )

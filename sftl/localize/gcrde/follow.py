@@ -87,6 +87,7 @@ def _follow_op(
                 for stub in nat.stub_calls(body, index.registrations):
                     for reg_path, fn in index.registrations.get(stub, ()):
                         board.add(reg_path, kw * 0.97, f"REGISTER_DISPATCH({stub}, {fn}) called from {caller} for {name}")
+                        board.edge(d.path, reg_path, "stub")
                         _follow_helpers(fn, reg_path, kw * 0.9, index, board)
             if composite or fside == Side.SHARED:
                 for called in nat.op_calls(d.body)[:16]:
@@ -132,6 +133,7 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
         board.body(d.path, fn, d.body)
         if d.path != reg_path:
             board.add(d.path, score, f"defines {fn}, registered in {reg_path.rsplit('/', 1)[-1]}")
+            board.edge(reg_path, d.path, "registers")
         _follow_math(fn, d, score * 0.95, index, board)
         body = _without_jiterator_fallback(d.body[:20000]) if reg_side == Side.CUDA else d.body[:20000]
         helpers = list(dict.fromkeys(m.group(1) for m in _HELPER.finditer(body)))
@@ -141,6 +143,7 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
             for hd in index.definitions(helper, limit=3, tensorish=False):
                 if hd.path != d.path and nat.path_side(hd.path) == nat.path_side(reg_path):
                     board.add(hd.path, score * 0.95, f"defines {helper}, called by {fn}")
+                    board.edge(d.path, hd.path, "calls")
                     # a device source's helper (norm_launch_kernel -> NormOps), not a launcher header's internals
                     if nat.path_side(hd.path) in (Side.CPU, Side.CUDA) and not hd.path.endswith(_HEADERS):
                         _follow_math(helper, hd, score * 0.9, index, board)
@@ -210,6 +213,7 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
             host_only = False
         same = device is not None and (hside == device or host_only)
         where = f"{device.value.upper()}-only math" if same and device is not None else "math"
+        board.edge(d.path, header, "math")
         board.add(header, score * (1.0 if same else 0.85) + 0.01 * min(len(syms) - 1, 3),
                   f"defines {', '.join(syms[:3])} ({where}) used by {caller} in {d.path.rsplit('/', 1)[-1]}",
                   side=device if host_only else None)
@@ -298,6 +302,7 @@ def _follow_cross_file(
         for hd in defs:
             if hd.path != d.path and nat.path_side(hd.path) == side:
                 board.add(hd.path, score, f"defines {helper}, called by {kernel}")
+                board.edge(d.path, hd.path, "calls")
 
 
 def _add_headers(index: nat.KernelIndex, board: _Board) -> None:

@@ -44,6 +44,7 @@ from sftl.localize.gcrde.ops import (
     torch_ops,
 )
 from sftl.localize.gcrde.paper import _paper_pytorch
+from sftl.localize.gcrde.roles import put_math_first
 from sftl.model import Extraction, Issue, Localization, Outcome, Side
 
 if TYPE_CHECKING:
@@ -85,8 +86,9 @@ def _localize_pytorch(
     # TH/THC-era releases: cwrap/nn.yaml/legacy dispatch -> THCTensor_(x) and its functors (legacy.py)
     legacy.add_evidence(ops, index, source, natives, board.add)
     _add_headers(index, board)
+    role_notes = put_math_first(board, index.texts)
     cues = report_cues(issue, extraction)
-    cue_notes = _apply_cues(cues, div, ops, index, board, _side_weights(div, cues))
+    cue_notes = role_notes + _apply_cues(cues, div, ops, index, board, _side_weights(div, cues))
     structural = bool(board.files)
     # back-off: TF-IDF over contents with the op names, their kernels, and the title's identifiers
     terms = [o.name for o in ops if o.weight > 0.3] + [_dunder_free(o.name) for o in ops if o.weight > 0.3]

@@ -1,0 +1,85 @@
+"""GCRDE candidate roles on a modeled tree: the diverging device's math above the .cpp wrapper, helper headers, the op under test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sftl.localize.gcrde import localize_gcrde
+from sftl.localize.gcrde.roles import CHECK, HELPER, KERNEL, LAUNCHER, VEC, WRAPPER, role
+from sftl.model import Environment, Extraction, Issue, Snippet
+from sftl.sources import LocalTree
+
+NATIVE = "aten/src/ATen/native/"
+
+
+@pytest.fixture
+def tree(fixtures_dir: Path) -> LocalTree:
+    return LocalTree(fixtures_dir / "gcrde_roles", "pytorch", "2.6.0")
+
+
+def ranked(tree: LocalTree, title: str, apis: tuple[str, ...], body: str = "", code: str = "") -> list[str]:
+    issue = Issue(repo="pytorch/pytorch", number=1, title=title, body=body)
+    ex = Extraction(Snippet(code, "test") if code else None, None, Environment(framework="pytorch"), apis=apis)
+    return [s.path.removeprefix(NATIVE) for s in localize_gcrde(issue, ex, tree).suspects]
+
+
+def test_the_cu_a_cuda_wrapper_calls_ranks_above_the_wrapper(tree: LocalTree) -> None:
+    got = ranked(tree, "topk returns wrong values on CUDA", ("torch.topk",))
+    assert got[0] == "cuda/TensorTopK.cu"
+    assert got.index("cuda/TensorTopK.cu") < got.index("cuda/TensorTopK.cpp")
+
+
+def test_the_helper_header_a_thin_kernel_instantiates_ranks_first(tree: LocalTree) -> None:
+    got = ranked(tree, "cumsum gives incorrect output for large tensors on CUDA", ("torch.cumsum",))
+    assert got[:3] == ["cuda/ScanUtils.cuh", "cuda/CumsumKernel.cu", "cuda/ScanKernels.cpp"]
+
+
+def test_the_reason_names_the_wrapper(tree: LocalTree) -> None:
+    issue = Issue(repo="pytorch/pytorch", number=1, title="topk wrong on CUDA", body="")
+    ex = Extraction(None, None, Environment(framework="pytorch"), apis=("torch.topk",))
+    top = localize_gcrde(issue, ex, tree).suspects[0]
+    assert "TensorTopK.cpp" in top.reason and "wrapper" in top.reason
+
+
+def test_calls_beside_the_op_the_title_names_barely_count(tree: LocalTree) -> None:
+    code = "x = torch.randn(8, device='cuda')\nprint(torch.topk(x, 3).values.sum())\n"
+    got = ranked(tree, "topk is wrong on CUDA", ("torch.randn", "torch.topk", "torch.Tensor.sum"), code=code)
+    assert got.index("cuda/TensorTopK.cu") < got.index("cuda/ReduceSumProdKernel.cu")
+    # without a title naming it, sum is as much a candidate as topk
+    plain = ranked(tree, "wrong values on CUDA", ("torch.randn", "torch.Tensor.sum", "torch.topk"), code=code)
+    assert plain.index("cuda/ReduceSumProdKernel.cu") < plain.index("cuda/TensorTopK.cpp")
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "expected"),
+    [
+        ("aten/src/ATen/native/cuda/Sort.cpp", "void f() { launch_sort_kernel(x); }", WRAPPER),
+        ("aten/src/ATen/native/cuda/Foo.cpp", "__global__ void k() {}", KERNEL),
+        ("aten/src/ATen/native/cuda/Foo.cu", "", KERNEL),
+        ("aten/src/ATen/native/cpu/FooKernel.cpp", "", KERNEL),
+        ("aten/src/ATen/native/cuda/ScanUtils.cuh", "template <class T> void scan_dim(T x) {}", HELPER),
+        ("aten/src/ATen/native/cuda/Loops.cuh", "template <class F> void gpu_kernel(TensorIterator& it, F f) {}",
+         LAUNCHER),
+        ("aten/src/ATen/cpu/vec/vec256/vec256_complex_float.h", "", VEC),
+        ("aten/src/ATen/native/TensorAdvancedIndexing.cpp", "", CHECK),
+    ],
+)
+def test_roles(path: str, text: str, expected: str) -> None:
+    assert role(path, text) == expected
+
+
+@pytest.mark.parametrize(
+    ("title", "body", "side"),
+    [
+        ("cumsum gives incorrect output for large tensors on CUDA", "", "cuda"),  # 'incorrect' is not 'correct'
+        ("topk wrong", "It doesn't work on cuda; the CPU gives 3 values.", "cuda"),
+        ("topk wrong", "It works fine on the GPU but the CPU result is wrong.", "cpu"),
+    ],
+)
+def test_negated_ok_words_do_not_clear_a_device(title: str, body: str, side: str) -> None:
+    from sftl.localize.gcrde import divergent_side
+
+    issue = Issue(repo="pytorch/pytorch", number=1, title=title, body=body)
+    assert divergent_side(issue, Extraction(None, None, Environment(framework="pytorch"))).side.value == side
