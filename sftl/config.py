@@ -43,6 +43,7 @@ class Settings:
     offline: bool = False
     http_timeout: float = 30.0  # seconds per request
     max_retries: int = 5
+    net_wait: float = 10.0  # seconds spent waiting for a network that refuses connections, per request
     backoff_base: float = 1.0  # seconds; doubled per retry, with jitter
     rate_limit_wait: float = 60.0  # longest we sleep for a primary rate-limit reset
     chromedriver: str | None = None
@@ -94,6 +95,7 @@ def load_settings(
         offline=bool(offline) if offline is not None else source.get("SFTL_OFFLINE", "") in ("1", "true", "yes"),
         http_timeout=_float(source, "SFTL_HTTP_TIMEOUT", 30.0, positive=True),
         max_retries=int(_float(source, "SFTL_MAX_RETRIES", 5)),
+        net_wait=_float(source, "SFTL_NET_WAIT", 10.0),
         backoff_base=_float(source, "SFTL_BACKOFF", 1.0),
         rate_limit_wait=_float(source, "SFTL_RATE_LIMIT_WAIT", 60.0),
         chromedriver=source.get("SFTL_CHROMEDRIVER") or None,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -56,6 +57,7 @@ _REF_RE = re.compile(rf"^({_REPO_RE})#(\d+)$")
 _URL_RE = re.compile(rf"^https?://(?:www\.)?github\.com/({_REPO_RE})/(issues|pull|pulls)/(\d+)/?(?:[#?].*)?$")
 _REPO_URL_RE = re.compile(rf"/repos/({_REPO_RE})(?:/|$)")
 _HTML_URL_RE = re.compile(rf"^https?://[^/]+/({_REPO_RE})/(?:issues|pull)/(\d+)")
+_log = logging.getLogger("sftl")  # waits are announced here; the CLI prints them on stderr
 _SECONDARY_DEFAULT_WAIT = 60.0  # GitHub: wait at least a minute when no Retry-After is given
 _ISSUE_URL_NUMBER_RE = re.compile(r"/issues/(\d+)/?$")
 CACHE_MAX_BYTES = 1 << 30  # the automatic bound of the HTTP cache (1 GiB)
@@ -729,6 +731,9 @@ class GitHubClient:
         url = self._url(url_or_path)
         cpath = self._cache_path(url, accept)
         cached = self._read_cache(cpath)
+        expect_json = accept is None or "json" in accept
+        if cached is not None and expect_json and not _is_json(cached["body"].encode("utf-8")):
+            cached = None  # a torn body cached before it was checked: a miss, fetched again
         if self.settings.offline:
             if cached is None:
                 raise OfflineMissError(f"offline: {what} is not in the cache (GET {url}); run once without --offline")
@@ -743,7 +748,7 @@ class GitHubClient:
                 headers["If-None-Match"] = cached["etag"]
             elif cached.get("last_modified"):
                 headers["If-Modified-Since"] = cached["last_modified"]
-        resp = self._send(url, headers, what)
+        resp = self._send(url, headers, what, expect_json=expect_json)
         if resp.status_code == 304 and cached is not None:
             self.stats.not_modified += 1
             _touch(cpath)
@@ -786,10 +791,15 @@ class GitHubClient:
         self._wait(wait)
 
     def _send(
-        self, url: str, headers: dict[str, str], what: str, *, allow_redirects: bool = True, stream: bool = False
+        self, url: str, headers: dict[str, str], what: str, *, allow_redirects: bool = True, stream: bool = False,
+        expect_json: bool = False,
     ) -> requests.Response:
+        """GET with retries: connection failures, timeouts, 5xx and (with `expect_json`) a 2xx body that is not
+        JSON (a truncated page) are retried with backoff; connection failures only within `settings.net_wait`
+        seconds of waiting in all (the network is down: say so soon). Each wait is announced on the `sftl` logger."""
         attempt = 0
         limited = 0
+        down_waited = 0.0  # seconds waited on connection failures for this request
         host = urlsplit(url).netloc
         while True:
             # known exhaustion from the previous answer: wait before spending a request
@@ -797,6 +807,7 @@ class GitHubClient:
                 self._primary_wait_or_raise(self._reset_at, what)
                 self._remaining = None
             problem: str
+            down = False
             try:
                 self.stats.requests += 1
                 resp = self.session.get(
@@ -807,16 +818,23 @@ class GitHubClient:
                     _ = resp.content  # read the body inside the timeout/retry net
             except requests.Timeout:
                 problem = f"timed out after {self.settings.http_timeout:g} s"
-            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+            except requests.exceptions.ChunkedEncodingError as exc:
                 problem = f"connection failed ({type(exc).__name__})"
+            except requests.ConnectionError as exc:
+                problem = f"connection failed ({type(exc).__name__})"
+                down = True
             except requests.RequestException as exc:
                 raise GitHubError(f"cannot fetch {what}: {exc}") from exc
             else:
+                down = False
                 self._note_limits(resp)
                 status = resp.status_code
-                if status < 300 or status == 304 or (not allow_redirects and status in _REDIRECTS):
+                if status < 300 and expect_json and not stream and not _is_json(resp.content):
+                    problem = f"a malformed JSON answer ({len(resp.content)} bytes, truncated?)"
+                    status = 0  # retried like a 5xx below
+                elif status < 300 or status == 304 or (not allow_redirects and status in _REDIRECTS):
                     return resp
-                message = _message(resp)
+                message = _message(resp) if status else ""
                 if status in (403, 429) and (
                     resp.headers.get("Retry-After") or "secondary rate limit" in message.lower()
                 ):
@@ -828,6 +846,7 @@ class GitHubClient:
                             f"GitHub secondary rate limit while fetching {what}: retry after {wait:.0f} s"
                             f"{self._rate_limit_hint()}; what was stored is kept"
                         )
+                    _log.warning("waiting for %s: rate limited (%d) while fetching %s; retrying in %.0f s", host, status, what, wait)
                     self._wait(wait)
                     continue
                 if status in (403, 429) and resp.headers.get("X-RateLimit-Remaining") == "0":
@@ -853,15 +872,28 @@ class GitHubClient:
                     raise NotFoundError(f"{what} not found ({status}){hint}")
                 if status >= 500:
                     problem = f"server error {status}"
+                elif status == 0:
+                    pass  # the malformed body above
                 else:
                     raise GitHubError(f"GitHub answered {status} for {what}: {message or resp.reason}")
-            if attempt >= self.settings.max_retries:
+            pause = self._backoff(attempt)
+            out_of_time = down and down_waited + pause > self.settings.net_wait
+            if attempt >= self.settings.max_retries or out_of_time:
+                hint = (
+                    "network down? use --offline to work from the store" if down or problem.startswith("timed out")
+                    else "GitHub is failing; try again later"
+                )
                 raise GitHubError(
-                    f"cannot fetch {what} from {host}: {problem} after {attempt + 1} attempts "
-                    "(network down? use --offline to work from the store)"
+                    f"cannot fetch {what} from {host}: {problem} after {attempt + 1} attempts ({hint})"
                 )
             self.stats.retries += 1
-            self._wait(self._backoff(attempt))
+            _log.warning(
+                "waiting for %s: %s while fetching %s; retry %d of %d in %.1f s",
+                host, problem, what, attempt + 1, self.settings.max_retries, pause,
+            )
+            if down:
+                down_waited += pause
+            self._wait(pause)
             attempt += 1
 
     def _note_limits(self, resp: requests.Response) -> None:
@@ -1001,6 +1033,17 @@ def _content_length(resp: requests.Response) -> int | None:
 def _range_starts_at(content_range: str | None, offset: int) -> bool:
     m = re.match(r"bytes\s+(\d+)-", content_range or "")
     return m is not None and int(m.group(1)) == offset
+
+
+def _is_json(body: bytes) -> bool:
+    """Whether a 2xx body parses as JSON (a page cut short by a dropped connection or a proxy does not)."""
+    try:
+        json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    except RecursionError:
+        return True  # well-formed but absurdly nested: refused by `_json` with its own message, not retried
+    return True
 
 
 def _float_or_none(value: str | None) -> float | None:

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -129,6 +130,7 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None, err: IO[
         parser.print_help(out or sys.stdout)
         return EXIT_USAGE
     ctx_err = err or sys.stderr
+    notes = _notes_to(ctx_err)
     try:
         ctx = Context(settings=make_settings(args), out=out or sys.stdout, err=ctx_err)
         return handler(args, ctx)
@@ -146,6 +148,19 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None, err: IO[
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         ctx_err.write(f"sftl: internal error: {type(exc).__name__}: {first} (rerun with --debug for the traceback)\n")
         return EXIT_ERROR
+    finally:
+        logging.getLogger("sftl").removeHandler(notes)
+
+
+def _notes_to(stream: IO[str]) -> logging.Handler:
+    """Library notes (a wait for the network, a fallback to the stored copy) as `sftl: ...` lines on stderr."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("sftl: %(message)s"))
+    logger = logging.getLogger("sftl")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return handler
 
 
 def entry() -> None:
