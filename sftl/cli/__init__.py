@@ -133,6 +133,9 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None, err: IO[
     notes = _notes_to(ctx_err)
     try:
         ctx = Context(settings=make_settings(args), out=out or sys.stdout, err=ctx_err)
+        from sftl.cli.sources_cmd import show_downloads
+
+        show_downloads(ctx_err)  # source downloads: a size notice, and a progress bar on a terminal
         return handler(args, ctx)
     except SftlError as exc:
         ctx_err.write(f"sftl: {exc}\n")

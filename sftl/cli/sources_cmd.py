@@ -51,11 +51,15 @@ class StderrReporter:
         stream.flush()
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add this module's sub-commands to the `sftl` parser."""
+def show_downloads(stream: IO[str]) -> None:
+    """Send the notices and progress of source downloads to `stream` (the command's stderr)."""
     from sftl.sources.archive import set_reporter
 
-    set_reporter(StderrReporter())  # the CLI is where people see downloads
+    set_reporter(StderrReporter(stream))
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add this module's sub-commands to the `sftl` parser."""
     sources = sub.add_parser("sources", help="framework sources: fetch a release into the cache, list, prune, add a checkout")
     add_common(sources)
     inner = sources.add_subparsers(dest="sources_command", metavar="SUBCOMMAND")
