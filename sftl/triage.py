@@ -145,12 +145,45 @@ def _error_row(issue: Issue, reason: str) -> dict[str, Any]:
 # -- executors ------------------------------------------------------------------------------------
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: end this worker as soon as the driver is gone, however it went (`kill -9` included).
+
+    Linux delivers SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); elsewhere, and for a driver
+    that died before the prctl took effect, a daemon thread polls the parent every half second."""
+    import ctypes
+    import os
+    import signal
+    import sys
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="sftl-parent-watch", daemon=True).start()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def _local_map(jobs: list[TriageJob], workers: int) -> Iterator[tuple[TriageJob, dict[str, Any]]]:
     if workers <= 1:
         for job in jobs:
             yield job, run_job(job)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    import os
+
+    with ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         pending: dict[Future[dict[str, Any]], TriageJob] = {}
         queue = iter(jobs)
         for job in queue:

@@ -1,0 +1,74 @@
+"""`kill -9` of `sftl triage --jobs 2` leaves no worker behind: workers die with their driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.ghserver import make_issue
+
+REPO = "kill/repo"
+
+
+def _children(pid: int) -> set[int]:
+    """Live (not zombie) processes whose parent is `pid`."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            found.add(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_triage_leaves_no_worker_alive(sftl_home: Path, tmp_path: Path) -> None:
+    lines = tmp_path / "issues.jsonl"
+    bodies = ["torch.histc gives different counts on CUDA than on CPU", "module 'torch' has no attribute 'foo'"]
+    lines.write_text("\n".join(
+        json.dumps(make_issue(REPO, n, body=f"{bodies[n % 2]} (case {n})\n```python\nimport torch\nprint({n})\n```"))
+        for n in range(1, 41)) + "\n")
+    sftl = [sys.executable, "-c", "from sftl.cli import entry; entry()"]
+    env = {**os.environ, "SFTL_HOME": str(sftl_home)}
+    subprocess.run([*sftl, "import", str(lines)], env=env, check=True, capture_output=True)
+    proc = subprocess.Popen([*sftl, "--offline", "triage", REPO, "--jobs", "2", "--out", str(tmp_path / "r")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            workers = _children(proc.pid)
+            time.sleep(0.05)
+        assert len(workers) >= 2, "triage never started its two workers"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [w for w in workers if _alive(w)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for w in left:  # clean up before failing, so one failure does not leak into the rest of the suite
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"workers {left} outlived their killed driver"
