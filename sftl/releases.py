@@ -171,8 +171,8 @@ _PREFIX = re.compile(
 )
 _NUMBER = r"\d+\.\d+(?:\.\d+)?"
 _SOURCE_BUILD = re.compile(rf"^v?({_NUMBER})(?:a0|\.dev0|-?rc\d+)?\+(?:git)?([0-9a-f]{{7,40}})\b", re.IGNORECASE)
-_NIGHTLY = re.compile(rf"^v?({_NUMBER})\.?dev(\d{{4}})(\d{{2}})(\d{{2}})", re.IGNORECASE)
-_NIGHTLY_ANYWHERE = re.compile(rf"({_NUMBER})\.?dev(\d{{4}})(\d{{2}})(\d{{2}})", re.IGNORECASE)
+_NIGHTLY = re.compile(rf"^v?({_NUMBER})[.-]?dev(\d{{4}})(\d{{2}})(\d{{2}})", re.IGNORECASE)
+_NIGHTLY_ANYWHERE = re.compile(rf"({_NUMBER})[.-]?dev(\d{{4}})(\d{{2}})(\d{{2}})", re.IGNORECASE)
 _CANDIDATE = re.compile(r"^v?(\d+\.\d+\.\d+)[-.]?(rc\d+)\b", re.IGNORECASE)
 _RELEASE = re.compile(rf"^v?({_NUMBER})(?:\.post\d+)?(?:\+[\w.]+)?\b", re.IGNORECASE)
 _BRANCH = re.compile(r"^r(\d+\.\d+)\b", re.IGNORECASE)  # TensorFlow's release branches

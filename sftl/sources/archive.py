@@ -185,7 +185,7 @@ def _download(settings: Settings, framework: str, repo: str, ref: str, tarball: 
 
     def progress(event: str, done: int, total: int | None) -> None:
         if event == "start":
-            size = f"{total / 1e6:.0f} MB" if total else f"about {ESTIMATED_BYTES[framework] / 1e6:.0f} MB"
+            size = f"{total / 1e6:.1f} MB" if total else f"about {ESTIMATED_BYTES[framework] / 1e6:.0f} MB"
             again = f", resuming at {done / 1e6:.1f} MB" if done else (
                 ", starting over (the server does not resume)" if resumed else "")
             _reporter.notice(f"downloading the {framework} sources at {ref} from {repo} ({size}{again}; "
