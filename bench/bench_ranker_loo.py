@@ -86,6 +86,7 @@ def metrics(ranks: list[int | None]) -> dict[str, float]:
 
 
 LAYERED = True
+TREES_BY_YEAR = False  # --trees: a versionless row gets the tree nearest its year as --source-root
 TREES = Path(os.environ.get("SFTL_TREES", "/work/cache/trees"))
 
 
@@ -123,11 +124,21 @@ def run_rows(selected: list[dict[str, Any]], home: Path, method: str, top: int, 
 
     settings = load_settings(home=str(home), offline=True)
     results = []
+    try:  # the benchmark's own composition (bench/real_compose.py), dated so the product picks the release
+        sys.path.insert(0, str(ROOT / "bench"))
+        from real_compose import compose_issue, number_anchors
+
+        anchors = number_anchors(rows("gcrde") + rows("mme"))
+
+        def composed(row: dict[str, Any], n: int) -> dict[str, Any]:
+            return compose_issue(row, anchors)
+    except ImportError:
+        composed = compose
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "bench.db")
         for n, row in enumerate(selected):
-            issue = issue_from_json(compose(row, n))
-            root = tree_for(row)
+            issue = issue_from_json(composed(row, n))
+            root = tree_for(row) if TREES_BY_YEAR else None
             report = locate(issue, settings, store, method=method, top=top, offline=True, rescreen=True,
                             source_root=root)
             if given and report.screening.category != Category.GCRDE:
@@ -168,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--given", action="store_true", help="localize every row as a GCRDE (the localizer alone)")
     ap.add_argument("--loo", action="store_true", help="also score the learned ranker leave-one-out")
     ap.add_argument("--json", default="", help="write per-row results here")
+    ap.add_argument("--trees", action="store_true", help="versionless rows: the tree nearest their year")
     args = ap.parse_args(argv)
+    global TREES_BY_YEAR
+    TREES_BY_YEAR = args.trees
     selected = rows()
     if args.rows:
         keep = {int(x) for x in args.rows.split(",")}

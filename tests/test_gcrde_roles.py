@@ -83,3 +83,39 @@ def test_negated_ok_words_do_not_clear_a_device(title: str, body: str, side: str
 
     issue = Issue(repo="pytorch/pytorch", number=1, title=title, body=body)
     assert divergent_side(issue, Extraction(None, None, Environment(framework="pytorch"))).side.value == side
+
+
+def test_complex_inputs_on_the_cpu_reach_the_vectorized_complex_headers(tree: LocalTree) -> None:
+    code = "a = torch.tensor([float('inf') + 0j, -1 - 8.7e-08j])\nprint(torch.exp(a))\n"
+    got = ranked(tree, "torch.exp for complex inputs returns nan on CPU", ("torch.tensor", "torch.exp"), code=code)
+    vec = [p for p in got if "/cpu/vec/" in p]
+    assert got[0].startswith("aten/src/ATen/cpu/vec/") and got[0].endswith(("_complex_double.h", "_complex_float.h"))
+    assert len(vec) == 3  # vec256 float/double, vec512 float
+    assert not any("vsx" in p for p in vec)  # another architecture's lanes: not what an x86 build runs
+    assert "aten/src/ATen/cpu/vec/vec256/vec256_float.h" not in got  # not the report's dtype
+    # real inputs: the vec headers are not candidates
+    real = ranked(tree, "torch.exp returns nan on CPU", ("torch.tensor", "torch.exp"),
+                  code="a = torch.tensor([1.0])\nprint(torch.exp(a))\n")
+    assert not any("/cpu/vec/" in p for p in real)
+
+
+def test_a_rare_dtype_through_a_jiterator_kernel_ranks_its_code_generation(tree: LocalTree) -> None:
+    code = "x = torch.tensor([1, 2], dtype=torch.uint16, device='cuda')\nprint(torch.special.zeta(x, x))\n"
+    got = ranked(tree, "torch.special.zeta returns incorrect output with uint16 on CUDA", ("torch.special.zeta",),
+                 code=code)
+    assert got[:2] == ["cuda/jit_utils.cpp", "cuda/ZetaKernel.cu"]
+    plain = ranked(tree, "torch.special.zeta returns incorrect output on CUDA", ("torch.special.zeta",),
+                   code=code.replace("torch.uint16", "torch.float32"))
+    assert plain[0] == "cuda/ZetaKernel.cu" and "cuda/jit_utils.cpp" not in plain
+
+
+@pytest.mark.parametrize(
+    ("title", "side"),
+    [("`tensor(1) >> 64` will return 1 on CPU", "cpu"), ("topk returns zeros on CUDA", "cuda"),
+     ("topk works on CPU", "cuda")],
+)
+def test_a_title_naming_one_device_names_the_diverging_side(title: str, side: str) -> None:
+    from sftl.localize.gcrde import divergent_side
+
+    issue = Issue(repo="pytorch/pytorch", number=1, title=title, body="")
+    assert divergent_side(issue, Extraction(None, None, Environment(framework="pytorch"))).side.value == side

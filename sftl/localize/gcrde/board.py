@@ -63,6 +63,11 @@ class _Board:
     def add(self, path: str, score: float, reason: str, side: Side | None = None) -> None:
         self.files[path].add(score, reason, side)
 
+    def above(self, path: str, lift: float) -> float:
+        """Evidence that ranks a file of the same side just above `path`, its corroboration bonus included."""
+        ev = self.files[path]
+        return ev.score * lift + 0.025 * min(ev.hits - 1, 3)
+
 
 
 _SPECIAL_LAYOUTS = ("quantized", "sparse", "nested", "mkldnn", "cudnn", "miopen", "transformers", "ao_sparse")

@@ -46,6 +46,9 @@ class Divergence:
     why: str
 
 
+_TITLE_DEVICE = 1.5  # a title naming one device only
+
+
 def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
     """Read which device's result the report calls wrong; CUDA when the text does not say."""
     text = "\n".join(x for x in (issue.title, issue.body, extraction.error_line or "") if x)
@@ -60,6 +63,12 @@ def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
             cpu += 1
     gpu += 2 * len(_CPU_OK.findall(text))
     cpu += 2 * len(_GPU_OK.findall(text))
+    title = issue.title or ""
+    if not _GPU_OK.search(title) and not _CPU_OK.search(title):
+        # a headline naming one device only is about that device ("`x >> 64` returns 1 on CPU")
+        g, c = bool(_GPU.search(title)), bool(_CPU.search(title))
+        if g != c:
+            gpu, cpu = (gpu + _TITLE_DEVICE, cpu) if g else (gpu, cpu + _TITLE_DEVICE)
     if cpu > gpu:
         return Divergence(Side.CPU, cpu - gpu >= 2, f"the report calls the CPU result wrong ({cpu:g} vs {gpu:g})")
     return Divergence(Side.CUDA, gpu - cpu >= 1, f"the report calls the CUDA result wrong ({gpu:g} vs {cpu:g})"

@@ -26,6 +26,7 @@ from sftl.localize.gcrde.cues import (
     divergent_side,
     report_cues,
 )
+from sftl.localize.gcrde.dtypes import add_jiterator, add_vec_headers, report_dtypes
 from sftl.localize.gcrde.follow import (
     _CALL_T,
     _HEADERS,
@@ -87,6 +88,9 @@ def _localize_pytorch(
     legacy.add_evidence(ops, index, source, natives, board.add)
     _add_headers(index, board)
     role_notes = put_math_first(board, index.texts)
+    dtypes = report_dtypes(issue, extraction)
+    role_notes += add_vec_headers(board, ops, dtypes, div.side, files, source.read_text)
+    role_notes += add_jiterator(board, dtypes, div.side, index.texts, files)
     cues = report_cues(issue, extraction)
     cue_notes = role_notes + _apply_cues(cues, div, ops, index, board, _side_weights(div, cues))
     structural = bool(board.files)

@@ -92,7 +92,7 @@ def put_math_first(board: _Board, texts: dict[str, str]) -> list[str]:
         if not wrappers:
             continue
         top = max(wrappers, key=lambda s: board.files[s].score)
-        target = board.files[top].score * _LIFT_OVER
+        target = board.above(top, _LIFT_OVER)
         if board.files[dst].score < target:
             short = top.rsplit("/", 1)[-1]
             board.add(dst, target, f"holds the CUDA code {short} forwards to ({short} is a wrapper: checks and a "
@@ -109,7 +109,7 @@ def put_math_first(board: _Board, texts: dict[str, str]) -> list[str]:
         if not thin:
             continue
         top = max(thin, key=lambda s: board.files[s].score)
-        target = board.files[top].score * _LIFT_OVER
+        target = board.above(top, _LIFT_OVER)
         if board.files[dst].score < target:
             short = top.rsplit("/", 1)[-1]
             board.add(dst, target, f"holds the math {short} only instantiates ({short} has "
