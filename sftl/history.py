@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -305,41 +305,147 @@ def fixed_before(fixed_on: str, day: str) -> bool:
 _SIGNATURE_PREFIXES = ("dev:", "dtyp", "exc:")
 
 
+def counts_from(fixed_on: str) -> str:
+    """The first day a fix counts for (the time rule as a sortable key): '2024-05' -> '2024-06-01',
+    '2024-06-14' -> '2024-06-15'. An issue filed on day D may consult the fixes counting from D or before."""
+    from datetime import date, timedelta
+
+    y, m = int(fixed_on[:4]), int(fixed_on[5:7])
+    if len(fixed_on) == 7:
+        return f"{y + m // 12:04d}-{m % 12 + 1:02d}-01"
+    try:
+        return (date(y, m, int(fixed_on[8:10])) + timedelta(days=1)).isoformat()
+    except ValueError:  # 2023-02-30: the next month, as for a month-only date
+        return f"{y + m // 12:04d}-{m % 12 + 1:02d}-01"
+
+
+@dataclass
+class FixIndex:
+    """The fixes of one framework as an inverted index, rows sorted by the day they count from, so
+    the fixes before a day are a prefix and a term's document frequency among them one bisection.
+    Plain lists, dicts and strings only: `to_data`/`from_data` round-trip through `marshal` quickly."""
+
+    starts: list[str]  # per row: the day it counts from (ascending)
+    keys: list[str]  # per row: "repo\0fix_key"
+    term_ids: list[list[int]]  # per row: its terms
+    weights: list[list[float]]
+    vocab: dict[str, int]
+    postings: list[list[int]]  # per term: the rows holding it (ascending)
+
+    @classmethod
+    def build(cls, rows: Iterable[tuple[str, str, Mapping[str, float]]]) -> FixIndex:
+        """From (key, fixed_on, terms) rows."""
+        ordered = sorted(((counts_from(fixed_on), key, terms) for key, fixed_on, terms in rows), key=lambda r: (r[0], r[1]))
+        vocab: dict[str, int] = {}
+        postings: list[list[int]] = []
+        term_ids: list[list[int]] = []
+        weights: list[list[float]] = []
+        for row, (_, _, terms) in enumerate(ordered):
+            ids = []
+            for term in terms:
+                tid = vocab.setdefault(term, len(vocab))
+                if tid == len(postings):
+                    postings.append([])
+                postings[tid].append(row)
+                ids.append(tid)
+            term_ids.append(ids)
+            weights.append([float(terms[t]) for t in terms])
+        return cls([r[0] for r in ordered], [r[1] for r in ordered], term_ids, weights, vocab, postings)
+
+    def to_data(self) -> dict[str, Any]:
+        return {"starts": self.starts, "keys": self.keys, "term_ids": self.term_ids, "weights": self.weights,
+                "vocab": self.vocab, "postings": self.postings}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> FixIndex:
+        return cls(data["starts"], data["keys"], data["term_ids"], data["weights"], data["vocab"], data["postings"])
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def eligible(self, day: str | None) -> int:
+        """How many rows (a prefix) count for an issue filed on `day` (every row for an undated one)."""
+        import bisect
+
+        return len(self.starts) if day is None else bisect.bisect_right(self.starts, day)
+
+    def similar(
+        self, query: Mapping[str, float], day: str | None, limit: int = MAX_NEIGHBOURS, min_similarity: float = MIN_SIMILARITY,
+    ) -> tuple[list[tuple[int, float, tuple[str, ...]]], int]:
+        """TF-IDF cosine of the query against the rows dated before `day` (IDF over those rows):
+        ([(row, similarity, shared terms heaviest first)], how many rows were eligible). A row
+        sharing only device/dtype/exception terms with the query is no match."""
+        import bisect
+
+        k = self.eligible(day)
+        if k == 0 or not query:
+            return [], k
+        idf_cache: dict[int, float] = {}
+        postings, vocab = self.postings, self.vocab
+
+        def idf(tid: int) -> float:
+            v = idf_cache.get(tid)
+            if v is None:
+                df = bisect.bisect_left(postings[tid], k)
+                v = idf_cache[tid] = math.log((1 + k) / (1 + df)) + 1.0
+            return v
+
+        top_idf = math.log(1 + k) + 1.0
+        qv: dict[int, float] = {}
+        q_sq = 0.0
+        rows: set[int] = set()
+        for term, w in query.items():
+            tid = vocab.get(term)
+            df = bisect.bisect_left(postings[tid], k) if tid is not None else 0
+            if tid is None or df == 0:
+                q_sq += (w * top_idf) ** 2  # a term no eligible fix has weighs the highest IDF
+                continue
+            qv[tid] = w * idf(tid)
+            q_sq += qv[tid] ** 2
+            if term[:4] not in _SIGNATURE_PREFIXES:
+                rows.update(postings[tid][:df])
+        if not qv or q_sq == 0:
+            return [], k
+        q_norm = math.sqrt(q_sq)
+        scored: list[tuple[float, int]] = []
+        for row in rows:
+            dot = norm = 0.0
+            for tid, w in zip(self.term_ids[row], self.weights[row], strict=True):
+                x = w * idf(tid)
+                norm += x * x
+                q = qv.get(tid)
+                if q is not None:
+                    dot += q * x
+            sim = dot / (q_norm * math.sqrt(norm)) if norm else 0.0
+            if sim >= min_similarity:
+                scored.append((sim, row))
+        scored.sort(key=lambda x: (-x[0], self.keys[x[1]]))
+        names = {tid: term for term, tid in vocab.items() if tid in qv} if scored else {}
+        out = []
+        for sim, row in scored[:limit]:
+            shared = sorted(((qv[t] * w * idf(t), names[t]) for t, w in zip(self.term_ids[row], self.weights[row], strict=True)
+                             if t in qv), key=lambda x: (-x[0], x[1]))
+            out.append((row, round(sim, 4), tuple(t for _, t in shared)))
+        return out, k
+
+
 def similar_fixes(
-    query: Mapping[str, float], candidates: Sequence[tuple[FixRecord, Mapping[str, float]]],
+    query: Mapping[str, float], candidates: Sequence[tuple[FixRecord, Mapping[str, float]]], day: str | None = None,
     limit: int = MAX_NEIGHBOURS, min_similarity: float = MIN_SIMILARITY,
-) -> list[SimilarFix]:
-    """TF-IDF cosine between the issue's terms and each candidate fix's (IDF over the candidates)."""
-    n = len(candidates)
-    if not n or not query:
-        return []
-    df: Counter[str] = Counter()
-    for _, terms in candidates:
-        df.update(terms.keys())
-    idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
-    qv = {t: w * idf[t] for t, w in query.items() if t in idf}
-    # terms no candidate has count in the issue's norm at the highest IDF
-    q_norm = math.sqrt(sum(v * v for v in qv.values()) + sum(
-        (w * (math.log(1 + n) + 1.0)) ** 2 for t, w in query.items() if t not in idf))
-    if not qv or q_norm == 0:
-        return []
-    scored: list[tuple[float, int]] = []
-    for i, (_, terms) in enumerate(candidates):
-        shared = [t for t in terms if t in qv]
-        if not any(t[:4] not in _SIGNATURE_PREFIXES for t in shared):
-            continue  # a device, dtype or exception in common alone says nothing of what broke
-        dot = sum(qv[t] * terms[t] * idf[t] for t in shared)
-        r_norm = math.sqrt(sum((w * idf[t]) ** 2 for t, w in terms.items()))
-        sim = dot / (q_norm * r_norm)
-        if sim >= min_similarity:
-            scored.append((sim, i))
-    scored.sort(key=lambda x: (-x[0], x[1]))
-    out = []
-    for sim, i in scored[:limit]:
-        rec, terms = candidates[i]
-        shared = sorted((t for t in terms if t in qv), key=lambda t: -(qv[t] * terms[t] * idf[t]))
-        out.append(SimilarFix(rec, round(sim, 4), tuple(dict.fromkeys(_readable(t) for t in shared[:3]))))
-    return out
+) -> tuple[list[SimilarFix], int]:
+    """The fixes among `candidates` most like the query (dated before `day`), and how many were eligible."""
+    keyed = {f"{rec.repo}\0{fix_key(rec)}": rec for rec, _ in candidates}
+    index = FixIndex.build((f"{rec.repo}\0{fix_key(rec)}", rec.fixed_on, terms) for rec, terms in candidates)
+    hits, k = index.similar(query, day, limit, min_similarity)
+    return [_similar(keyed[index.keys[row]], sim, shared) for row, sim, shared in hits], k
+
+
+def _similar(rec: FixRecord, sim: float, shared: Sequence[str]) -> SimilarFix:
+    return SimilarFix(rec, sim, tuple(dict.fromkeys(_readable(t) for t in shared[:3])))
+
+
+_GENERIC_NAMES = frozenset({"__init__.py", "utils.py", "common.py", "CMakeLists.txt", "BUILD", "BUILD.bazel", "setup.py",
+                            "README.md", "main.py", "util.py", "helpers.py", "base.py", "config.py"})
 
 
 def map_file(path: str, tree: set[str], by_name: Mapping[str, Sequence[str]] | None) -> str | None:
@@ -350,7 +456,10 @@ def map_file(path: str, tree: set[str], by_name: Mapping[str, Sequence[str]] | N
     if by_name is None:
         return None
     name = path.rsplit("/", 1)[-1]
-    same = by_name.get(name, ())
+    if name in _GENERIC_NAMES:
+        return None
+    top = path.split("/", 1)[0]
+    same = [p for p in by_name.get(name, ()) if p.split("/", 1)[0] == top]  # within the same top folder
     if not same:
         return None
     folders = path.split("/")[:-1]
@@ -370,24 +479,32 @@ def map_file(path: str, tree: set[str], by_name: Mapping[str, Sequence[str]] | N
 def compute_prior(
     issue: Issue,
     extraction: Extraction,
-    candidates: Sequence[tuple[FixRecord, Mapping[str, float]]],
+    candidates: Sequence[tuple[FixRecord, Mapping[str, float]]] | None,
     tree_files: Sequence[str],
     limit: int = MAX_NEIGHBOURS,
+    *,
+    index: FixIndex | None = None,
+    load: Callable[[list[str]], Mapping[str, FixRecord]] | None = None,
 ) -> HistoryPrior:
-    """The files that fixes similar to `issue` changed, scored on the tree at hand.
+    """The files that fixes similar to `issue`, dated before it was filed, changed, scored on the tree at hand.
 
-    `candidates` must already respect the time rule (fixes dated before the issue was filed; the
-    caller reads them so). A file's score sums the similarities of the fixes that changed it,
-    each divided by the square root of how many files that fix changed, scaled so the best is 1.
-    A file missing from the tree is mapped by its name (the nearest folder among several) or
-    dropped, and the notes say which.
+    The fixes come as `candidates` (records with their terms), or as an `index` with `load`
+    (index keys -> records, asked only for the few most similar). A file's score sums the
+    similarities of the fixes that changed it, each divided by the square root of how many files
+    that fix changed, scaled so the best is 1. A file missing from the tree is mapped by its name
+    (the nearest folder among several; not for generic names like __init__.py) or dropped, and the
+    notes say which.
     """
     day = filed_day(issue.created_at)
-    if day is not None:  # the time rule, whatever the caller read
-        candidates = [c for c in candidates if fixed_before(c[0].fixed_on, day)]
-    neighbours = similar_fixes(issue_terms(issue, extraction), candidates, limit)
+    query = issue_terms(issue, extraction)
+    if index is None:
+        neighbours, considered = similar_fixes(query, candidates or (), day, limit)
+    else:
+        hits, considered = index.similar(query, day, limit)
+        records = load([index.keys[row] for row, _, _ in hits]) if (load is not None and hits) else {}
+        neighbours = [_similar(records[index.keys[row]], sim, shared) for row, sim, shared in hits if index.keys[row] in records]
     if not neighbours:
-        return HistoryPrior((), (), len(candidates))
+        return HistoryPrior((), (), considered)
     tree = set(tree_files)
     by_name: dict[str, list[str]] | None = None
     raw: dict[str, float] = {}
@@ -422,7 +539,7 @@ def compute_prior(
         (FilePrior(p, round(s / top, 4), tuple(why[p]), moved.get(p)) for p, s in raw.items()),
         key=lambda fp: (-fp.score, fp.path),
     )) if top > 0 else ()
-    return HistoryPrior(files, tuple(neighbours), len(candidates), tuple(notes))
+    return HistoryPrior(files, tuple(neighbours), considered, tuple(notes))
 
 
 def blend(loc: Localization, prior: HistoryPrior, top: int, weight: float = BLEND_WEIGHT) -> Localization:

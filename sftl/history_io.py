@@ -11,6 +11,7 @@ from typing import IO, Any
 from sftl.errors import InputError, StoreError
 from sftl.history import (
     TERMS_VERSION,
+    FixIndex,
     HistoryPrior,
     blend,
     category_of_kind,
@@ -152,10 +153,16 @@ def stats(store: Store, repo: str | None = None) -> dict[str, Any]:
 
 
 _FRAMEWORK_OWNERS = {"pytorch": "pytorch", "tensorflow": "tensorflow"}
+INDEX_VERSION = 1
 
 
 def _framework_of(repo: str) -> str | None:
     return _FRAMEWORK_OWNERS.get(repo.split("/", 1)[0].lower())
+
+
+def _group(repo: str) -> str:
+    """Fixes are compared within their framework (or, outside the two, their repository)."""
+    return _framework_of(repo) or repo.lower()
 
 
 def candidates(store: Store, framework: str | None, repo: str, created_at: str) -> list[tuple[FixRecord, dict[str, float]]]:
@@ -164,33 +171,93 @@ def candidates(store: Store, framework: str | None, repo: str, created_at: str) 
     from sftl.history import fixed_before
 
     day = filed_day(created_at)
+    group = framework or _group(repo)
     out: list[tuple[FixRecord, dict[str, float]]] = []
     for rec_repo, record, terms_text in store.iter_fix_rows(before=day):
-        if rec_repo != repo and (framework is None or _framework_of(rec_repo) != framework):
+        if _group(rec_repo) != group:
             continue
         rec = _record(record)
         if day is not None and not fixed_before(rec.fixed_on, day):
             continue
-        try:
-            stored = json.loads(terms_text)
-        except ValueError:
-            stored = None
-        if isinstance(stored, dict) and stored.get("v") == TERMS_VERSION and isinstance(stored.get("t"), dict):
-            terms = {str(k): float(v) for k, v in stored["t"].items() if isinstance(v, (int, float))}
-        else:  # another tokenizer's terms (or damaged): computed again
-            terms = fix_terms(rec)
-        out.append((rec, terms))
+        out.append((rec, _terms(terms_text, rec)))
     return out
 
 
-def history_prior(store: Store, issue: Issue, extraction: Extraction, framework: str | None, tree_files: list[str]) -> HistoryPrior:
+def _terms(text: str, rec: FixRecord | None) -> dict[str, float]:
+    try:
+        stored = json.loads(text)
+    except ValueError:
+        stored = None
+    if isinstance(stored, dict) and stored.get("v") == TERMS_VERSION and isinstance(stored.get("t"), dict):
+        return {str(k): float(v) for k, v in stored["t"].items() if isinstance(v, (int, float))}
+    return fix_terms(rec) if rec is not None else {}  # another tokenizer's terms (or damaged): computed again
+
+
+def index_path(store: Store, cache_dir: Path) -> Path:
+    import hashlib
+
+    ident = hashlib.sha1(str(store.path.resolve()).encode()).hexdigest()[:16]
+    return cache_dir / "history" / f"index-{ident}.marshal"
+
+
+def load_index(store: Store, group: str, cache_dir: Path | None) -> FixIndex:
+    """The history index of one framework: read from the cache file while the store's history is
+    unchanged (its count and latest write), else built from the store (and the file rewritten)."""
+    import marshal
+    import os
+    import tempfile
+
+    stamp = [*store.fixes_stamp(), TERMS_VERSION, INDEX_VERSION]
+    path = index_path(store, cache_dir) if cache_dir is not None else None
+    if path is not None:
+        try:
+            data = marshal.loads(path.read_bytes())
+            if isinstance(data, dict) and data.get("stamp") == stamp:
+                got = data["groups"].get(group)
+                return FixIndex.from_data(got) if got is not None else FixIndex.build(())
+        except (OSError, ValueError, EOFError, TypeError, KeyError):
+            pass  # no index yet, or a damaged one: built again
+    rows: dict[str, list[tuple[str, str, dict[str, float]]]] = {}
+    for repo, key, fixed_on, terms_text in store.iter_fix_terms():
+        terms = _terms(terms_text, None)
+        if not terms:
+            rec = store.get_fix_records([(repo, key)]).get((repo, key))
+            terms = fix_terms(_record(rec)) if rec else {}
+        rows.setdefault(_group(repo), []).append((f"{repo}\0{key}", fixed_on, terms))
+    groups = {g: FixIndex.build(r) for g, r in rows.items()}
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(marshal.dumps({"stamp": stamp, "groups": {g: i.to_data() for g, i in groups.items()}}))
+            os.replace(tmp, path)  # atomic: a reader sees the old index or the new one
+        except OSError:
+            pass  # an index that cannot be kept is only built again next time
+    return groups.get(group) or FixIndex.build(())
+
+
+def _loader(store: Store) -> Any:
+    def load(keys: list[str]) -> dict[str, FixRecord]:
+        pairs = [(k.split("\0", 1)[0], k.split("\0", 1)[1]) for k in keys]
+        return {f"{repo}\0{key}": _record(text) for (repo, key), text in store.get_fix_records(pairs).items()}
+
+    return load
+
+
+def history_prior(
+    store: Store, issue: Issue, extraction: Extraction, framework: str | None, tree_files: list[str],
+    cache_dir: Path | None = None,
+) -> HistoryPrior:
     """The prior of one issue over the stored history (time rule applied)."""
-    return compute_prior(issue, extraction, candidates(store, framework, issue.repo, issue.created_at), tree_files)
+    index = load_index(store, framework or _group(issue.repo), cache_dir)
+    return compute_prior(issue, extraction, None, tree_files, index=index, load=_loader(store))
 
 
 def apply_history(
-    loc: Localization, issue: Issue, extraction: Extraction, framework: str | None, tree_files: list[str], store: Store, top: int
+    loc: Localization, issue: Issue, extraction: Extraction, framework: str | None, tree_files: list[str], store: Store,
+    top: int, cache_dir: Path | None = None,
 ) -> Localization:
     """The pipeline's hook: blend the prior of the stored history into a content ranking."""
-    prior = history_prior(store, issue, extraction, framework, tree_files)
+    prior = history_prior(store, issue, extraction, framework, tree_files, cache_dir)
     return blend(loc, prior, top)

@@ -85,7 +85,8 @@ def locate(
                 if history and loc.suspects:
                     from sftl.history_io import apply_history
 
-                    loc = apply_history(loc, issue, extraction, source.framework, source.list_files(), store, top)
+                    loc = apply_history(loc, issue, extraction, source.framework, source.list_files(), store, top,
+                                        settings.cache_dir)
             except SftlError as exc:  # sources unreadable half-way: a value, not a crash
                 loc = Localization(method, (), Outcome.SKIPPED, str(exc))
             if why:

@@ -679,6 +679,24 @@ class Store:
             params.append(before)
         yield from ((r[0], r[1], r[2]) for r in self._db.execute(sql + " ORDER BY fixed_on, repo, fix_key", params))
 
+    def iter_fix_terms(self) -> Iterator[tuple[str, str, str, str]]:
+        """(repo, fix_key, fixed_on, terms JSON) of every stored fix: what the prior's index is built from."""
+        yield from ((r[0], r[1], r[2], r[3]) for r in self._db.execute("SELECT repo, fix_key, fixed_on, terms FROM fixes"))
+
+    def get_fix_records(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """(repo, fix_key) -> the record JSON, for the keys that are stored."""
+        out: dict[tuple[str, str], str] = {}
+        for repo, key in keys:
+            row = self._db.execute("SELECT record FROM fixes WHERE repo=? AND fix_key=?", (repo, key)).fetchone()
+            if row is not None:
+                out[(repo, key)] = row[0]
+        return out
+
+    def fixes_stamp(self) -> tuple[int, float]:
+        """(how many fixes, when the latest was written): changes whenever the history does."""
+        row = self._db.execute("SELECT COUNT(*), COALESCE(MAX(updated), 0) FROM fixes").fetchone()
+        return int(row[0]), float(row[1])
+
     def count_fixes(self, repo: str | None = None) -> int:
         if repo:
             return int(self._db.execute("SELECT COUNT(*) FROM fixes WHERE repo=?", (repo,)).fetchone()[0])

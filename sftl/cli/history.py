@@ -73,12 +73,14 @@ def _store(ctx: Context) -> Any:
 
 
 def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl.history_io import import_fixes
+    from sftl.history_io import import_fixes, load_index
     from sftl.model import to_jsonable
 
     with _store(ctx) as store:
         stats = import_fixes(args.file, store)
         total = store.count_fixes()
+        if stats.written:
+            load_index(store, "", ctx.settings.cache_dir)  # built now, so the next locate need not
     name = "stdin" if args.file == "-" else args.file
     for line, reason in stats.bad[:_MAX_BAD_LINES_SHOWN]:
         ctx.err.write(f"sftl: {name}:{line}: {reason}\n")
@@ -133,6 +135,7 @@ def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
 
     from sftl.github import parse_repo
     from sftl.history_crawl import FixCrawlProgress, crawl_fixes
+    from sftl.history_io import load_index
     from sftl.intake import normalize_since
     from sftl.model import to_jsonable
 
@@ -157,6 +160,8 @@ def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
 
         stats = crawl_fixes(repo, ctx.settings, store, since=since, limit=args.limit, progress=progress)
         total = store.count_fixes(repo)
+        if stats.fixes_stored:
+            load_index(store, "", ctx.settings.cache_dir)
     if args.json:
         payload = to_jsonable(stats)
         payload["requests_per_fixed_issue"] = round(stats.requests_per_fixed_issue, 3)
