@@ -217,10 +217,24 @@ def fix_terms(rec: FixRecord) -> dict[str, float]:
     ])
 
 
+# calls a snippet makes to set up and show its case (torch.tensor, randn, .cuda(), print): no subject
+# of the report unless its title names them
+_INCIDENTAL = frozenset(
+    """tensor astensor fromnumpy randn rand randint randlike randnlike randperm manualseed seed zeros ones empty
+    full zeroslike oneslike emptylike fulllike arange linspace cuda to cpu numpy item tolist print device dtype
+    float double half long int bool size shape dim numel nelement clone detach contiguous requiresgrad backward
+    allclose equal isclose istensor setdefaultdtype setprintoptions nograd synchronize view reshape unsqueeze
+    squeeze type isavailable isnan isinf stride permute transpose flatten devicecount currentdevice""".split()
+)
+
+
 def issue_terms(issue: Issue, extraction: Extraction) -> dict[str, float]:
-    """An issue's weighted terms, built like a fix record's: its title, the ops it calls, its error
-    signature (devices, dtypes, exception type) and, at a low weight, its body."""
-    ops = [o for o in (_op_name(api) for api in extraction.apis) if len(o) >= 2]
+    """An issue's weighted terms, built like a fix record's: its title, the ops it calls (not the
+    incidental set-up calls, unless the title names them), its error signature (devices, dtypes,
+    exception type) and, at a low weight, its body."""
+    title_words = set(_words(issue.title))
+    apis = [a for a in extraction.apis if _op_name(a) not in _INCIDENTAL or _op_name(a) in title_words]
+    ops = [o for o in (_op_name(api) for api in apis) if len(o) >= 2]
     tb = extraction.traceback
     error = extraction.error_line or (f"{tb.exception}: {tb.message}" if tb else "")
     sig = _signature(" ".join((issue.title, error, issue.body[:20000])))
@@ -228,7 +242,7 @@ def issue_terms(issue: Issue, extraction: Extraction) -> dict[str, float]:
         sig[f"exc:{tb.exception.split('.')[-1].lower()}"] += 1
     return _weigh([
         ([f"op:{o}" for o in ops], _W_OP),
-        ([w for api in extraction.apis for w in _words(api.split(".")[-1])], _W_TITLE),
+        ([w for api in apis for w in _words(api.split(".")[-1])], _W_TITLE),
         (_words(issue.title), _W_TITLE),
         ([t for t in sig.elements()], _W_SIGNATURE),
         (_words(issue.body[:20000]), _W_BODY),
