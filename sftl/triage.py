@@ -200,6 +200,67 @@ def _local_map(jobs: list[TriageJob], workers: int) -> Iterator[tuple[TriageJob,
                     pending[pool.submit(run_job, nxt)] = nxt
 
 
+def _proc_table() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, state, start time) of every process, from /proc (Linux)."""
+    import os
+
+    table: dict[int, tuple[int, str, str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            table[int(entry)] = (int(fields[1]), fields[0], fields[19])
+    return table
+
+
+def reap_descendants_of(driver: int, poll_s: float = 0.5) -> None:
+    """The body of a helper process: while `driver` runs, note its descendants (Ray's raylet, agents and
+    workers); once it is gone (`kill -9` included), SIGKILL every one still running. Ray's own fate sharing
+    ends its workers but leaves its dashboard and runtime-env agents alive forever."""
+    import os
+    import signal
+
+    me = os.getpid()
+    known: dict[int, str] = {}  # pid -> start time, so a pid reused since is spared
+    while True:
+        table = _proc_table()
+        if driver not in table or table[driver][1] == "Z":
+            break
+        below = {driver}
+        grew = True
+        while grew:
+            grew = False
+            for pid, (ppid, _, _) in table.items():
+                if ppid in below and pid not in below and pid != me:
+                    below.add(pid)
+                    grew = True
+        known.update({pid: table[pid][2] for pid in below - {driver}})
+        time.sleep(poll_s)
+    table = _proc_table()
+    for pid, started in known.items():
+        if pid in table and table[pid][2] == started and table[pid][1] != "Z":
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _start_reaper() -> Any:
+    """A detached helper that ends this process's descendants if it dies (Linux; None elsewhere)."""
+    import os
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    code = f"from sftl.triage import reap_descendants_of; reap_descendants_of({os.getpid()})"
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 def _ray_map(
     jobs: list[TriageJob], workers: int, address: str | None
 ) -> Iterator[tuple[TriageJob, dict[str, Any]]]:
@@ -208,15 +269,21 @@ def _ray_map(
     except ImportError:
         raise InputError("--executor ray needs Ray: pip install 'sftl[ray]'") from None
     started_here = False
+    reaper = None
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if address:
             kwargs["address"] = address
         else:
             kwargs["num_cpus"] = max(1, workers)
+        if not address:
+            reaper = _start_reaper()  # the local cluster ends with this process, however it ends
         try:
             ray.init(**kwargs)
         except Exception as exc:  # Ray raises ConnectionError/RuntimeError variants
+            if reaper is not None:
+                reaper.kill()
+                reaper.wait()
             raise InputError(f"cannot start or reach the Ray cluster{' at ' + address if address else ''}: {exc}") from exc
         started_here = True
     try:
@@ -236,6 +303,9 @@ def _ray_map(
     finally:
         if started_here:
             ray.shutdown()
+        if reaper is not None:
+            reaper.kill()
+            reaper.wait()
 
 
 EXECUTORS: dict[str, Callable[..., Iterator[tuple[TriageJob, dict[str, Any]]]]] = {

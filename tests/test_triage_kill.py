@@ -72,3 +72,57 @@ def test_kill_9_of_triage_leaves_no_worker_alive(sftl_home: Path, tmp_path: Path
     for w in left:  # clean up before failing, so one failure does not leak into the rest of the suite
         os.kill(w, signal.SIGKILL)
     assert not left, f"workers {left} outlived their killed driver"
+
+
+def _descendants(pid: int) -> set[int]:
+    below, grew = {pid}, True
+    while grew:
+        grew = False
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in below:
+                try:
+                    ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                except OSError:
+                    continue
+                if ppid in below:
+                    below.add(int(entry))
+                    grew = True
+    return below - {pid}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_triage_on_ray_leaves_no_ray_process_alive(sftl_home: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    lines = tmp_path / "issues.jsonl"
+    lines.write_text("\n".join(json.dumps(make_issue(REPO, n, body=f"torch.histc differs on CUDA and CPU ({n})"))
+                               for n in range(1, 41)) + "\n")
+    sftl = [sys.executable, "-c", "from sftl.cli import entry; entry()"]
+    env = {**os.environ, "SFTL_HOME": str(sftl_home), "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run([*sftl, "import", str(lines)], env=env, check=True, capture_output=True)
+    proc = subprocess.Popen([*sftl, "--offline", "triage", REPO, "--jobs", "2", "--executor", "ray",
+                             "--out", str(tmp_path / "r")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen |= _descendants(proc.pid)
+            names = {Path(f"/proc/{p}/cmdline").read_bytes()[:40] for p in seen if _alive(p)}
+            if any(b"Agent" in n for n in names) and any(b"ray::" in n and b"Agent" not in n for n in names):
+                break  # the agents and a worker are up
+            time.sleep(0.2)
+        seen |= _descendants(proc.pid)
+        assert proc.poll() is None, "triage finished before it could be killed"
+        time.sleep(1.0)  # the reaper notes the descendants every half second
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in seen) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [p for p in seen if _alive(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"Ray processes {left} outlived their killed driver"
