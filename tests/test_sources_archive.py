@@ -356,3 +356,15 @@ def test_progress_is_drawn_on_a_terminal_only() -> None:
             reporter.progress("pytorch v2.1.0 archive", event, done, 10_000_000)
     assert "\r" in tty.getvalue() and "MB/s" in tty.getvalue() and "10.0/10.0 MB" in tty.getvalue()
     assert pipe.getvalue() == "sftl: downloading the pytorch sources at v2.1.0 (70 MB)\n"
+
+
+def test_cache_prune_knows_the_release_archives(gh: GitHubServer) -> None:
+    gh.add_archive("pytorch/pytorch", "v2.1.0", make_tarball("pytorch/pytorch", SHA, pytorch_files()))
+    settings = load_settings()
+    fetch_archive(settings, "pytorch", "v2.1.0", "2.1.0")
+    code, out, err = run("cache", "prune", "--max-age", "30d", "--json")
+    assert code == 0 and json.loads(out)["sources"]["releases"] == 1 and "release archives: removed 0" in err
+    mark = archive_dir(settings, "pytorch", "v2.1.0") / "release.json"
+    os.utime(mark, (time.time() - 40 * 86400,) * 2)  # unused for 40 days
+    code, out, err = run("cache", "prune", "--max-age", "30d", "--json")
+    assert code == 0 and json.loads(out)["sources"]["removed"] == 1 and read_mark(mark.parent) is None

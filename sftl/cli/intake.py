@@ -277,11 +277,13 @@ def cmd_cache_info(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_cache_prune(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.cli.sources_cmd import prune_release_archives
     from sftl.github import prune_cache
 
     usage = prune_cache(ctx.settings, parse_size(args.max_size), parse_age(args.max_age))
+    sources = prune_release_archives(ctx, parse_age(args.max_age))  # release archives: by age, and their own bound
     if args.json:
-        ctx.print_json(_cache_payload(usage))
+        ctx.print_json({**_cache_payload(usage), "sources": sources})
         return EXIT_OK
     ctx.out.write(f"{usage.path}: removed {usage.removed} entries ({usage.freed / 1e6:.1f} MB); "
                   f"{usage.files} entries, {usage.bytes / 1e6:.1f} MB left\n")

@@ -207,3 +207,14 @@ def _prune(args: argparse.Namespace, ctx: Any) -> int:
     else:
         ctx.out.write(f"release archives: removed {removed} ({freed / 1e6:.1f} MB); {kept} kept, {kept_bytes / 1e6:.1f} MB\n")
     return EXIT_OK
+
+
+def prune_release_archives(ctx: Any, max_age_s: float | None) -> dict[str, Any]:
+    """`sftl cache prune`'s part for release archives: unused for `max_age_s`, then over their bound; one line."""
+    from sftl.sources.archive import SOURCES_MAX_BYTES, prune_archives
+
+    removed, freed, kept, kept_bytes = prune_archives(ctx.settings, SOURCES_MAX_BYTES, max_age_s)
+    payload = {"removed": removed, "freed": freed, "releases": kept, "bytes": kept_bytes, "max_bytes": SOURCES_MAX_BYTES}
+    ctx.err.write(f"sftl: release archives: removed {removed} ({freed / 1e6:.1f} MB); {kept} kept, "
+                  f"{kept_bytes / 1e6:.1f} MB (bound {SOURCES_MAX_BYTES / 1e9:.0f} GB; `sftl sources prune` to choose)\n")
+    return payload

@@ -47,6 +47,8 @@ _KEEP_SUFFIXES = (".py", ".pyi", ".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".c
 # GitHub's archive host rarely sends a length: the size announced before a download is then this estimate
 ESTIMATED_BYTES = {"pytorch": 70_000_000, "tensorflow": 75_000_000}
 MARK = "release.json"
+# the bound kept automatically after each download (least recently used releases go first), and by `sftl cache prune`
+SOURCES_MAX_BYTES = 20_000_000_000
 
 
 class Reporter(Protocol):
@@ -173,6 +175,7 @@ def fetch_archive(
             _extract(tarball, folder, framework, ref, version, reason)
         finally:
             tarball.unlink(missing_ok=True)  # extracted, or corrupt: either way the archive goes
+    prune_archives(settings, SOURCES_MAX_BYTES, None, keep=folder)  # bounded: the oldest-used releases make room
     return ArchiveSource(settings, framework, ref, version, reason)
 
 
@@ -286,8 +289,8 @@ def list_archives(settings: Settings) -> list[tuple[Path, ArchiveInfo]]:
     return out
 
 
-def prune_archives(settings: Settings, max_bytes: int | None, max_age_s: float | None, now: float | None = None
-                   ) -> tuple[int, int, int, int]:
+def prune_archives(settings: Settings, max_bytes: int | None, max_age_s: float | None, now: float | None = None,
+                   keep: Path | None = None) -> tuple[int, int, int, int]:
     """Remove archives unused for longer than `max_age_s`, then the least recently used until the rest
     hold at most `max_bytes`; stray temporaries and partial downloads older than a day go too.
     Returns (removed, freed bytes, kept, kept bytes). A release being fetched (locked) is never touched."""
@@ -305,7 +308,7 @@ def prune_archives(settings: Settings, max_bytes: int | None, max_age_s: float |
     for used, size, folder, info in entries:
         too_old = max_age_s is not None and now - used > max_age_s
         too_big = max_bytes is not None and total > max_bytes
-        if not (too_old or too_big):
+        if not (too_old or too_big) or folder == keep:
             continue
         try:
             with _try_lock(settings, info.framework, info.ref):
