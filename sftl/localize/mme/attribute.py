@@ -26,11 +26,15 @@ from sftl.localize.mme.evidence import (
     _suspect,
     _user_frame,
 )
+from sftl.localize.mme.foreign import foreign_package, raised_in, rank_referrers
+from sftl.localize.mme.state import skipped_setter, unpickled_without_default
 from sftl.localize.pycode import ClassRef, Code
-from sftl.model import Frame, Localization, Outcome, Suspect
+from sftl.model import Frame, Issue, Localization, Outcome, Suspect
 
 
-def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) -> Localization:
+def _attribute(
+    code: Code, ev: _Ev, missing: Missing, version: str, top: int, issue: Issue | None = None, framework: str | None = None
+) -> Localization:
     name = missing.name
     owner = missing.owner
     if owner not in _BUILTIN_OWNERS:
@@ -58,6 +62,14 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
     # a receiver typed as a base class of the owner (self in Optimizer.__init__ for an SGD) joins in
     others = [r for r in receivers if all(r.cls != c.cls for c in candidates)]
     out: list[Suspect] = []
+    package = foreign_package(missing, ev, issue, framework) if owner and owner not in _BUILTIN_OWNERS else None
+    if package and (missing.owner_module or not candidates) and not (ev.framework_frames and _user_frame(ev) and not caller and not raised_in(ev, package)):
+        # the owner is another package's class (triton's constexpr): the framework code using it is at fault
+        foreign_why = f"{owner} belongs to {package}, not to the framework, and has no {name} there"
+        pkg = re.escape(package)
+        users = rf"^\s*(?:import\s+{pkg}\b|from\s+{pkg}[\w.]*\s+import\b)"
+        ranked = rank_referrers(code, ev, issue, owner or package, name, foreign_why, rf"\.{re.escape(name)}\b(?!\s*=)" if ev.framework_frames else "", users, package)
+        return _located(ranked, top, min_score=0.5)
     if owner in _BUILTIN_OWNERS or (owner and not candidates and not others and not missing.suggestion):
         if _user_frame(ev):
             return Localization("sftl", (), Outcome.ABSTAINED, f"'{owner}' has no '{name}' in user code: a user error, not a framework fault")
@@ -85,6 +97,19 @@ def _attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int) ->
         if having:
             cand, definer = having[0]
             where = f"{definer.name} in {definer.path}"
+            mro, _ = code.mro(cand.cls)
+            unset = skipped_setter(code, mro, definer, name) or unpickled_without_default(
+                code, mro, definer, name, issue.text if issue is not None else ev.message
+            )
+            if unset is not None:
+                # defined, but never set on this object: the class that skips it is at fault, whoever asked
+                k, unset_why = unset
+                out.append(_suspect(k.path, 0.75, f"{cand.why}; {where} defines {name} as instance state; {unset_why}"))
+                if k.path != definer.path:
+                    out.append(_suspect(definer.path, 0.4, f"{where} sets {name} in a method its subclasses override"))
+                if caller is not None:
+                    out.append(_suspect(caller[2], 0.25, f"traceback frame {caller[0]} ({caller[1].function}) reads .{name}"))
+                return _located(out, top)
             if _user_frame(ev):
                 return Localization(
                     "sftl",

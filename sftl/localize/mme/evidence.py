@@ -22,7 +22,10 @@ _SUGGEST_RE = re.compile(r"Did you mean:?\s*'?(?P<s>[\w.]+)'?\s*\??")
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("type-attribute", re.compile(r"type object '(?P<owner>[\w.]+)' has no attribute '(?P<name>[^']+)'")),
-    ("module-attribute", re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<name>[^']+)'")),
+    (
+        "module-attribute",
+        re.compile(r"(?P<partial>partially initialized )?module '(?P<module>[\w.]+)' has no attribute '(?P<name>[^']+)'"),
+    ),
     ("attribute", re.compile(r"'(?P<owner>[\w.<>]+)' object has no attribute '(?P<name>[^']+)'")),
     ("overload", re.compile(r"underlying op of '(?P<module>[\w.]+)' has no overload name '(?P<name>[^']+)'")),
     ("no-module", re.compile(r"No module named '?(?P<module>[\w.]+)'?")),
@@ -46,6 +49,7 @@ class Missing:
     module: str | None = None  # dotted module for module kinds
     suggestion: str | None = None  # the interpreter's "Did you mean"
     circular: bool = False  # "partially initialized module"
+    owner_module: str | None = None  # the dotted prefix of a qualified owner ('triton.language' of 'triton.language.constexpr')
 
 
 def parse_missing(message: str) -> Missing | None:
@@ -64,8 +68,9 @@ def parse_missing(message: str) -> Missing | None:
         if kind == "no-module":
             return Missing(kind, name=g["module"], module=g["module"])
         owner = g.get("owner")
+        owner_module = None
         if owner and "." in owner:
-            owner = owner.rsplit(".", 1)[-1]
+            owner_module, owner = owner.rsplit(".", 1)
         return Missing(
             kind,
             name=g["name"],
@@ -73,6 +78,7 @@ def parse_missing(message: str) -> Missing | None:
             module=g.get("module"),
             suggestion=suggestion,
             circular=bool(g.get("partial")),
+            owner_module=owner_module,
         )
     return None
 
@@ -139,7 +145,9 @@ class _Ev:
         return self.frames[-1] if self.frames else None
 
 
-def _evidence(extraction: Extraction, framework: str | None, issue: Issue | None = None) -> _Ev | None:
+def _evidence(extraction: Extraction, framework: str | None, issue: Issue | None = None, scan: bool = False) -> _Ev | None:
+    """The frames and the error message; `scan`: when the reported error is not a missing-name error
+    (a compiler error wrapping it, a cut traceback), the last line of the report that is one."""
     tb = extraction.traceback
     message = ""
     frames: list[tuple[int, Frame, str | None]] = []
@@ -162,6 +170,12 @@ def _evidence(extraction: Extraction, framework: str | None, issue: Issue | None
             if parse_missing(line) is not None:
                 message = line.strip()
                 break
+    if scan and issue is not None and (not message or parse_missing(message) is None):
+        # `CompilationError: ...` wrapping `AttributeError("'x' object has no attribute 'y'")`, or an
+        # error line that is not the final one: the report's last missing-name line says what is missing
+        found = [ln.strip() for ln in issue.text.splitlines() if parse_missing(ln) is not None]
+        if found:
+            message = found[-1]
     if not message:
         return None
     return _Ev(frames, message)

@@ -23,7 +23,7 @@ def localize_sftl(
 ) -> Localization:
     """Our method: resolve the owner's definition and hierarchy, cover every MME variant, abstain on user errors."""
     framework = (source.framework if source else None) or guess_framework(extraction, issue)
-    ev = _evidence(extraction, framework, issue)
+    ev = _evidence(extraction, framework, issue, scan=True)
     if ev is None:
         return Localization("sftl", (), Outcome.ABSTAINED, "no traceback or error line to read")
     missing = parse_missing(ev.message)
@@ -39,9 +39,9 @@ def localize_sftl(
         if missing.kind == "no-module":
             missing = replace(missing, name=missing.module or missing.name)
     if missing.kind in ("attribute", "type-attribute", "overload"):
-        return _attribute(code, ev, missing, version, top)
+        return _attribute(code, ev, missing, version, top, issue, framework)
     if missing.kind == "module-attribute":
-        return _module_attribute(code, ev, missing, version, top, framework)
+        return _module_attribute(code, ev, missing, version, top, framework, issue)
     if missing.kind == "no-module":
         return _no_module(code, ev, missing, version, top, framework)
     return _import_name(code, ev, missing, version, top, framework)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 
 from sftl.localize.mme.evidence import Missing, _caller, _Ev, _frame_source, _located, _suspect, _user_frame
+from sftl.localize.mme.foreign import is_stdlib, rank_referrers, stdlib_status
 from sftl.localize.pycode import FRAMEWORK_PACKAGES, Code
-from sftl.model import Frame, Localization, Outcome
+from sftl.model import Frame, Issue, Localization, Outcome
 
 
 def _module_defines(code: Code, module: str, name: str) -> tuple[str | None, bool, str | None]:
@@ -55,15 +57,19 @@ def _definers(code: Code, package: str, name: str) -> list[str]:
     return [p for p in code.grep(pat) if p.startswith(prefix)][:5]
 
 
-def _module_attribute(code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
+def _module_attribute(
+    code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None, issue: Issue | None = None
+) -> Localization:
     module, name = missing.module or "", missing.name
     own = module.split(".")[0] in FRAMEWORK_PACKAGES.get(framework or "", ())
     if not own:
-        return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not part of {framework or 'the framework'}")
+        return _foreign_module_attribute(code, ev, missing, top, framework, issue)
     path, binds, sub = _module_defines(code, module, name)
     if path is None:
         return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not in the {version} source")
     user = _user_frame(ev)
+    if missing.circular and not user:
+        return _circular(code, ev, module, name, path, sub, top)
     condition = _binding_condition(code, path, name) if binds else None
     if binds and condition:
         # bound only under a module-level `if` (a platform/build check): absent where it is false
@@ -170,4 +176,58 @@ def _import_name(code: Code, ev: _Ev, missing: Missing, version: str, top: int, 
         out.append(_suspect(importer[2], 0.5, f"traceback frame {importer[0]} imports {name} from {module}"))
     for d in defs:
         out.append(_suspect(d, 0.3, f"{d} defines {name}"))
+    return _located(out, top)
+
+
+def _foreign_module_attribute(
+    code: Code, ev: _Ev, missing: Missing, top: int, framework: str | None, issue: Issue | None
+) -> Localization:
+    """`module 'signal' has no attribute 'SIGKILL'` from framework code: the framework's reference is the fault."""
+    module, name = missing.module or "", missing.name
+    not_ours = f"module {module} is not part of {framework or 'the framework'}"
+    if (ev.frames and not ev.framework_frames) or (ev.framework_frames and _user_frame(ev)):
+        return Localization("sftl", (), Outcome.ABSTAINED, f"{not_ours}, and code outside the framework asked for {name}")
+    if is_stdlib(module):
+        status = stdlib_status(module, name)
+        detail = {
+            "present": f"{module}.{name} exists in this Python ({sys.platform}) but was missing where the report ran: "
+            "it is defined only on some platforms or Python versions",
+            "submodule": f"{module}.{name} is a submodule that `import {module}` does not bind",
+            "absent": f"the standard library's {module} has no {name}",
+            "unknown": f"the standard library's {module} had no {name} where the report ran",
+        }[status]
+        why = f"{module} is the standard library's, not the framework's; {detail}"
+        if issue is not None and re.search(r"(?i)\bwindows\b|\b[A-Z]:\\", issue.text):
+            why += " (the report runs on Windows)"
+    else:
+        why = f"{module} is a third-party package, not the framework; it has no {name} in the reporter's installation"
+    mod = re.escape(module)
+    reference = rf"\b{mod}\.{re.escape(name)}\b|^\s*from\s+{mod}\s+import\b[^\n]*\b{re.escape(name)}\b"
+    ranked = rank_referrers(code, ev, issue, module, name, why, reference)
+    if not ranked:
+        return Localization("sftl", (), Outcome.ABSTAINED, f"{not_ours}, and no framework file refers to {module}.{name}")
+    return _located(ranked, top, min_score=0.5)
+
+
+def _circular(code: Code, ev: _Ev, module: str, name: str, path: str, sub: str | None, top: int) -> Localization:
+    """`partially initialized module 'torch' has no attribute 'optim'`: the import that closed the cycle.
+
+    When `module.name` is itself a module still executing on the traceback (its frame's line is an
+    import), that import ran code needing `module.name` before it was bound: it closes the cycle.
+    """
+    frames = [(n, f, p) for n, f, p in ev.framework_frames if f.function not in ("__getattr__", "__getattribute__")]
+    out = []
+    raising = frames[-1] if frames else None
+    closer = None
+    if sub is not None:
+        closer = next(
+            ((n, f, p) for n, f, p in reversed(frames) if p == sub and re.search(r"\bimport\b", _frame_source(code, p, f))), None
+        )
+    if closer is not None:
+        n, f, p = closer
+        out.append(_suspect(p, 0.8, f"{module}.{name} ({p}) was still initializing when its line at frame {n} imported code that reads {module}.{name}: that import closes the circular import"))
+    if raising is not None and raising is not closer:
+        n, f, p = raising
+        out.append(_suspect(p, 0.6 if closer else 0.7, f"traceback frame {n} ({f.function}) reads {module}.{name} while {module} is only partially initialized"))
+    out.append(_suspect(path, 0.35, f"{module} ({path}) binds {name} only after the import that needed it"))
     return _located(out, top)

@@ -1,0 +1,186 @@
+"""The MME localizer on the families real reports show: foreign owners, cut tracebacks, circular imports, state a class never set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sftl.extract import extract_text
+from sftl.localize.mme import localize_paper, localize_sftl, parse_missing
+from sftl.model import Issue, Localization, Outcome
+from sftl.sources import LocalTree
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mme"
+SITE = "/opt/venv/lib/python3.10/site-packages"
+
+
+def _issue(title: str, body: str) -> Issue:
+    return Issue("pytorch/pytorch", 1, title, body, html_url="https://github.com/pytorch/pytorch/issues/1")
+
+
+def _locate(case: str, title: str, body: str, method: str = "sftl") -> Localization:
+    issue = _issue(title, body)
+    extraction = extract_text(issue.title, issue.body, issue.repo)
+    source = LocalTree(FIXTURES / case, "pytorch", "2.1.0")
+    fn = localize_sftl if method == "sftl" else localize_paper
+    return fn(issue, extraction, source)
+
+
+def _tb(*frames: tuple[str, int, str, str], error: str) -> str:
+    lines = ["```", "Traceback (most recent call last):"]
+    for path, line, func, src in frames:
+        lines += [f'  File "{path}", line {line}, in {func}', f"    {src}"]
+    return "\n".join([*lines, error, "```"])
+
+
+# -- the standard library owns the name ------------------------------------------------------------
+
+
+def test_cut_traceback_stdlib_platform_name_ranks_the_file_the_title_names() -> None:
+    # the pasted traceback stops in another library's frames; the error line and the title remain
+    body = (
+        "Importing the data loader on Windows fails.\n\n```\n"
+        "..\\site-packages\\mylib\\__init__.py:7: in <module>\n    from .loader import Loader\n```\n\n"
+        "AttributeError: module 'signal' has no attribute 'SIGALRM'\n"
+    )
+    loc = _locate("stdlib_platform_name", "AttributeError from `worker_watchdog` on Windows", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    top = loc.suspects[0]
+    assert top.path == "torch/utils/data/_utils/worker_watchdog.py"
+    assert "standard library" in top.reason and "only on some platforms" in top.reason
+    assert "title names worker_watchdog" in top.reason and "import time" in top.reason
+    # the guarded use (`hasattr(signal, "SIGALRM")`) ranks below it
+    guarded = next(s for s in loc.suspects if s.path == "torch/distributed/launcher/api.py")
+    assert guarded.score < top.score and "guarded" in guarded.reason
+
+
+def test_stdlib_name_with_nothing_naming_a_file_abstains() -> None:
+    loc = _locate("stdlib_platform_name", "signal error on Windows", "AttributeError: module 'signal' has no attribute 'SIGALRM'\n")
+    assert loc.outcome == Outcome.ABSTAINED
+    assert all(s.score < 0.5 for s in loc.suspects)
+
+
+def test_stdlib_submodule_read_by_a_framework_frame_ranks_that_frame() -> None:
+    body = _tb(
+        ("/tmp/run.py", 3, "<module>", "fn = BytecodeCache.load(path, key)"),
+        (f"{SITE}/torch/_dynamo/bytecode_cache.py", 16, "load", "assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)"),
+        error="AttributeError: module 'importlib' has no attribute 'machinery'",
+    )
+    loc = _locate("stdlib_platform_name", "cache load fails", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/_dynamo/bytecode_cache.py"
+    assert "submodule" in loc.suspects[0].reason and "frame 2 (load)" in loc.suspects[0].reason
+
+
+def test_stdlib_name_asked_by_user_code_still_abstains() -> None:
+    body = _tb(("/tmp/run.py", 3, "<module>", "signal.SIGALRM"), error="AttributeError: module 'signal' has no attribute 'SIGALRM'")
+    loc = _locate("stdlib_platform_name", "signal error", body)
+    assert loc.outcome == Outcome.ABSTAINED
+    assert "outside the framework" in loc.reason
+
+
+# -- a third-party package owns the class -------------------------------------------------------------
+
+_COMPILE_ERROR = (
+    "```\ntriton.compiler.errors.CompilationError: at 3:12:    xindex = tl.arange(0, XBLOCK)\n"
+    "    tmp0 = tl.full([XBLOCK], 0, tl.int32)\n            ^\n"
+    "AttributeError(\"'constexpr' object has no attribute 'dtype'\")\n```\n"
+)
+
+
+def test_compiler_error_wrapping_a_third_party_attribute_error_ranks_the_framework_module_for_it() -> None:
+    assert parse_missing("AttributeError(\"'constexpr' object has no attribute 'dtype'\")") is not None
+    loc = _locate("third_party_owner", "Inductor codegen error: 'constexpr' object has no attribute 'dtype'", _COMPILE_ERROR)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    top = loc.suspects[0]
+    assert top.path == "torch/_inductor/codegen/triton.py"
+    assert "belongs to triton" in top.reason and "module for triton" in top.reason
+    # a file that uses triton but neither the title nor the package names ranks lower; one that does not use it is absent
+    assert any(s.path == "torch/_inductor/runtime/autotune.py" and s.score < top.score for s in loc.suspects)
+    assert all(s.path != "torch/_inductor/codegen/common.py" for s in loc.suspects)
+
+
+def test_third_party_attribute_error_raised_below_a_framework_frame_ranks_that_frame() -> None:
+    body = _tb(
+        (f"{SITE}/torch/_inductor/graph.py", 13, "codegen", "return kernel.compile()"),
+        (f"{SITE}/torch/_inductor/codegen/triton.py", 26, "compile", "return triton.compile(self.body.getvalue())"),
+        (f"{SITE}/triton/compiler/compiler.py", 410, "compile", "ty = arg.dtype"),
+        error="AttributeError: 'constexpr' object has no attribute 'dtype'",
+    )
+    loc = _locate("third_party_owner", "compile fails", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/_inductor/codegen/triton.py"
+    assert "frame 2 (compile)" in loc.suspects[0].reason
+
+
+def test_the_paper_method_does_not_read_the_wrapped_error() -> None:
+    loc = _locate("third_party_owner", "Inductor codegen error", _COMPILE_ERROR, method="paper")
+    assert loc.outcome == Outcome.ABSTAINED and not loc.suspects
+
+
+# -- a circular import ---------------------------------------------------------------------------------
+
+
+def test_circular_import_ranks_the_import_that_closed_the_cycle_then_the_reader() -> None:
+    body = _tb(
+        ("/tmp/run.py", 1, "<module>", "import torch"),
+        (f"{SITE}/torch/__init__.py", 3, "<module>", "from torch import ("),
+        (f"{SITE}/torch/amp/__init__.py", 2, "<module>", "import torch.amp._fused"),
+        (f"{SITE}/torch/amp/_fused/__init__.py", 5, "<module>", "FusedGradScaler = functools.partial(amp.GradScaler, fused=True)"),
+        error="AttributeError: partially initialized module 'torch' has no attribute 'amp' (most likely due to a circular import)",
+    )
+    loc = _locate("circular_import", "import torch fails", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert [s.path for s in loc.suspects[:3]] == ["torch/amp/__init__.py", "torch/amp/_fused/__init__.py", "torch/__init__.py"]
+    assert "closes the circular import" in loc.suspects[0].reason
+
+
+# -- state the hierarchy promises but the object never got ------------------------------------------
+
+
+def test_override_that_skips_the_base_setter_is_located_even_from_user_code() -> None:
+    body = _tb(("/tmp/train.py", 6, "<module>", "chain.optimizer"), error="AttributeError: 'Chain' object has no attribute 'optimizer'")
+    loc = _locate("skipped_setter", "Chain has no optimizer", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/utils/schedules.py"
+    assert "Chain.__init__" in loc.suspects[0].reason and "without calling it" in loc.suspects[0].reason
+
+
+def test_override_of_the_method_that_sets_a_private_name_is_located() -> None:
+    body = _tb(
+        ("/tmp/train.py", 9, "<module>", "print(chain.last_value())"),
+        (f"{SITE}/torch/utils/schedules.py", 16, "last_value", "return self._last_value"),
+        error="AttributeError: 'Chain' object has no attribute '_last_value'",
+    )
+    loc = _locate("skipped_setter", "Chain.last_value() fails", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/utils/schedules.py"
+    assert "Chain." in loc.suspects[0].reason and "sets self._last_value" in loc.suspects[0].reason
+
+
+def test_subclass_that_calls_the_base_setter_is_a_user_error() -> None:
+    body = _tb(("/tmp/train.py", 6, "<module>", "warmup.optimizer"), error="AttributeError: 'Warmup' object has no attribute 'optimizer'")
+    loc = _locate("skipped_setter", "Warmup has no optimizer", body)
+    assert loc.outcome == Outcome.ABSTAINED
+    assert "exists in" in loc.reason
+
+
+def _averaged_report(load_line: str) -> str:
+    return _tb(
+        ("/tmp/resume.py", 4, "<module>", load_line),
+        ("/tmp/resume.py", 5, "<module>", "avg.update_parameters(model)"),
+        (f"{SITE}/torch/optim/averaged.py", 13, "update_parameters", "if self.use_buffers:"),
+        error="AttributeError: 'AveragedModel' object has no attribute 'use_buffers'",
+    )
+
+
+def test_unpickled_object_without_a_setstate_default_is_located() -> None:
+    loc = _locate("unpickled_state", "resuming fails", _averaged_report("avg = torch.load('avg.pt')"))
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/optim/averaged.py"
+    assert "__setstate__" in loc.suspects[0].reason and "older release" in loc.suspects[0].reason
+
+
+def test_without_unpickling_the_existing_attribute_is_no_confident_suspect() -> None:
+    loc = _locate("unpickled_state", "update fails", _averaged_report("avg = make_average(model)"))
+    assert loc.outcome == Outcome.ABSTAINED
+    assert all("__setstate__" not in s.reason for s in loc.suspects)
