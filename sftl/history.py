@@ -385,10 +385,12 @@ class FixIndex:
 
     def similar(
         self, query: Mapping[str, float], day: str | None, limit: int = MAX_NEIGHBOURS, min_similarity: float = MIN_SIMILARITY,
+        exclude: str | None = None,
     ) -> tuple[list[tuple[int, float, tuple[str, ...]]], int]:
         """TF-IDF cosine of the query against the rows dated before `day` (IDF over those rows):
         ([(row, similarity, shared terms heaviest first)], how many rows were eligible). A row
-        sharing only device/dtype/exception terms with the query is no match."""
+        sharing only device/dtype/exception terms with the query is no match; one whose key starts
+        with `exclude` (the fixes of the issue itself) is never one."""
         import bisect
 
         k = self.eligible(day)
@@ -422,6 +424,8 @@ class FixIndex:
             return [], k
         q_norm = math.sqrt(q_sq)
         scored: list[tuple[float, int]] = []
+        if exclude:
+            rows = {r for r in rows if not self.keys[r].startswith(exclude)}
         for row in rows:
             dot = norm = 0.0
             for tid, w in zip(self.term_ids[row], self.weights[row], strict=True):
@@ -445,12 +449,12 @@ class FixIndex:
 
 def similar_fixes(
     query: Mapping[str, float], candidates: Sequence[tuple[FixRecord, Mapping[str, float]]], day: str | None = None,
-    limit: int = MAX_NEIGHBOURS, min_similarity: float = MIN_SIMILARITY,
+    limit: int = MAX_NEIGHBOURS, min_similarity: float = MIN_SIMILARITY, exclude: str | None = None,
 ) -> tuple[list[SimilarFix], int]:
     """The fixes among `candidates` most like the query (dated before `day`), and how many were eligible."""
     keyed = {f"{rec.repo}\0{fix_key(rec)}": rec for rec, _ in candidates}
     index = FixIndex.build((f"{rec.repo}\0{fix_key(rec)}", rec.fixed_on, terms) for rec, terms in candidates)
-    hits, k = index.similar(query, day, limit, min_similarity)
+    hits, k = index.similar(query, day, limit, min_similarity, exclude)
     return [_similar(keyed[index.keys[row]], sim, shared) for row, sim, shared in hits], k
 
 
@@ -511,10 +515,11 @@ def compute_prior(
     """
     day = filed_day(issue.created_at)
     query = issue_terms(issue, extraction)
+    own = f"{issue.repo}\0{issue.number}|"  # the issue's own fix never counts (an undated issue would see it)
     if index is None:
-        neighbours, considered = similar_fixes(query, candidates or (), day, limit)
+        neighbours, considered = similar_fixes(query, candidates or (), day, limit, exclude=own)
     else:
-        hits, considered = index.similar(query, day, limit)
+        hits, considered = index.similar(query, day, limit, exclude=own)
         records = load([index.keys[row] for row, _, _ in hits]) if (load is not None and hits) else {}
         neighbours = [_similar(records[index.keys[row]], sim, shared) for row, sim, shared in hits if index.keys[row] in records]
     if not neighbours:

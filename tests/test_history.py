@@ -211,3 +211,12 @@ def test_records_round_trip_through_the_record_type() -> None:
     rec = parse_fix({**fix(1, "2020-01-05", ["./aten/x.cu"], " t "), "commit": "ABCDEF1", "body": "b"})
     assert isinstance(rec, FixRecord)
     assert rec.files == ("aten/x.cu",) and rec.title == "t" and rec.commit == "abcdef1" and rec.body == "b"
+
+
+def test_the_issue_own_fix_never_counts_even_for_an_undated_issue() -> None:
+    own = parse_fix(fix(5, "2019-03", ["aten/src/ATen/native/cuda/SummaryOps.cu"], "torch.histc wrong bins", ["torch.histc"]))
+    other = parse_fix(fix(6, "2019-03", ["aten/src/ATen/native/Histogram.cpp"], "torch.histc wrong bins", ["torch.histc"]))
+    issue, ex = issue_of("torch.histc wrong bins", created_at="", apis=("torch.histc",))  # issue #5, no date
+    prior = compute_prior(issue, ex, [(own, fix_terms(own)), (other, fix_terms(other))],
+                          ["aten/src/ATen/native/cuda/SummaryOps.cu", "aten/src/ATen/native/Histogram.cpp"])
+    assert [n.record.issue for n in prior.neighbours] == [6]
