@@ -7,7 +7,7 @@ EXTRAS ?= torch,tf,browser,conda,bert,plots,ray,dev
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: install test demo lint bench lock clean
+.PHONY: install test demo lint bench lock readme clean
 
 install: $(STAMP)
 
@@ -30,6 +30,10 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+# the README's generated sections: Structure (the modules' docstrings) and exit codes (sftl/errors.py)
+readme:
+	$(PY) tools/readme_sections.py --write
 
 lock: install
 	$(BIN)/sftl envs lock
