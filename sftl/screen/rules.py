@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 
 from sftl.model import Extraction
+from sftl.screen.one_device import POINTS as ONE_DEVICE_POINTS
+from sftl.screen.one_device import one_device_failure
 from sftl.screen.sections import Sections
 
 GCRDE_RULE_MIN = 2.5  # device-comparison evidence needed (see gcrde_evidence)
@@ -457,6 +459,11 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
         # the other run is implied: the model before `.to("cuda")`, or the run with the GPU hidden
         pts += f["implicit"]
         why.append("results change when moving to the GPU / hiding it")
+    one_device = one_device_failure(f"{narrative}\n{sections.output}")
+    f["one_device"] = float(bool(one_device))
+    if one_device:  # one device raising while the other returns is a discrepancy (../shared/README.md)
+        pts += ONE_DEVICE_POINTS
+        why.append(one_device)
     negatives = (
         ("both", 4.0, "same behaviour on both devices"),
         ("perf", 3.0, "a speed comparison"),
@@ -476,6 +483,8 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     wished = {x.lower().strip() for x in _SENT.split(sections.expected) if x.strip()}
     both_hits = [x for x in [title, *sents] if _same_on_both(x) and x.strip() not in wished and not _EXPECT.search(x)]
     for name, cost, words in negatives:
+        if name == "setup" and one_device:
+            continue  # the CUDA failure is the discrepancy, not a set-up problem
         if name == "both":
             hit = _both_hit(both_hits[0]) if both_hits else None
         else:

@@ -1,0 +1,71 @@
+"""One-device failures: a report where one device raises (illegal memory access, a launch or index limit) while the other returns a result.
+
+The settled definition (../shared/README.md) counts them as GPU/CPU discrepancies: "the same program
+gives different results on CPU and on a GPU — including one device raising while the other returns
+a result, as the report shows or says ('works on CPU')". A CUDA error with no word of the other
+device stays *other* (the screener's set-up negative decides it), and so does one that happens on
+both devices.
+"""
+
+from __future__ import annotations
+
+import re
+
+# CUDA raising in the kernel or its launch: memory faults, launch configuration, 32-bit index limits, asserts
+CUDA_FAILURE = re.compile(
+    r"illegal memory access|illegal (?:memory )?(?:read|write|address)|invalid __global__ (?:read|write)"
+    r"|invalid configuration argument|too many resources requested for launch|unspecified launch failure"
+    r"|misaligned address|device-side assert|cuda kernel errors?|an illegal instruction was encountered"
+    r"|not supported for tensors with more than int_max|more than int_max|int32 (?:index|indexing|overflow)"
+    r"|(?:index|indices) out of (?:bounds|range)|failed with error code \d|cuda error: [a-z]"
+    r"|\bimas?\b|\bima(?:s|'s)? on\b",
+    re.I,
+)
+# the CPU running the same program: it works, returns, gives a result ("works on CPU", "but not CPU")
+_OK = r"(?:works?|worked|fine|ok|correct(?:ly)?|succeeds?|succeeded|passes|passed|runs? (?:fine|ok|correctly|through)|no (?:error|problem|issue)s?|returns?|gives?|computes?)"
+CPU_WORKS = re.compile(
+    _OK + r"[^.;\n]{0,40}\b(?:on|with|for|in|using) (?:the )?cpu\b"
+    r"|\bcpu\b[^.;\n]{0,40}?(?:" + _OK + r")"
+    r"|\(?but not (?:on |with )?(?:the )?cpu\)?|\bnot (?:on|with) (?:the )?cpu\b|\bcpu[- ]only\b[^.;\n]{0,30}(?:works?|fine)",
+    re.I,
+)
+# the reverse: the CPU crashes while the GPU returns
+CPU_FAILURE = re.compile(r"segmentation fault|core dumped|floating point exception|illegal instruction|stack overflow",
+                         re.I)
+GPU_WORKS = re.compile(
+    _OK + r"[^.;\n]{0,40}\b(?:on|with|for|in|using) (?:the )?(?:gpu|cuda)\b|\b(?:gpu|cuda)\b[^.;\n]{0,40}?(?:" + _OK + r")"
+    r"|\(?but not (?:on |with )?(?:the )?(?:gpu|cuda)\)?",
+    re.I,
+)
+# the failure happens on both devices: no discrepancy
+_BOTH = re.compile(r"\b(?:both|also|as well|too)\b[^.;\n]{0,30}\b(?:cpu|gpu|cuda)\b[^.;\n]{0,20}(?:crash|fail|error|raise)"
+                   r"|(?:crash|fail|error|raise)\w*[^.;\n]{0,30}\bon both\b", re.I)
+_OOM = re.compile(r"out of memory|\boom\b", re.I)  # running out of memory on the GPU is no discrepancy
+_RAISES = re.compile(r"error|exception|raise|crash|fail|assert", re.I)  # "the CPU gives an IndexError" is no result
+_NEGATED = re.compile(r"\(?(?:but )?not\b", re.I)  # "(but not CPU)": what follows is about the failing device
+POINTS = 3.0
+
+
+def _clause(text: str, m: re.Match[str]) -> str:
+    """The matched words and the rest of their clause ("the CPU gives an IndexError")."""
+    end = re.compile(r"[.;,\n]").search(text, m.end())
+    return text[m.start(): end.start() if end else len(text)]
+
+
+def one_device_failure(text: str) -> str:
+    """Why the text reads as one device raising while the other returns a result, else ""."""
+    if _BOTH.search(text) or _OOM.search(text):
+        return ""
+    fail = CUDA_FAILURE.search(text)
+    if fail:
+        rest = text[: fail.start()] + " " + text[fail.end():]
+        ok = next((m for m in CPU_WORKS.finditer(rest) if _NEGATED.match(m.group(0)) or not _RAISES.search(_clause(rest, m))), None)
+        if ok:
+            return f"CUDA raises ({fail.group(0).strip()!r}) while the CPU returns ({ok.group(0).strip()!r})"
+        return ""
+    fail = CPU_FAILURE.search(text)
+    if fail:
+        ok = GPU_WORKS.search(text[: fail.start()] + " " + text[fail.end():])
+        if ok:
+            return f"the CPU crashes ({fail.group(0).strip()!r}) while CUDA returns ({ok.group(0).strip()!r})"
+    return ""
