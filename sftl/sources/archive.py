@@ -43,6 +43,10 @@ EXTRACT_PREFIXES = {
         "tensorflow/compiler/tf2xla/kernels/",
     ),
 }
+# Python files are kept from these wider folders: a missing-module error may run through any of them
+# (tensorflow/lite/python/, tensorflow/compiler/mlir/.../python/), and they are small beside the C++
+PYTHON_PREFIXES = {"pytorch": ("torch/", "torchgen/", "tools/autograd/"), "tensorflow": ("tensorflow/",)}
+_PYTHON_SUFFIXES = (".py", ".pyi")
 _KEEP_SUFFIXES = (".py", ".pyi", ".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".c", ".yaml", ".cwrap", ".inl", ".def")
 # GitHub's archive host rarely sends a length: the size announced before a download is then this estimate
 ESTIMATED_BYTES = {"pytorch": 70_000_000, "tensorflow": 75_000_000}
@@ -192,7 +196,8 @@ def _download(settings: Settings, framework: str, repo: str, ref: str, tarball: 
             again = f", resuming at {done / 1e6:.1f} MB" if done else (
                 ", starting over (the server does not resume)" if resumed else "")
             _reporter.notice(f"downloading the {framework} sources at {ref} from {repo} ({size}{again}; "
-                             f"kept: {', '.join(EXTRACT_PREFIXES[framework])})")
+                             f"kept: {', '.join(EXTRACT_PREFIXES[framework])} and the Python files of "
+                             f"{', '.join(PYTHON_PREFIXES[framework])})")
         _reporter.progress(label, event, done, total)
 
     own = client is None
@@ -208,7 +213,7 @@ def _download(settings: Settings, framework: str, repo: str, ref: str, tarball: 
             gh.close()  # type: ignore[attr-defined]
 
 
-def _member_path(name: str, prefixes: tuple[str, ...]) -> str | None:
+def _member_path(name: str, prefixes: tuple[str, ...], python: tuple[str, ...] = ()) -> str | None:
     """'pytorch-pytorch-abc1234/aten/src/x.cpp' -> 'aten/src/x.cpp' when it is kept; None otherwise."""
     top, sep, rest = name.partition("/")
     if not sep or not rest or rest.startswith("/"):
@@ -216,7 +221,8 @@ def _member_path(name: str, prefixes: tuple[str, ...]) -> str | None:
     parts = rest.split("/")
     if any(p in ("", ".", "..") for p in parts):
         return None
-    if not rest.startswith(prefixes) or not rest.endswith(_KEEP_SUFFIXES):
+    kept = rest.startswith(prefixes) and rest.endswith(_KEEP_SUFFIXES)
+    if not kept and not (rest.startswith(python) and rest.endswith(_PYTHON_SUFFIXES)):
         return None
     if "__pycache__" in parts:
         return None
@@ -243,7 +249,7 @@ def _extract(tarball: Path, folder: Path, framework: str, ref: str, version: str
             with tarfile.open(fileobj=raw, mode="r|gz") as tar:
                 for member in tar:
                     tops.add(member.name.partition("/")[0])
-                    rel = _member_path(member.name, prefixes) if member.isreg() else None
+                    rel = _member_path(member.name, prefixes, PYTHON_PREFIXES[framework]) if member.isreg() else None
                     if rel is None:
                         continue
                     src = tar.extractfile(member)
