@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from real_compose import compose_issue, number_anchors, repo_and_number  # noqa: E402
-from real_sources import DEFAULT_HOME, provision, sftl_command  # noqa: E402
+from real_sources import DEFAULT_HOME, alias_release, provision, sftl_command  # noqa: E402
 
 ALL_METHODS = ("sftl", "paper", "vsm", "bert")
 KS = (1, 3, 5, 10)
@@ -139,6 +139,10 @@ def check_sources(rows: Sequence[Row], home: Path) -> None:
         issue = issue_from_json(row.issue)
         try:
             extraction = extract(issue)
+            env = extraction.environment
+            if env.framework and env.version:
+                # the user followed sftl's own advice: `sftl sources fetch fw==1.10` files 1.10.0 under 1.10
+                alias_release(home, env.framework, env.version)
             source, why = open_framework_source(
                 extraction, settings, None, True, needs_cxx=row.category == Category.GCRDE.value,
                 created_at=issue.created_at)

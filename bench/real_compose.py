@@ -6,7 +6,8 @@ template (PyTorch's `collect_env` lines, TensorFlow's "System information" list)
 fields (`summary`, `truth_*`, `fix*`, `why`, `missing`, `related`, notes, hints) never do:
 `LABEL_FIELDS` names them and `compose_issue` reads only `REPORT_FIELDS`.
 
-`created_at` comes from the row's `filed` month, else a date named in its version text
+`html_url` is the row's URL in its /issues/N form (three reports are pull requests quoting the
+error; sftl triages issues only). `created_at` comes from the row's `filed` month, else a date named in its version text
 ("master (Dec 2018)", "main (2025-09-27)"), else the release date of the version it names, else
 it is interpolated from the issue number between dated rows of the same repository (GitHub issue
 numbers grow with time).
@@ -207,7 +208,9 @@ def compose_issue(row: Mapping[str, Any], anchors: Mapping[str, Sequence[tuple[i
     return {
         "url": f"https://api.github.com/repos/{repo}/issues/{number}",
         "repository_url": f"https://api.github.com/repos/{repo}",
-        "html_url": str(row["url"]),
+        # a report filed as a pull request (the fix's own PR quoting the traceback) is read as the issue
+        # of that number: GitHub serves /issues/N for a pull request too, and sftl triages issues only
+        "html_url": f"https://github.com/{repo}/issues/{number}",
         "number": number,
         "title": str(row.get("title") or ""),
         "user": {"login": "reporter"},

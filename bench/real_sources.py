@@ -82,9 +82,31 @@ def link_wheels(home: Path, wheels_from: Path) -> list[str]:
         if link.is_symlink() and not link.exists():
             link.unlink()  # a dangling link from an earlier layout
         if not link.exists():
-            link.symlink_to(folder.resolve(), target_is_directory=True)
+            try:
+                link.symlink_to(folder.resolve(), target_is_directory=True)
+            except FileExistsError:  # another bench run linked it meanwhile
+                continue
             linked.append(folder.name)
     return linked
+
+
+def alias_release(home: Path, framework: str, version: str) -> bool:
+    """Let a release named without its patch level ('1.10', 'r2.2' read as '2.2') find its wheel, as
+    `sftl sources fetch fw==1.10` would have filed it: pip's `==1.10` is exactly 1.10.0, and the wheel
+    goes to `wheels/<fw>-1.10/`. True when the alias exists afterwards."""
+    if not re.fullmatch(r"\d+\.\d+", version):
+        return False
+    dest = wheels_dir(home)
+    alias, target = dest / f"{framework}-{version}", dest / f"{framework}-{version}.0"
+    if alias.exists():
+        return True
+    if not (target.is_dir() and any(target.glob("*.whl"))):
+        return False
+    try:
+        alias.symlink_to(target.resolve(), target_is_directory=True)
+    except FileExistsError:  # another bench run made it meanwhile
+        pass
+    return True
 
 
 def fetch_wheel(home: Path, framework: str, package: str, version: str, python: str) -> bool:

@@ -64,6 +64,8 @@ def test_no_label_field_reaches_the_issue() -> None:
 def test_issue_carries_the_report_in_the_template() -> None:
     issue = compose_issue(ROW)
     assert issue["number"] == 69794 and issue["html_url"] == ROW["url"]
+    pr = compose_issue({**ROW, "url": "https://github.com/pytorch/torchdynamo/pull/864"})
+    assert pr["html_url"] == "https://github.com/pytorch/torchdynamo/issues/864" and "pull_request" not in pr
     assert issue["created_at"].startswith("2021-12-15")
     assert "```python\nimport torch" in issue["body"]
     assert "AttributeError: 'SequentialLR' object has no attribute '_last_lr'" in issue["body"]
