@@ -220,3 +220,19 @@ def test_the_issue_own_fix_never_counts_even_for_an_undated_issue() -> None:
     prior = compute_prior(issue, ex, [(own, fix_terms(own)), (other, fix_terms(other))],
                           ["aten/src/ATen/native/cuda/SummaryOps.cu", "aten/src/ATen/native/Histogram.cpp"])
     assert [n.record.issue for n in prior.neighbours] == [6]
+
+
+@pytest.mark.parametrize(("fixed_on", "lifted"), [("2024-02", True), ("2026-12", False)])
+def test_eval_history_scores_the_prior_time_respectingly(sftl_home: Path, tmp_path: Path, fixed_on: str, lifted: bool) -> None:
+    target = "aten/src/ATen/native/cpu/HistogramKernel.cpp"
+    issue = json.loads(HISTC.read_text(encoding="utf-8"))  # filed 2026-11-04
+    labels = write_jsonl(tmp_path / "labels.jsonl", [{"url": issue["html_url"], "category": "gcrde", "truth_files": [target],
+                                                      "issue": issue, "source_root": str(MINI)}])
+    history = write_jsonl(tmp_path / "h.jsonl", [fix(87657, fixed_on, [target], "torch.histc puts values on the upper edge "
+                                                     "in the wrong bin", ["torch.histc"], device="cpu")])
+    assert run("history", "import", str(history))[0] == 0
+    code, out, err = run("eval", str(labels), "--methods", "sftl", "--history", "--no-plots", "--json", "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    loc = json.loads(out)["localization"]
+    plain, with_history = loc["sftl"]["all/all"]["top"]["1"], loc["sftl+history"]["all/all"]["top"]["1"]
+    assert plain == 0.0 and with_history == (1.0 if lifted else 0.0)

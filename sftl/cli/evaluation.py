@@ -59,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="screeners to score: keywords (the published one; default), learned (5-fold cross-validated: "
         "five trainings, a few seconds on a few hundred issues)",
     )
+    p.add_argument("--history", action="store_true",
+                   help="also score each method with the history prior of the store's fix records (M+history), "
+                   "time-respecting: only fixes dated before each issue was filed count")
     p.add_argument("--restart", action="store_true", help="discard the checkpoint in --out and start over")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the markdown report")
@@ -140,7 +143,16 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
         if source is None:
             result = {"outcome": "skipped", "reason": note, "suspects": []}
         else:
-            loc = get_localizer(task.method)(task.issue, extraction, Category(task.category), source, task.top)
+            method, _, history = task.method.partition("+")  # "sftl+history": the prior blended in (#18)
+            loc = get_localizer(method)(task.issue, extraction, Category(task.category), source,
+                                        max(task.top, 30) if history else task.top)
+            if history and loc.suspects:
+                from sftl.history_io import apply_history
+                from sftl.store import Store
+
+                with Store(settings.db_path) as store:
+                    loc = apply_history(loc, task.issue, extraction, source.framework, source.list_files(), store,
+                                        task.top, settings.cache_dir)
             result = {
                 "outcome": loc.outcome.value,
                 "reason": loc.reason + (f" ({note})" if note else ""),
@@ -204,6 +216,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         checkpoint.unlink()
     rows, skipped = parse_labels(text.splitlines())
     console = ctx.console(stderr=True)
+    if getattr(args, "history", False):
+        args.methods = [*args.methods, *(f"{m}+history" for m in args.methods if "+" not in m)]
 
     issues = _resolve_issues(rows, skipped, ctx, labels_path.parent)
     rows = [r for r in rows if r.key in issues]
