@@ -58,7 +58,9 @@ _URL_RE = re.compile(rf"^https?://(?:www\.)?github\.com/({_REPO_RE})/(issues|pul
 _REPO_URL_RE = re.compile(rf"/repos/({_REPO_RE})(?:/|$)")
 _HTML_URL_RE = re.compile(rf"^https?://[^/]+/({_REPO_RE})/(?:issues|pull)/(\d+)")
 _log = logging.getLogger("sftl")  # waits are announced here; the CLI prints them on stderr
+_ANNOUNCE_WAIT_S = 1.0  # a wait this long or longer is said on stderr; shorter ones pass unnoticed
 _SECONDARY_DEFAULT_WAIT = 60.0  # GitHub: wait at least a minute when no Retry-After is given
+_PULL_URL_RE = re.compile(rf"^https?://[^/]+/{_REPO_RE}/pulls?/\d+")  # an html_url of a pull request
 _ISSUE_URL_NUMBER_RE = re.compile(r"/issues/(\d+)/?$")
 CACHE_MAX_BYTES = 1 << 30  # the automatic bound of the HTTP cache (1 GiB)
 CACHE_MAX_AGE_S = 180 * 86400.0  # entries unused for half a year go
@@ -101,18 +103,39 @@ def parse_target(text: str) -> Target:
             raise InputError(f"malformed GitHub issue URL: {raw!r} (expected https://github.com/OWNER/REPO/issues/N)")
         if m.group(2) != "issues":
             raise InputError(f"{raw} is a pull request, not an issue; sftl triages issues only")
-        return Target("url", repo=m.group(1), number=int(m.group(3)))
+        return Target("url", repo=m.group(1), number=_parse_number(m.group(3), raw))
     m = _REF_RE.match(raw)
     if m:
-        return Target("ref", repo=m.group(1), number=int(m.group(2)))
+        return Target("ref", repo=m.group(1), number=_parse_number(m.group(2), raw))
     path = Path(raw).expanduser()
     if path.suffix.lower() == ".json" or path.exists():
         if not path.is_file():
-            raise InputError(f"no such file: {raw}")
+            raise InputError(f"{raw} is {_not_a_file(path)}; expected a JSON file holding one GitHub issue")
         return Target("file", path=path)
     if "#" in raw or "/" in raw and not raw.endswith(".json"):
         raise InputError(f"malformed target {raw!r}: expected OWNER/REPO#N, an issue URL, or an existing JSON file")
     raise InputError(f"unrecognised target {raw!r}: expected https://github.com/OWNER/REPO/issues/N, OWNER/REPO#N or FILE.json")
+
+
+def _not_a_file(path: Path) -> str:
+    """What a path that is not a regular file is, in words (never opened: a FIFO would block)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "not there (no such file)"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
 def parse_repo(text: str) -> str:
@@ -130,12 +153,63 @@ def parse_repo(text: str) -> str:
 # -- REST JSON <-> model ----------------------------------------------------------------------------
 
 
+MAX_ISSUE_NUMBER = 2**63 - 1  # SQLite's largest integer: a larger number cannot be an issue of any tracker
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value, in words ("an array", "null"), for messages about bad input."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{'true' if value else 'false'} (a boolean)"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def check_issue_number(number: int, where: str = "") -> int:
+    """`number` when it can be an issue number (1 .. 2**63-1), else InputError, before any request or store write."""
+    if number < 1:
+        raise InputError(f"{where}issue number {number} is not valid: issue numbers start at 1")
+    if number > MAX_ISSUE_NUMBER:
+        shown = str(number) if number < 10**30 else f"{str(number)[:12]}... ({len(str(number))} digits)"
+        raise InputError(f"{where}issue number {shown} is out of range (at most {MAX_ISSUE_NUMBER})")
+    return number
+
+
+def _parse_number(digits: str, target: str) -> int:
+    """The issue number of a target's digits, refused (InputError) when no issue can have it."""
+    where = f"{target[:60]}{'...' if len(target) > 60 else ''}: "
+    if len(digits.lstrip("0")) > 19:  # past 2**63 (and past int()'s digit limit long before a request)
+        raise InputError(f"{where}issue number of {len(digits)} digits is out of range (at most {MAX_ISSUE_NUMBER})")
+    return check_issue_number(int(digits), where)
+
+
 def _str(obj: dict[str, Any], key: str, default: str = "") -> str:
     value = obj.get(key)
     if value is None:
         return default
     if not isinstance(value, str):
-        raise InputError(f"field {key!r} should be a string, not {type(value).__name__}")
+        raise InputError(f"field {key!r} should be a string, not {json_type(value)}")
+    return value
+
+
+def _timestamp(obj: dict[str, Any], key: str, number: int) -> str:
+    """An ISO 8601 time field ('2024-01-31T10:00:00Z'), or '' when absent; anything else is refused."""
+    value = _str(obj, key)
+    if value:
+        from datetime import datetime
+
+        try:
+            datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+        except ValueError:
+            raise InputError(f"issue {number}: {key} {value[:40]!r} is not an ISO 8601 time (like 2024-01-31T10:00:00Z)") from None
     return value
 
 
@@ -161,7 +235,7 @@ def _valid_unicode(obj: Any) -> Any:
 def comment_from_json(obj: Any) -> Comment:
     """A REST issue-comment object -> Comment."""
     if not isinstance(obj, dict):
-        raise InputError(f"a comment must be a JSON object, not {type(obj).__name__}")
+        raise InputError(f"a comment must be a JSON object, not {json_type(obj)}")
     cid = obj.get("id")
     if not isinstance(cid, int) or isinstance(cid, bool):
         raise InputError("a comment has no integer 'id'")
@@ -178,7 +252,8 @@ def comment_issue_number(obj: Any) -> int | None:
     """The issue (or pull request) number a REST comment belongs to, from its `issue_url`."""
     url = obj.get("issue_url") if isinstance(obj, dict) else None
     m = _ISSUE_URL_NUMBER_RE.search(url) if isinstance(url, str) else None
-    return int(m.group(1)) if m else None
+    number = int(m.group(1)) if m and len(m.group(1)) <= 19 else None
+    return number if number is not None and 0 < number <= MAX_ISSUE_NUMBER else None
 
 
 def repo_of(obj: dict[str, Any]) -> str | None:
@@ -207,13 +282,15 @@ def issue_from_json(obj: Any, comments: list[dict[str, Any]] | None = None) -> I
     `pull_request` key) are flagged with `is_pull_request`. Raises InputError on malformed objects.
     """
     if not isinstance(obj, dict):
-        raise InputError(f"an issue must be a JSON object, not {type(obj).__name__}")
+        raise InputError(f"an issue must be a JSON object, not {json_type(obj)}")
     obj = _valid_unicode(obj)
     if comments is not None:
         comments = _valid_unicode(comments)
     number = obj.get("number")
     if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
-        raise InputError("not a GitHub issue object: no positive integer 'number'")
+        shown = "" if "number" not in obj else f" ('number' is {number!r})" if isinstance(number, int | float) else f" ('number' is {json_type(number)})"
+        raise InputError(f"not a GitHub issue object: no positive integer 'number'{shown[:80]}")
+    check_issue_number(number)
     if "title" not in obj:
         raise InputError(f"not a GitHub issue object: issue {number} has no 'title'")
     repo = repo_of(obj)
@@ -228,8 +305,11 @@ def issue_from_json(obj: Any, comments: list[dict[str, Any]] | None = None) -> I
     else:
         count = len(parsed)
     count = max(count, len(parsed))
+    raw_labels = obj.get("labels")
+    if raw_labels is not None and not isinstance(raw_labels, list):
+        raise InputError(f"issue {number}: 'labels' should be an array, not {json_type(raw_labels)}")
     labels: list[str] = []
-    for label in obj.get("labels") or []:
+    for label in raw_labels or []:
         if isinstance(label, dict) and isinstance(label.get("name"), str):
             labels.append(label["name"])
         elif isinstance(label, str):
@@ -247,11 +327,11 @@ def issue_from_json(obj: Any, comments: list[dict[str, Any]] | None = None) -> I
         state=state,
         labels=tuple(labels),
         author=_login(obj.get("user")),
-        created_at=_str(obj, "created_at"),
-        updated_at=_str(obj, "updated_at") or _str(obj, "created_at"),
+        created_at=_timestamp(obj, "created_at", number),
+        updated_at=_timestamp(obj, "updated_at", number) or _str(obj, "created_at"),
         comments_count=count,
         comments=parsed,
-        is_pull_request=obj.get("pull_request") is not None,
+        is_pull_request=obj.get("pull_request") is not None or bool(_PULL_URL_RE.match(_str(obj, "html_url"))),
         html_url=_str(obj, "html_url") or f"https://github.com/{repo}/issues/{number}",
     )
 
@@ -846,7 +926,9 @@ class GitHubClient:
                             f"GitHub secondary rate limit while fetching {what}: retry after {wait:.0f} s"
                             f"{self._rate_limit_hint()}; what was stored is kept"
                         )
-                    _log.warning("waiting for %s: rate limited (%d) while fetching %s; retrying in %.0f s", host, status, what, wait)
+                    if wait >= _ANNOUNCE_WAIT_S:
+                        _log.warning("waiting for %s: rate limited (%d) while fetching %s; retrying in %.0f s",
+                                     host, status, what, wait)
                     self._wait(wait)
                     continue
                 if status in (403, 429) and resp.headers.get("X-RateLimit-Remaining") == "0":
@@ -887,10 +969,11 @@ class GitHubClient:
                     f"cannot fetch {what} from {host}: {problem} after {attempt + 1} attempts ({hint})"
                 )
             self.stats.retries += 1
-            _log.warning(
-                "waiting for %s: %s while fetching %s; retry %d of %d in %.1f s",
-                host, problem, what, attempt + 1, self.settings.max_retries, pause,
-            )
+            if pause >= _ANNOUNCE_WAIT_S:
+                _log.warning(
+                    "waiting for %s: %s while fetching %s; retry %d of %d in %.0f s",
+                    host, problem, what, attempt + 1, self.settings.max_retries, pause,
+                )
             if down:
                 down_waited += pause
             self._wait(pause)

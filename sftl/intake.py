@@ -14,6 +14,7 @@ import csv
 import io
 import itertools
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -22,7 +23,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from sftl.config import Settings
-from sftl.errors import GitHubError, InputError, NotFoundError, OfflineMissError, SftlError
+from sftl.errors import (
+    AuthError,
+    BrowserError,
+    GitHubError,
+    InputError,
+    NotFoundError,
+    OfflineMissError,
+    SftlError,
+)
 from sftl.github import (
     GitHubClient,
     Page,
@@ -30,6 +39,7 @@ from sftl.github import (
     comment_issue_number,
     issue_from_json,
     issue_to_json,
+    json_type,
     parse_repo,
     parse_target,
 )
@@ -37,6 +47,7 @@ from sftl.model import Comment, Issue
 from sftl.store import Store
 
 STATES = ("open", "closed", "all")
+_log = logging.getLogger("sftl")
 
 
 # -- one issue --------------------------------------------------------------------------------------
@@ -76,7 +87,7 @@ def read_issue_file(path: Path) -> tuple[Issue, dict[str, Any]]:
     if isinstance(obj, list) and len(obj) == 1:
         obj = obj[0]
     if not isinstance(obj, dict):
-        raise InputError(f"{path}: expected one GitHub issue JSON object, found a JSON {type(obj).__name__}")
+        raise InputError(f"{path}: expected one GitHub issue JSON object, found {json_type(obj)}")
     try:
         issue = issue_from_json(obj)
     except InputError as exc:
@@ -84,13 +95,32 @@ def read_issue_file(path: Path) -> tuple[Issue, dict[str, Any]]:
     return issue, obj
 
 
-def load_issue(target: str, settings: Settings, store: Store, via: str = "api") -> Issue:
+def load_issue(
+    target: str, settings: Settings, store: Store, via: str = "api", *, stored_on_failure: bool = True
+) -> Issue:
     """Resolve a target to an Issue, storing what was fetched.
 
     A JSON file is parsed (works offline, needs no store entry) and stored. A URL or ref comes
     from the store when offline (else the HTTP cache, else OfflineMissError); online it is
-    fetched (with comments when it has any) and upserted. `via="browser"` uses the crawler.
+    fetched (with comments when it has any) and upserted. When GitHub cannot be reached (network
+    down, server errors, rate limit) and the issue is stored, the stored copy is used with a note on
+    the `sftl` logger, unless `stored_on_failure` is off (`sftl fetch`). `via="browser"` uses the crawler.
     """
+    try:
+        return _load_issue(target, settings, store, via)
+    except (NotFoundError, AuthError, OfflineMissError):
+        raise
+    except (GitHubError, BrowserError) as exc:
+        t = parse_target(target)
+        stored = store.get_issue(t.repo, t.number) if stored_on_failure and t.repo and t.number else None
+        if stored is None:
+            raise
+        _log.warning("note: %s; using the stored copy of %s (updated %s)", str(exc).split(" (")[0], stored.key,
+                     stored.updated_at or "at an unknown time")
+        return stored
+
+
+def _load_issue(target: str, settings: Settings, store: Store, via: str) -> Issue:
     if via not in ("api", "browser"):
         raise InputError(f"unknown intake {via!r}: expected api or browser")
     t = parse_target(target)
@@ -499,15 +529,38 @@ def _iter_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, Any, str | None]]
             continue
         try:
             text = decode_text(line, f"line {n}")
-            obj = parse_json_text(text, f"line {n}")
+            docs = _documents_on_line(text, f"line {n}")
         except InputError as exc:
             yield n, None, str(exc).removeprefix(f"line {n}: ").removeprefix(f"line {n} is ")
             continue
-        if isinstance(obj, list):  # `gh api --paginate` without --jq writes one array per page
-            for item in obj:
-                yield n, item, None
-        else:
-            yield n, obj, None
+        for obj in docs:
+            if isinstance(obj, list):  # `gh api --paginate` without --jq writes one array per page
+                for item in obj:
+                    yield n, item, None
+            else:
+                yield n, obj, None
+
+
+def _documents_on_line(text: str, name: str) -> list[Any]:
+    """The JSON documents of one line: usually one; `[...][...]` (arrays of pages written back to back,
+    as `gh api --paginate` does) or `{...} {...}` give several."""
+    try:
+        return [parse_json_text(text, name)]
+    except InputError:
+        decoder = json.JSONDecoder()
+        docs: list[Any] = []
+        pos = 0
+        try:
+            while pos < len(text):
+                obj, pos = decoder.raw_decode(text, pos)
+                docs.append(obj)
+                while pos < len(text) and text[pos].isspace():
+                    pos += 1
+        except (json.JSONDecodeError, RecursionError):
+            pass
+        if len(docs) > 1 and pos >= len(text):
+            return docs
+        raise
 
 
 def import_jsonl(path_or_dash: str | Path, store: Store, stdin: IO[bytes] | None = None) -> ImportStats:

@@ -109,7 +109,7 @@ def cmd_fetch(args: argparse.Namespace, ctx: Context) -> int:
     from sftl.intake import load_issue
 
     with _store(ctx) as store:
-        issue = load_issue(args.target, ctx.settings, store, via=args.via)
+        issue = load_issue(args.target, ctx.settings, store, via=args.via, stored_on_failure=False)
     _print_issue(ctx, issue, args.json, full=False)
     return EXIT_OK
 
