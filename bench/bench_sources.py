@@ -119,17 +119,23 @@ def triage(repo: str, home: Path, url: str, out: Path) -> dict:
     return json.loads(done.stdout)
 
 
-def outcomes(home: Path) -> dict[str, int]:
+def outcomes(home: Path) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Counts of category:outcome, and per (repo, category) the top-1 files the located issues got."""
     from sftl.store import Store
     from sftl.triage import RESULT_KIND
 
     counts: dict[str, int] = {}
+    tops: dict[str, dict[str, int]] = {}
     with Store(home / "sftl.db") as store:
         for _, payload in store.iter_results(RESULT_KIND):
             row = payload.get("row") or {}
             key = f"{row.get('category')}:{row.get('outcome')}"
             counts[key] = counts.get(key, 0) + 1
-    return counts
+            if row.get("outcome") == "located" and row.get("suspects"):
+                group = tops.setdefault(f"{row['issue']['repo']} {row.get('category')}", {})
+                path = row["suspects"][0]["path"]
+                group[path] = group.get(path, 0) + 1
+    return counts, tops
 
 
 def main() -> None:
@@ -164,7 +170,7 @@ def main() -> None:
             summaries = [triage(repo, home, gh.url, Path(tmp) / f"report-{repo.split('/')[0]}")
                          for repo in ("pytorch/pytorch", "tensorflow/tensorflow")]
             seconds = time.perf_counter() - started
-            counts = outcomes(home)
+            counts, tops = outcomes(home)
             located = sum(v for k, v in counts.items() if k.endswith(":located"))
             archive_reqs = gh.count(r"/tarball/")
             codeload = [r for r in gh.requests if r.path.startswith("/_codeload/")]
@@ -176,6 +182,8 @@ def main() -> None:
             cache = home / "cache" / "sources"
             print(f"\n== {run}: {sum(s['issues'] for s in summaries)} issues in {seconds:.1f}s")
             print(f"   outcomes: {dict(sorted(counts.items()))}")
+            for group, paths in sorted(tops.items()):
+                print(f"   top-1 of {group}: " + ", ".join(f"{p} x{n}" for p, n in sorted(paths.items(), key=lambda kv: -kv[1])))
             print(f"   source requests: {archive_reqs} archive (API) + {len(codeload)} archive host "
                   f"+ {gh.count(r'/commits$')} commits; other API requests (listings, comments): "
                   f"{len(api) - gh.count(r'/commits$')}")
