@@ -884,6 +884,16 @@ def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
                 continue  # "loss: %f" % x is string formatting, not remainder
             if op and any(is_tensor(x) for x in operands):
                 add(f"{tensor_cls}.{op}")
+        # advanced indexing (`x[mask]`, `x[idx] = v`): a tensor index runs the index / index_put kernels;
+        # plain slices (`x[:, 1]`) are views and name no kernel
+        if not tf_tensors:
+            for node in sorted((n for child in ast.iter_child_nodes(stmt) if not isinstance(child, ast.stmt)
+                                for n in ast.walk(child) if isinstance(n, ast.Subscript)),
+                               key=lambda n: (n.lineno, n.col_offset)):
+                index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                if is_tensor(node.value) and any(is_tensor(i) or isinstance(i, ast.List) for i in index):
+                    store = isinstance(node.ctx, ast.Store)
+                    add(f"{tensor_cls}.{'__setitem__' if store else '__getitem__'}")
         if isinstance(stmt, ast.AugAssign) and operator_ops.get(type(stmt.op)) and (
                 is_tensor(stmt.target) or is_tensor(stmt.value)):
             add(f"{tensor_cls}.{operator_ops[type(stmt.op)]}")

@@ -119,3 +119,23 @@ def test_a_title_naming_one_device_names_the_diverging_side(title: str, side: st
 
     issue = Issue(repo="pytorch/pytorch", number=1, title=title, body="")
     assert divergent_side(issue, Extraction(None, None, Environment(framework="pytorch"))).side.value == side
+
+
+def test_advanced_indexing_in_a_snippet_names_the_index_ops() -> None:
+    from sftl.extract import extract_apis
+
+    code = ("import torch\nx = torch.randint(0, 20, (4, 8), device='cuda')\nm = torch.tensor([True, False, True, False])\n"
+            "print(x[m])\ny = x[:, 1]\nx[m] = 0\n")
+    assert extract_apis(code, "pytorch") == ("torch.randint", "torch.tensor", "torch.Tensor.__getitem__",
+                                             "torch.Tensor.__setitem__")
+    assert extract_apis("import torch\nx = torch.rand(4)\nprint(x[1:3])\n", "pytorch") == ("torch.rand",)  # a view
+
+
+def test_an_inflected_title_word_names_the_op(tree: LocalTree) -> None:
+    from sftl.localize.gcrde import torch_ops
+
+    issue = Issue(repo="pytorch/pytorch", number=1, title="topk sorting breaks for large inputs", body="")
+    ex = Extraction(None, None, Environment(framework="pytorch"), apis=("torch.randn", "torch.Tensor.sum", "torch.sort"))
+    ops, _ = torch_ops(issue, ex, {"randn", "sum", "sort", "topk"}, None)
+    assert ops[0].name == "sort" and "named in the title" in ops[0].origin
+    assert next(o for o in ops if o.name == "sum").weight < 0.6

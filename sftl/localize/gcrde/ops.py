@@ -214,6 +214,13 @@ def _api_list(extraction: Extraction, framework: str) -> list[str]:
     return apis
 
 
+def _inflected(name: str, title: set[str]) -> bool:
+    """'indexing' / 'sorted' / 'gathers' in the title name the op index / sort / gather."""
+    name = name.strip("_")
+    return len(name) >= 4 and any(name + end in title or (name.endswith("e") and name[:-1] + end in title)
+                                  for end in ("ing", "ed", "es", "s"))
+
+
 _SUPPORTING = 0.6  # a snippet call beside the op the title names
 _MODE_ARG = re.compile(r"\bmode\s*=\s*['\"](\w+)['\"]")
 
@@ -254,7 +261,7 @@ def torch_ops(
         leaf = api.replace("::", ".").split(".")[-1]
         names = torch_op_names(api)
         in_title = leaf not in _NEVER_SUBJECT and (
-            leaf.strip("_").lower() in title or any(n.strip("_") in title for n in names)
+            leaf.strip("_").lower() in title or any(n.strip("_") in title or _inflected(n, title) for n in names)
         )
         incidental = leaf in _TORCH_INCIDENTAL and not in_title
         base = 0.15 if incidental else 0.9 - 0.04 * min(real, 5)
