@@ -154,6 +154,7 @@ def stats(store: Store, repo: str | None = None) -> dict[str, Any]:
 
 _FRAMEWORK_OWNERS = {"pytorch": "pytorch", "tensorflow": "tensorflow"}
 INDEX_VERSION = 1
+_INDEXES_KEPT = 8
 
 
 def _framework_of(repo: str) -> str | None:
@@ -193,10 +194,11 @@ def _terms(text: str, rec: FixRecord | None) -> dict[str, float]:
     return fix_terms(rec) if rec is not None else {}  # another tokenizer's terms (or damaged): computed again
 
 
-def index_path(store: Store, cache_dir: Path) -> Path:
+def index_path(stamp: list[Any], cache_dir: Path) -> Path:
+    """Named after the history's stamp (count, latest write, versions): copies of one store share it."""
     import hashlib
 
-    ident = hashlib.sha1(str(store.path.resolve()).encode()).hexdigest()[:16]
+    ident = hashlib.sha1(json.dumps(stamp).encode()).hexdigest()[:16]
     return cache_dir / "history" / f"index-{ident}.marshal"
 
 
@@ -208,7 +210,7 @@ def load_index(store: Store, group: str, cache_dir: Path | None) -> FixIndex:
     import tempfile
 
     stamp = [*store.fixes_stamp(), TERMS_VERSION, INDEX_VERSION]
-    path = index_path(store, cache_dir) if cache_dir is not None else None
+    path = index_path(stamp, cache_dir) if cache_dir is not None else None
     if path is not None:
         try:
             data = marshal.loads(path.read_bytes())
@@ -232,6 +234,9 @@ def load_index(store: Store, group: str, cache_dir: Path | None) -> FixIndex:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(marshal.dumps({"stamp": stamp, "groups": {g: i.to_data() for g, i in groups.items()}}))
             os.replace(tmp, path)  # atomic: a reader sees the old index or the new one
+            kept = sorted(path.parent.glob("index-*.marshal"), key=lambda p: p.stat().st_mtime, reverse=True)
+            for old in kept[_INDEXES_KEPT:]:  # those of earlier histories (or other stores sharing the cache)
+                old.unlink(missing_ok=True)
         except OSError:
             pass  # an index that cannot be kept is only built again next time
     return groups.get(group) or FixIndex.build(())
