@@ -236,3 +236,26 @@ def test_eval_history_scores_the_prior_time_respectingly(sftl_home: Path, tmp_pa
     loc = json.loads(out)["localization"]
     plain, with_history = loc["sftl"]["all/all"]["top"]["1"], loc["sftl+history"]["all/all"]["top"]["1"]
     assert plain == 0.0 and with_history == (1.0 if lifted else 0.0)
+
+
+def test_the_kept_index_follows_the_store_and_a_damaged_one_is_rebuilt(tmp_path: Path) -> None:
+    from sftl.history_io import index_path, load_index
+
+    cache = tmp_path / "cache"
+    with Store(tmp_path / "s.db") as store:
+        import_fixes(write_jsonl(tmp_path / "a.jsonl", [fix(1, "2020-01", ["a.cu"], "histc")]), store)
+        assert len(load_index(store, "pytorch", cache)) == 1
+        import_fixes(write_jsonl(tmp_path / "b.jsonl", [fix(2, "2020-02", ["b.cu"], "sort")]), store)
+        assert len(load_index(store, "pytorch", cache)) == 2  # a new history, a new index
+        path = index_path([*store.fixes_stamp(), *_versions()], cache)
+        assert path.is_file()
+        path.write_bytes(b"\x00garbage")
+        assert len(load_index(store, "pytorch", cache)) == 2 and path.read_bytes() != b"\x00garbage"
+        assert len(load_index(store, "tensorflow", cache)) == 0
+
+
+def _versions() -> list[int]:
+    from sftl.history import TERMS_VERSION
+    from sftl.history_io import INDEX_VERSION
+
+    return [TERMS_VERSION, INDEX_VERSION]
