@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PKG = Path(__file__).resolve().parent.parent / "sftl"
 
 # Top to bottom; a module may import from any module earlier in this list (or itself/its package).
@@ -38,6 +40,20 @@ ORDER = [
 ]
 
 
+# Inside a package, the same rule over its submodules (the first name after the package; unlisted ones,
+# e.g. a module an engineer is adding, are placed only by the package's row above). A package's
+# __init__ is its facade: it may re-export any of its own submodules.
+INNER = {
+    "sftl.screen": ["sections", "one_device", "rules", "documents", "keywords", "learned", "similar", "stage"],
+    "sftl.sources": ["archive"],
+    "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "gcrde", "baselines", "dispatch"],
+    "sftl.localize.mme": ["evidence", "state", "foreign", "classes", "attribute", "modules", "paper", "locate"],
+    "sftl.localize.gcrde": ["ops", "cues", "board", "index", "roles", "dtypes", "follow", "paper", "tensorflow",
+                            "pytorch"],
+    "sftl.fuzz": ["_worker", "specs", "generate", "seed", "features", "execute", "validity"],
+    "sftl.nansearch": ["unsafe_ops", "core", "soft_assertions", "torch_backend", "tf_backend", "runner", "search"],
+}
+
 def _layer(module: str) -> int:
     best = -1
     for i, name in enumerate(ORDER):
@@ -54,32 +70,68 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _imports(path: Path) -> list[str]:
+    """Every sftl module a file imports, at module level or inside functions."""
+    targets: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets.append(node.module)
+    return [t for t in targets if t != "sftl" and t.startswith("sftl.")]
+
+
+def _inner_rank(package: str, module: str) -> int | None:
+    """Where `module` (inside `package`) stands in the package's own order; None when unlisted."""
+    rest = module[len(package) + 1:].split(".")[0] if module.startswith(package + ".") else ""
+    order = INNER.get(package, [])
+    return order.index(rest) if rest in order else None
+
+
 def test_every_module_is_placed_and_imports_only_upwards() -> None:
     problems = []
     for path in sorted(PKG.rglob("*.py")):
         mod = _module_name(path)
         own = _layer(mod)
         assert own >= 0, f"{mod} is not placed in tests/test_layers.py ORDER"
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module]
-            for target in targets:
-                if target == "sftl" or not target.startswith("sftl"):
-                    continue
-                if _layer(target) > own:
-                    problems.append(f"{mod} imports {target} (a later stage)")
+        for target in _imports(path):
+            if _layer(target) > own:
+                problems.append(f"{mod} imports {target} (a later stage)")
     assert not problems, "\n".join(problems)
 
 
-def test_harness_is_stdlib_only() -> None:
-    """_harness.py runs inside foreign environments: it may import nothing of sftl or third parties."""
-    path = PKG / "_harness.py"
-    if not path.exists():
-        return
+def test_inside_each_package_modules_import_only_upwards() -> None:
+    problems = []
+    for path in sorted(PKG.rglob("*.py")):
+        mod = _module_name(path)
+        for package in INNER:
+            if path.name == "__init__.py" and mod == package:
+                continue  # the facade re-exports its submodules
+            own = _inner_rank(package, mod)
+            if own is None:
+                continue
+            for target in _imports(path):
+                rank = _inner_rank(package, target)
+                if rank is not None and rank > own:
+                    problems.append(f"{mod} imports {target} (later inside {package}: {' -> '.join(INNER[package])})")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_inner_orders_name_modules_that_exist() -> None:
+    """An order naming a module that moved away checks nothing: keep INNER in step with the tree."""
+    for package, names in INNER.items():
+        folder = PKG.joinpath(*package.split(".")[1:])
+        gone = [n for n in names if not (folder / f"{n}.py").exists() and not (folder / n / "__init__.py").exists()]
+        assert not gone, f"{package}: {gone} in INNER but not in the tree"
+
+
+
+
+@pytest.mark.parametrize("relative", ["_harness.py", "fuzz/_worker.py"])
+def test_harness_is_stdlib_only(relative: str) -> None:
+    """_harness.py and the fuzz worker run inside foreign environments: they import nothing of sftl or third parties."""
+    path = PKG / relative
+    assert path.exists(), path
     tree = ast.parse(path.read_text(encoding="utf-8"))
     import sys
 
