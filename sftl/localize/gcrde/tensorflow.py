@@ -231,11 +231,15 @@ def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: _Board) ->
             if f'"{op.name}"' not in text:
                 continue
             devices = set()
+            functors: set[str] = set()  # the functor::X the registrations run (their math, in a header)
             for m in builder.finditer(text):
                 window = text[m.end(): m.end() + 200]
                 dm = re.search(r"DEVICE_(CPU|GPU)", window)
                 devices.add(dm.group(1) if dm else "?")
-            devices.update(m.group(1) for m in cwise.finditer(text))
+                functors.update(re.findall(r"functor::(\w+)", window.split(";", 1)[0]))
+            for m in cwise.finditer(text):
+                devices.add(m.group(1))
+                functors.update(re.findall(r"functor::(\w+)", text[m.end(): m.end() + 300].split(";", 1)[0]))
             if not devices:
                 continue
             where = "/".join(sorted(devices))
@@ -247,9 +251,18 @@ def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: _Board) ->
                 cm = re.match(r"cwise_op_(\w+?)(?:_\d+)?\.cc$", base)
                 if cm:
                     companions.append(f"{_TF_KERNEL_DIR}cwise_op_gpu_{cm.group(1)}.cu.cc")
+                companions += [stem + ".cu.cc", stem + "_gpu.cu.h"]
+                # GPU kernels split by dtype (topk_op_gpu_float.cu.cc, ...)
+                companions += sorted(p for p in texts if p.startswith(stem + "_gpu_") and p.endswith(".cu.cc"))
                 for comp in companions:
                     if comp in texts and comp != path:
                         board.add(comp, op.weight * 0.95, f"GPU implementation beside {base} for {op.name}")
+            for name in sorted(functors):
+                decl = re.compile(r"\b(?:struct|class)\s+" + re.escape(name) + r"\b\s*(?:final\s*)?(?:[:{]|<)")
+                for header, htext in texts.items():
+                    if header.endswith(".h") and header != path and name in htext and decl.search(htext):
+                        board.add(header, op.weight * 0.9,
+                                  f"declares functor::{name}, the math {path.rsplit('/', 1)[-1]} registers for {op.name}")
 
 
 def _tf_names(ops: list[OpRef], files: list[str], board: _Board, fuzzy_only: bool) -> None:
