@@ -369,7 +369,8 @@ def report_json(report: Report) -> dict[str, Any]:
         },
         "replay": to_jsonable(report.replay) if report.replay is not None else None,
         "suspects": [
-            {"path": s.path, "score": s.score, "side": s.side.value if s.side else None, "reason": s.reason}
+            {"path": s.path, "score": s.score, "side": s.side.value if s.side else None, "reason": s.reason,
+             **({"features": dict(s.features)} if s.features else {})}
             for s in (loc.suspects if loc else ())
         ],
         "outcome": loc.outcome.value if loc else Outcome.SKIPPED.value,
