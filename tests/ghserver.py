@@ -194,6 +194,7 @@ class GitHubServer:
         self.archive_chunk = 1 << 16  # bytes per write of an archive body
         self.archive_chunk_delay = 0.0  # seconds between writes: a slow download (to kill it half-way)
         self.archive_length = True  # False: no Content-Length (GitHub's archive host often streams without one)
+        self.archive_host: str | None = None  # another server's URL: redirect archives there (another host)
         self.commits: dict[str, list[dict[str, Any]]] = {}  # repo -> REST commit objects, newest first
         self.timelines: dict[tuple[str, int], list[dict[str, Any]]] = {}  # (repo, issue) -> timeline events
         self.pulls: dict[str, dict[int, dict[str, Any]]] = {}  # repo -> number -> pull-request object
@@ -372,7 +373,7 @@ class GitHubServer:
             repo, ref = m.group(1), unquote(m.group(2))
             if (repo, ref) not in self.archives:
                 return _not_found()
-            return 302, {"Location": f"{self.url}/_codeload/{repo}/legacy.tar.gz/{ref}"}, b"", True
+            return 302, {"Location": f"{self.archive_host or self.url}/_codeload/{repo}/legacy.tar.gz/{ref}"}, b"", True
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits", path)
         if m:
             until, branch = query.get("until"), query.get("sha")

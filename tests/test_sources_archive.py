@@ -369,3 +369,28 @@ def test_cache_prune_knows_the_release_archives(gh: GitHubServer) -> None:
     os.utime(mark, (time.time() - 40 * 86400,) * 2)  # unused for 40 days
     code, out, err = run("cache", "prune", "--max-age", "30d", "--json")
     assert code == 0 and json.loads(out)["sources"]["removed"] == 1 and read_mark(mark.parent) is None
+
+
+def test_the_token_is_sent_to_the_api_and_never_to_the_archive_host(sftl_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with GitHubServer(token="s3cret") as api, GitHubServer() as host:
+        host.add_archive("pytorch/pytorch", "v2.1.0", make_tarball("pytorch/pytorch", SHA, pytorch_files()))
+        api.add_archive("pytorch/pytorch", "v2.1.0", b"")
+        api.archive_host = host.url
+        monkeypatch.setenv("SFTL_GITHUB_API_URL", api.url)
+        monkeypatch.setenv("GITHUB_TOKEN", "s3cret")
+        code, _, err = run("sources", "fetch", "pytorch==2.1.0")
+        assert code == 0, err
+        (asked,) = [r for r in api.requests if "/tarball/" in r.path]
+        (served,) = host.requests
+        assert asked.headers.get("Authorization") == "Bearer s3cret" and asked.status == 302
+        assert "Authorization" not in served.headers and served.status == 200
+
+
+def test_a_registered_tree_of_the_release_wins_over_any_download(gh: GitHubServer, fixtures_dir: Path) -> None:
+    gh.add_issues("pytorch/pytorch", [make_issue("pytorch/pytorch", 7005, title="torch.histc differs between CPU and CUDA",
+                                                 body=GCRDE_BODY.format(version="2.1.0+cu121"))])
+    gh.add_archive("pytorch/pytorch", "v2.1.0", make_tarball("pytorch/pytorch", SHA, pytorch_files()))
+    assert run("sources", "add", "pytorch==2.1.0", str(fixtures_dir / "sources" / "mini_pytorch"))[0] == 0
+    code, out, err = run("locate", "pytorch/pytorch#7005", "--json")
+    assert code == 0 and json.loads(out)["suspects"][0]["path"].endswith("cuda/SummaryOps.cu"), err
+    assert gh.count(r"/tarball/") == 0 and gh.count(r"^/_codeload/") == 0
