@@ -507,7 +507,9 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
                 )
     for name, table in summary["screening"].items():
         if not table:
-            out += ["", f"Screener '{name}' not scored: too few labelled issues per category to cross-validate it."]
+            why = ("too few labelled issues per category to cross-validate it" if name == "learned"
+                   else "no labelled issue to score it on")  # the keyword screener is fitted, never cross-validated
+            out += ["", f"Screener '{name}' not scored: {why}."]
             continue
         m = table[ALL]
         out += ["", f"Confusion of '{name}' (all frameworks; rows = truth, columns = screened"

@@ -193,6 +193,15 @@ def read_checkpoint(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 # -- the command -------------------------------------------------------------------------------
 
 
+def _no_usable_rows(labels_path: Path, skipped: Sequence[Any]) -> str:
+    """One line: the label file gave nothing to evaluate, and the first reason why."""
+    if not skipped:
+        return f"no label line in {labels_path} (the file is empty)"
+    first = skipped[0]
+    more = f" (and {len(skipped) - 1} more skipped)" if len(skipped) > 1 else ""
+    return f"no usable label line in {labels_path}: line {first.line}: {first.reason}{more}"
+
+
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from concurrent.futures.process import BrokenProcessPool
 
@@ -206,6 +215,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise InputError(f"cannot read {labels_path}: {exc.strerror or exc}") from None
     if args.source_root and not Path(args.source_root).is_dir():
         raise InputError(f"--source-root {args.source_root} is not a directory")
+    rows, skipped = parse_labels(text.splitlines())
+    if not rows:
+        raise InputError(_no_usable_rows(labels_path, skipped))
     out = Path(args.out) if args.out else ctx.settings.home / "eval" / labels_path.stem
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -214,13 +226,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     checkpoint = out / CHECKPOINT
     if args.restart and checkpoint.exists():
         checkpoint.unlink()
-    rows, skipped = parse_labels(text.splitlines())
     console = ctx.console(stderr=True)
     if getattr(args, "history", False):
         args.methods = [*args.methods, *(f"{m}+history" for m in args.methods if "+" not in m)]
 
     issues = _resolve_issues(rows, skipped, ctx, labels_path.parent)
     rows = [r for r in rows if r.key in issues]
+    if not rows:
+        raise InputError(_no_usable_rows(labels_path, skipped))
     screened = _screen(rows, issues, args.screeners)
 
     base_root = str(Path(args.source_root).resolve()) if args.source_root else None
