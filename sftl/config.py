@@ -83,6 +83,12 @@ def load_settings(
     """Build settings: explicit arguments win over SFTL_* variables, which win over defaults."""
     source: Mapping[str, str] = os.environ if env is None else env
     home_path = Path(home) if home else Path(source["SFTL_HOME"]) if source.get("SFTL_HOME") else _default_home(source)
+    home_path = home_path.expanduser()
+    if home_path.exists() and not home_path.is_dir():
+        from sftl.errors import InputError
+
+        flag = "--home" if home else "SFTL_HOME" if source.get("SFTL_HOME") else "the state directory"
+        raise InputError(f"{flag} {home_path} is a file, not a directory (sftl keeps its store and cache there)")
     api_root = (api_url or source.get("SFTL_GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
     if not api_root.startswith(("http://", "https://")):
         from sftl.errors import InputError

@@ -53,8 +53,10 @@ class Context:
     err: IO[str] = field(default_factory=lambda: sys.stderr)
 
     def print_json(self, obj: Any) -> None:
-        json.dump(obj, self.out, indent=2, ensure_ascii=False, sort_keys=False)
-        self.out.write("\n")
+        """One write of the whole object (never half of one), ASCII-escaped where stdout cannot encode the text."""
+        encoding = (getattr(self.out, "encoding", None) or "utf-8").lower().replace("_", "-")
+        text = json.dumps(obj, indent=2, ensure_ascii=not encoding.startswith("utf"), sort_keys=False)
+        self.out.write(text + "\n")
 
     def console(self, stderr: bool = False) -> Any:
         from rich.console import Console
@@ -71,6 +73,38 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+_FRAMEWORK_DISTRIBUTIONS = (
+    ("torch", ("torch",)),
+    ("tensorflow", ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly")),
+)
+
+
+def version_text() -> str:
+    """sftl's version, Python's, and each installed framework's, read from package metadata (nothing imported)."""
+    import platform
+    from importlib import metadata
+
+    parts = [f"sftl {__version__}", f"Python {platform.python_version()}"]
+    for name, dists in _FRAMEWORK_DISTRIBUTIONS:
+        for dist in dists:
+            try:
+                parts.append(f"{name} {metadata.version(dist)}" + (f" ({dist})" if dist != name else ""))
+                break
+            except metadata.PackageNotFoundError:
+                continue
+        else:
+            parts.append(f"{name} not installed")
+    return ", ".join(parts)
+
+
+class _Version(argparse.Action):
+    """--version on one line, never wrapped (argparse's own action wraps at the terminal width)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        sys.stdout.write(version_text() + "\n")
+        parser.exit(0)
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sftl",
         description="Bug-report triage and fault localization for PyTorch and TensorFlow.",
     )
-    parser.add_argument("--version", action="version", version=f"sftl {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print sftl's, Python's and the frameworks' versions")
     add_common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
@@ -169,4 +203,8 @@ def _notes_to(stream: IO[str]) -> logging.Handler:
 def entry() -> None:
     """Console-script entry point."""
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    for stream in (sys.stdout, sys.stderr):  # PYTHONIOENCODING=ascii: a title in Greek prints as ?, never crashes
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
     sys.exit(main())

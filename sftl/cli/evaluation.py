@@ -215,10 +215,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise InputError(f"cannot read {labels_path}: {exc.strerror or exc}") from None
     if args.source_root and not Path(args.source_root).is_dir():
         raise InputError(f"--source-root {args.source_root} is not a directory")
+    out = Path(args.out) if args.out else ctx.settings.home / "eval" / labels_path.stem
+    if out.exists() and not out.is_dir():
+        raise InputError(f"cannot create the report directory {out}: it is a file")
     rows, skipped = parse_labels(text.splitlines())
     if not rows:
         raise InputError(_no_usable_rows(labels_path, skipped))
-    out = Path(args.out) if args.out else ctx.settings.home / "eval" / labels_path.stem
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # --out names a file, or a place we may not write
