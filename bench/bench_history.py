@@ -261,8 +261,10 @@ def compare(with_path: Path, without_path: Path) -> dict[str, Any]:
                 rank = r.get("rank")
                 c[f"top1_{tag}"] += rank == 1
                 c[f"top5_{tag}"] += rank is not None and rank <= 5
-        if ra.get("rank") != rb.get("rank"):
-            moved.append({"row": key, "rank_with": ra.get("rank"), "rank_without": rb.get("rank")})
+        touched = [i for i, x in enumerate(ra.get("suspects") or [], 1) if "changed by " in str(x.get("reason"))]
+        if ra.get("rank") != rb.get("rank") or touched:
+            moved.append({"row": key, "rank_with": ra.get("rank"), "rank_without": rb.get("rank"),
+                          "prior_lifted_ranks": touched})
     return {"cells": cells, "moved": moved}
 
 
