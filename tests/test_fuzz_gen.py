@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from sftl.fuzz.generate import InputGenerator, pairwise_rows, params_for, uncovered_pairs
+from sftl.fuzz.generate import InputGenerator, params_for
+from sftl.fuzz.pairwise import pairwise_rows, uncovered_pairs
 from sftl.fuzz.specs import api_spec
 
 

@@ -11,7 +11,8 @@ import torch
 
 from sftl.config import load_settings
 from sftl.fuzz.execute import WorkerPool
-from sftl.fuzz.generate import FuzzInput, InputGenerator, mine_hints
+from sftl.fuzz.generate import FuzzInput, InputGenerator
+from sftl.fuzz.hints import mine_hints
 from sftl.fuzz.seed import find_seed
 from sftl.fuzz.specs import api_spec, tf_raw_ops_for
 

@@ -50,7 +50,7 @@ INNER = {
     "sftl.localize.mme": ["evidence", "state", "foreign", "classes", "attribute", "modules", "paper", "locate"],
     "sftl.localize.gcrde": ["ops", "cues", "board", "index", "roles", "dtypes", "follow", "paper", "tensorflow",
                             "pytorch"],
-    "sftl.fuzz": ["_worker", "specs", "generate", "seed", "features", "execute", "validity"],
+    "sftl.fuzz": ["_worker", "specs", "hints", "pairwise", "generate", "seed", "features", "execute", "validity"],
     "sftl.nansearch": ["unsafe_ops", "core", "soft_assertions", "torch_backend", "tf_backend", "runner", "search"],
 }
 

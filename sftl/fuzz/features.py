@@ -11,8 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sftl.fuzz.generate import MAX_RANK, Call
-from sftl.fuzz.specs import ApiSpec, ArgSpec
+from sftl.fuzz.generate import Call
+from sftl.fuzz.specs import MAX_RANK, ApiSpec, ArgSpec
 
 MAX_LIST = 6  # list elements / tensor-list items looked at individually
 MAX_ITEMS = 3  # tensor-list items that take part in cross-argument relations

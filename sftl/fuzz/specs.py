@@ -13,6 +13,9 @@ from typing import Any
 from sftl.errors import InputError
 
 # Tensor dtypes the generator draws from when a schema does not narrow them (PyTorch schemas never do).
+MAX_RANK = 6  # the input space's limits: tensors of rank <= 6, dims 0..10 (generation and hints read them)
+MAX_DIM = 10
+
 TORCH_DTYPES = ("float32", "float64", "int64", "int32", "bool", "complex64", "float16", "uint8")
 # TensorFlow dtypes the worker can materialize; an op's allowed list is intersected with these.
 TF_DTYPES = (
