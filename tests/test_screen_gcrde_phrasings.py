@@ -1,4 +1,4 @@
-"""Screening rules for the phrasing families that the blind held-out set bench/heldout/screen3.jsonl exposed."""
+"""gcrde screening of device-comparison phrasings (first exposed by the blind set bench/heldout/screen3.jsonl): determinism on, run-to-run variation, agreeing devices, untested devices, GPU moves."""
 
 from __future__ import annotations
 
