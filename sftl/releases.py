@@ -254,7 +254,10 @@ def read_spelling(framework: str, version: str | None) -> _Spelling:
     if m:
         number = m.group(1)
         return _Spelling("minor" if number.count(".") == 1 else "release", number, text=raw)
-    raise SourceError(f"cannot read a {framework} release from version {raw!r}")
+    raise SourceError(
+        f"cannot read a version from {raw!r}: expected a {framework} release (2.1.0, 2.1.0+cu121, 2.1), a source "
+        f"build (2.2.0a0+git2ef35a0), a nightly (1.13.0.dev20220826) or a branch (master, main (2025-09-27))"
+    )
 
 
 def resolve(

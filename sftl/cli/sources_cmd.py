@@ -112,13 +112,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _fetch(args: argparse.Namespace, ctx: Any) -> int:
-    from sftl.errors import SourceError
+    from sftl.errors import InputError, SourceError
     from sftl.releases import resolve
     from sftl.sources import fetch_wheel, parse_spec
     from sftl.sources.archive import fetch_archive, read_mark
 
     framework, version = parse_spec(args.spec)
-    res = resolve(framework, version, ctx.settings)  # bad spellings are one line, exit 5
+    try:
+        res = resolve(framework, version, ctx.settings)
+    except SourceError as exc:  # a version that names no release is bad input (exit 2), never a question for pip
+        raise InputError(str(exc)) from None
     release = res.version or version
     if args.wheel or args.python:  # for replay environments: the wheel alone
         ctx.err.write(f"sftl: fetching the {framework} {release} wheel ...\n")
