@@ -7,7 +7,7 @@ from pathlib import Path
 from sftl.extract import extract_text
 from sftl.localize.mme import localize_paper, localize_sftl, parse_missing
 from sftl.model import Issue, Localization, Outcome
-from sftl.sources import LocalTree
+from sftl.sources import LayeredSource, LocalTree
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mme"
 SITE = "/opt/venv/lib/python3.10/site-packages"
@@ -184,3 +184,35 @@ def test_without_unpickling_the_existing_attribute_is_no_confident_suspect() -> 
     loc = _locate("unpickled_state", "update fails", _averaged_report("avg = make_average(model)"))
     assert loc.outcome == Outcome.ABSTAINED
     assert all("__setstate__" not in s.reason for s in loc.suspects)
+
+
+# -- which release's Python files are read ----------------------------------------------------------
+
+_CHAIN_REPORT = _tb(("/tmp/train.py", 6, "<module>", "chain.optimizer"), error="AttributeError: 'Chain' object has no attribute 'optimizer'")
+_LAYERS = FIXTURES / "release_layers"
+
+
+def test_the_era_wheel_is_read_before_a_stand_in_tree_of_a_later_release() -> None:
+    era = LocalTree(_LAYERS / "era_1_5", "pytorch", "1.5.0")
+    layered = LayeredSource([LocalTree(_LAYERS / "stand_in_2_0", "pytorch", "2.0.0"), era])
+    layered.version, layered.era_release = "1.5.0a0+abc", "1.5.0"
+    issue = _issue("Chain has no optimizer", _CHAIN_REPORT + "\n\nPyTorch version: 1.5.0a0+abc\n")
+    loc = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), layered)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert "Chain.__init__" in loc.suspects[0].reason
+    # the stand-in alone (the class fixed there) says the name exists: no confident suspect
+    alone = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), LocalTree(_LAYERS / "stand_in_2_0", "pytorch", "2.0.0"))
+    assert alone.outcome == Outcome.ABSTAINED
+
+
+def test_a_release_guessed_from_the_date_that_lacks_the_class_gives_way_to_the_next() -> None:
+    guessed = LayeredSource([LocalTree(_LAYERS / "before_1_4", "pytorch", "1.4.0")], successors=[LocalTree(_LAYERS / "era_1_5", "pytorch", "1.5.0")])
+    issue = _issue("Chain has no optimizer", _CHAIN_REPORT)  # no version in the report
+    loc = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), guessed)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/optim/schedules.py"
+    assert "read at 1.5.0" in loc.reason and "first appears after 1.4.0" in loc.reason
+    # a report that names its release is read at that release
+    named = _issue("Chain has no optimizer", _CHAIN_REPORT + "\n\nPyTorch version: 1.4.0\n")
+    kept = localize_sftl(named, extract_text(named.title, named.body, named.repo), guessed)
+    assert kept.outcome == Outcome.ABSTAINED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from sftl.localize.mme.attribute import _attribute
@@ -9,13 +10,29 @@ from sftl.localize.mme.evidence import _evidence, guess_framework, parse_missing
 from sftl.localize.mme.modules import _import_name, _module_attribute, _no_module
 from sftl.localize.pycode import Code
 from sftl.model import Extraction, Issue, Localization, Outcome, Suspect
-from sftl.sources import SourceProvider
+from sftl.sources import LayeredSource, PythonFilesOf, SourceProvider
 
 
 @dataclass
 class _Ranking:
     suspects: list[Suspect] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+def python_files_of_the_era(source: SourceProvider) -> SourceProvider:
+    """The Python files an MME is about: when no layer is of the report's own release, the cached wheel
+    standing for its era (1.10.0 for a 1.10.0a0 build) is read before a stand-in tree of a later release."""
+    era = getattr(source, "era_release", None)
+    if not isinstance(source, LayeredSource) or era is None:
+        return source
+    layers = source.layers_at(era)
+    if not layers:
+        return source
+    view = LayeredSource([PythonFilesOf(layers[0]), *source.providers], successors=source.successors)
+    view.version = source.version
+    view.era_release = era
+    view.description = f"Python files of {layers[0].description} (the report's era) over {source.description}"
+    return view
 
 
 def localize_sftl(
@@ -31,7 +48,17 @@ def localize_sftl(
         return Localization("sftl", (), Outcome.ABSTAINED, f"the error is not a missing-module error: {ev.message[:120]}")
     if source is None:
         return Localization("sftl", (), Outcome.SKIPPED, "no framework source available")
+    source = python_files_of_the_era(source)
     code = Code(source)
+    note = ""
+    if extraction.environment.version is None and missing.owner and missing.kind in ("attribute", "type-attribute"):
+        later = _release_that_has(code, source, missing.owner)
+        if later is not None:
+            note = (
+                f" (read at {later.version}: the report names no version, and class {missing.owner} first appears "
+                f"after {source.version}, the release guessed from its date)"
+            )
+            source, code = later, Code(later)
     version = source.version or "the reported version"
     if missing.module and missing.module.split(".")[0] == "tensorflow_core":
         # TF 1.15-2.1 wheels installed the package as tensorflow_core; the repository says tensorflow
@@ -39,9 +66,26 @@ def localize_sftl(
         if missing.kind == "no-module":
             missing = replace(missing, name=missing.module or missing.name)
     if missing.kind in ("attribute", "type-attribute", "overload"):
-        return _attribute(code, ev, missing, version, top, issue, framework)
-    if missing.kind == "module-attribute":
-        return _module_attribute(code, ev, missing, version, top, framework, issue)
-    if missing.kind == "no-module":
-        return _no_module(code, ev, missing, version, top, framework)
-    return _import_name(code, ev, missing, version, top, framework)
+        loc = _attribute(code, ev, missing, version, top, issue, framework)
+    elif missing.kind == "module-attribute":
+        loc = _module_attribute(code, ev, missing, version, top, framework, issue)
+    elif missing.kind == "no-module":
+        loc = _no_module(code, ev, missing, version, top, framework)
+    else:
+        loc = _import_name(code, ev, missing, version, top, framework)
+    return replace(loc, reason=loc.reason + note) if note else loc
+
+
+def _release_that_has(code: Code, source: SourceProvider, owner: str) -> SourceProvider | None:
+    """The next cached release, when the report's class is not in the release guessed from its date but is there."""
+    successors = getattr(source, "successors", None) or []
+    pattern = rf"^\s*class\s+{re.escape(owner)}\b"
+    if not successors or code.grep(pattern):
+        return None
+    later = successors[0]
+    if not Code(later).grep(pattern):
+        return None
+    view = LayeredSource([PythonFilesOf(later), source])
+    view.version = later.version
+    view.description = f"Python files of {later.description} over {source.description}"
+    return view
