@@ -246,7 +246,7 @@ def _extract(tarball: Path, folder: Path, framework: str, ref: str, version: str
     try:
         with open(tarball, "rb") as raw:
             _reporter.progress(label, "start", 0, size)
-            with tarfile.open(fileobj=raw, mode="r|gz") as tar:
+            with tarfile.open(fileobj=raw, mode="r|*") as tar:  # gzip as GitHub sends it (or already decoded)
                 for member in tar:
                     tops.add(member.name.partition("/")[0])
                     rel = _member_path(member.name, prefixes, PYTHON_PREFIXES[framework]) if member.isreg() else None
