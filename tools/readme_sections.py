@@ -78,9 +78,12 @@ def entries(table: str) -> dict[str, str]:
 
 
 def exit_codes() -> str:
-    """The exit-code table of sftl/errors.py's docstring (everything after its first line)."""
-    body = docstring(PKG / "errors.py").split("\n", 1)
-    return "```text\n" + (body[1].strip("\n") if len(body) > 1 else "") + "\n```"
+    """The exit-code table of sftl/errors.py's docstring: what follows its "Exit codes" line (else all but line one)."""
+    import textwrap
+
+    lines = docstring(PKG / "errors.py").split("\n")
+    start = next((i + 1 for i, line in enumerate(lines) if line.startswith("Exit codes")), 1)
+    return "```text\n" + textwrap.dedent("\n".join(lines[start:])).strip("\n") + "\n```"
 
 
 def expected() -> dict[str, str]:
