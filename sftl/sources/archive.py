@@ -195,9 +195,10 @@ def _download(settings: Settings, framework: str, repo: str, ref: str, tarball: 
             size = f"{total / 1e6:.1f} MB" if total else f"about {ESTIMATED_BYTES[framework] / 1e6:.0f} MB"
             again = f", resuming at {done / 1e6:.1f} MB" if done else (
                 ", starting over (the server does not resume)" if resumed else "")
+            wider = [p for p in PYTHON_PREFIXES[framework] if p not in EXTRACT_PREFIXES[framework]]
             _reporter.notice(f"downloading the {framework} sources at {ref} from {repo} ({size}{again}; "
-                             f"kept: {', '.join(EXTRACT_PREFIXES[framework])} and the Python files of "
-                             f"{', '.join(PYTHON_PREFIXES[framework])})")
+                             f"kept: {', '.join(EXTRACT_PREFIXES[framework])}"
+                             + (f" and the Python files of {', '.join(wider)})" if wider else ")"))
         _reporter.progress(label, event, done, total)
 
     own = client is None
