@@ -394,3 +394,20 @@ def test_a_registered_tree_of_the_release_wins_over_any_download(gh: GitHubServe
     code, out, err = run("locate", "pytorch/pytorch#7005", "--json")
     assert code == 0 and json.loads(out)["suspects"][0]["path"].endswith("cuda/SummaryOps.cu"), err
     assert gh.count(r"/tarball/") == 0 and gh.count(r"^/_codeload/") == 0
+
+
+def test_a_missing_module_error_reads_the_releases_cached_wheel_rather_than_download(gh: GitHubServer) -> None:
+    import zipfile
+
+    from sftl.sources import WheelSource, open_source, wheel_cache_dir
+
+    gh.add_archive("pytorch/pytorch", "v2.1.0", make_tarball("pytorch/pytorch", SHA, pytorch_files()))
+    settings = load_settings()
+    folder = wheel_cache_dir(settings, "pytorch", "2.1.0")
+    folder.mkdir(parents=True)
+    with zipfile.ZipFile(folder / "torch-2.1.0-cp311-cp311-manylinux1_x86_64.whl", "w") as zf:
+        zf.writestr("torch/nn/modules/module.py", MODULE_PY)
+    assert isinstance(open_source("pytorch", "2.1.0+cu121", settings, needs_cxx=False), WheelSource)
+    assert gh.count(r"/tarball/") == 0  # Python files at hand: no download
+    assert open_source("pytorch", "2.1.0+cu121", settings, needs_cxx=True).description.startswith("archive ")
+    assert gh.count(r"/tarball/") == 1  # the kernels are not in a wheel: the archive

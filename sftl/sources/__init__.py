@@ -792,8 +792,8 @@ def open_source(
     archive = cached_archive(settings, framework, res.ref, release, res.reason)
     if archive is not None:
         return archive
-    if needs_cxx is False and res.exact and not res.is_commit:
-        for key in keys:  # a missing-module error needs Python files only: the release's cached wheel has them
+    if needs_cxx is False and not offline and res.exact and not res.is_commit:
+        for key in keys:  # a missing-module error needs Python files only: the release's cached wheel spares a download
             wheel = cached_wheel(settings, framework, key)
             if wheel is not None:
                 try:
