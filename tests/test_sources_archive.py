@@ -411,3 +411,19 @@ def test_a_missing_module_error_reads_the_releases_cached_wheel_rather_than_down
     assert gh.count(r"/tarball/") == 0  # Python files at hand: no download
     assert open_source("pytorch", "2.1.0+cu121", settings, needs_cxx=True).description.startswith("archive ")
     assert gh.count(r"/tarball/") == 1  # the kernels are not in a wheel: the archive
+
+
+def test_a_resume_that_joins_two_different_archives_downloads_once_more_whole(gh: GitHubServer) -> None:
+    old = make_tarball("pytorch/pytorch", SHA, pytorch_files(blob=400_000))
+    new = make_tarball("pytorch/pytorch", SHA, pytorch_files(blob=400_000))  # regenerated: other bytes
+    gh.add_archive("pytorch/pytorch", "v2.1.0", new)
+    folder = archives_root(load_settings()) / "pytorch"
+    folder.mkdir(parents=True)
+    (folder / "v2.1.0.tar.gz.part").write_bytes(old[:200_000])  # a killed run's part, with no validator kept
+    (folder / "v2.1.0.tar.gz.part.json").write_text(json.dumps(
+        {"url": f"{gh.url}/_codeload/pytorch/pytorch/legacy.tar.gz/v2.1.0", "validator": None}))
+    code, _, err = run("sources", "fetch", "pytorch==2.1.0")
+    assert code == 0, err
+    assert "is corrupt; downloading it again from the start" in err
+    assert [r.status for r in gh.requests if r.path.startswith("/_codeload/")] == [206, 200]
+    assert read_mark(archive_dir(load_settings(), "pytorch", "v2.1.0")) is not None

@@ -173,25 +173,45 @@ def fetch_archive(
             return have
         folder = archive_dir(settings, framework, ref)
         tarball = folder.with_name(folder.name + ".tar.gz")
-        if not tarball.is_file():
-            _download(settings, framework, repo, ref, tarball, client)
+        resumed = False
+        if not tarball.is_file():  # (a tarball left by a full disk is extracted again without a download)
+            resumed = _download(settings, framework, repo, ref, tarball, client)
         try:
             _extract(tarball, folder, framework, ref, version, reason)
-        finally:
-            tarball.unlink(missing_ok=True)  # extracted, or corrupt: either way the archive goes
+        except CorruptArchive:
+            tarball.unlink(missing_ok=True)
+            if not resumed:
+                raise
+            # a resumed download joined two different answers (an archive regenerated meanwhile): once more, whole
+            _reporter.notice(f"the resumed archive of {repo}@{ref} is corrupt; downloading it again from the start")
+            _download(settings, framework, repo, ref, tarball, client)
+            try:
+                _extract(tarball, folder, framework, ref, version, reason)
+            except CorruptArchive:
+                tarball.unlink(missing_ok=True)
+                raise
+        tarball.unlink(missing_ok=True)  # extracted: the archive goes
     prune_archives(settings, SOURCES_MAX_BYTES, None, keep=folder)  # bounded: the oldest-used releases make room
     return ArchiveSource(settings, framework, ref, version, reason)
 
 
-def _download(settings: Settings, framework: str, repo: str, ref: str, tarball: Path, client: object | None) -> None:
+class CorruptArchive(SourceError):
+    """The downloaded archive cannot be read as a tree of the framework (it is deleted)."""
+
+
+def _download(settings: Settings, framework: str, repo: str, ref: str, tarball: Path, client: object | None) -> bool:
+    """Download the archive to `tarball`; True when it was resumed from a part an earlier run left."""
     from sftl.github import GitHubClient  # the one HTTP door
 
     label = f"{framework} {ref} archive"
     part = tarball.with_name(tarball.name + ".part")
     resumed = part.stat().st_size if part.is_file() else 0
 
+    joined = [False]
+
     def progress(event: str, done: int, total: int | None) -> None:
         if event == "start":
+            joined[0] = done > 0
             size = f"{total / 1e6:.1f} MB" if total else f"about {ESTIMATED_BYTES[framework] / 1e6:.0f} MB"
             again = f", resuming at {done / 1e6:.1f} MB" if done else (
                 ", starting over (the server does not resume)" if resumed else "")
@@ -212,6 +232,7 @@ def _download(settings: Settings, framework: str, repo: str, ref: str, tarball: 
     finally:
         if own:
             gh.close()  # type: ignore[attr-defined]
+    return joined[0]
 
 
 def _member_path(name: str, prefixes: tuple[str, ...], python: tuple[str, ...] = ()) -> str | None:
@@ -239,12 +260,12 @@ def _extract(tarball: Path, folder: Path, framework: str, ref: str, version: str
         shutil.rmtree(folder)  # a folder without its mark is not a tree
     tmp = folder.with_name(f".tmp-{folder.name}-{os.getpid()}")
     tree = tmp / "tree"
-    tree.mkdir(parents=True)
     size = tarball.stat().st_size
     label = f"{framework} {ref} extraction"
     files = written = 0
     tops: set[str] = set()
     try:
+        tree.mkdir(parents=True)
         with open(tarball, "rb") as raw:
             _reporter.progress(label, "start", 0, size)
             with tarfile.open(fileobj=raw, mode="r|*") as tar:  # gzip as GitHub sends it (or already decoded)
@@ -266,7 +287,7 @@ def _extract(tarball: Path, folder: Path, framework: str, ref: str, version: str
                         _reporter.progress(label, "update", raw.tell(), size)
             _reporter.progress(label, "end", size, size)
         if len(tops) != 1 or files == 0:
-            raise SourceError(
+            raise CorruptArchive(
                 f"the archive of {GITHUB_REPOS[framework]}@{ref} holds no {framework} tree "
                 f"({len(tops)} top folders, no file under {', '.join(prefixes)}); it was deleted"
             )
@@ -274,15 +295,27 @@ def _extract(tarball: Path, folder: Path, framework: str, ref: str, version: str
                 "size_bytes": written, "archive_bytes": size, "fetched_at": time.time()}
         (tmp / MARK).write_text(json.dumps(mark, indent=1), encoding="utf-8")
         os.rename(tmp, folder)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+    except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise SourceError(
-            f"the archive of {GITHUB_REPOS[framework]}@{ref} is truncated or corrupt ({type(exc).__name__}: "
-            f"{str(exc)[:120]}); it was deleted and nothing was kept: run the command again to download it anew"
+        if exc.errno is None or exc.filename == str(tarball):  # gzip's BadGzipFile, a torn read: the archive's fault
+            raise _corrupt(framework, ref, exc) from exc
+        raise SourceError(  # the disk's fault (full, read-only): the archive is kept, the next run extracts it again
+            f"cannot extract the archive of {GITHUB_REPOS[framework]}@{ref} into {folder.parent}: "
+            f"{exc.strerror or exc}; the download is kept ({tarball}), run the command again once there is room"
         ) from exc
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _corrupt(framework, ref, exc) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _corrupt(framework: str, ref: str, exc: BaseException) -> CorruptArchive:
+    return CorruptArchive(
+        f"the archive of {GITHUB_REPOS[framework]}@{ref} is truncated or corrupt ({type(exc).__name__}: "
+        f"{str(exc)[:120]}); it was deleted and nothing was kept: run the command again to download it anew"
+    )
 
 
 def list_archives(settings: Settings) -> list[tuple[Path, ArchiveInfo]]:
