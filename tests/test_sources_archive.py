@@ -427,3 +427,12 @@ def test_a_resume_that_joins_two_different_archives_downloads_once_more_whole(gh
     assert "is corrupt; downloading it again from the start" in err
     assert [r.status for r in gh.requests if r.path.startswith("/_codeload/")] == [206, 200]
     assert read_mark(archive_dir(load_settings(), "pytorch", "v2.1.0")) is not None
+
+
+def test_a_server_error_of_the_archive_host_is_retried(gh: GitHubServer) -> None:
+    gh.add_archive("pytorch/pytorch", "v2.1.0", make_tarball("pytorch/pytorch", SHA, pytorch_files()))
+    gh.inject(r"^/_codeload/", status=502, times=1)
+    code, _, err = run("sources", "fetch", "pytorch==2.1.0")
+    assert code == 0, err
+    assert [r.status for r in gh.requests if r.path.startswith("/_codeload/")] == [502, 200]
+    assert gh.count(r"/tarball/") == 1
