@@ -341,6 +341,9 @@ def crawl(
                 listing_done = True
         _sync_threads(client, store, repo, stats, progress)
         stats.done = listing_done and not store.thread_queue(repo)
+    except NotFoundError as exc:  # no such repository (or a private one): running again changes nothing
+        _fill(stats, client, started)
+        raise type(exc)(f"{exc}; check the OWNER/REPO spelling") from exc
     except SftlError as exc:
         _fill(stats, client, started)
         raise type(exc)(

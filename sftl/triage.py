@@ -104,17 +104,19 @@ def fit_screener(corpus: Iterable[Issue]) -> Any:
 
 
 def find_duplicates(
-    issues: list[Issue], threshold: float = 0.5, per_issue: int = 3
+    issues: list[Issue], threshold: float = 0.4, per_issue: int = 3
 ) -> list[tuple[int, int, float]]:
     """Pairs of issues whose TF-IDF cosine passes `threshold` (one sparse product, not n searches)."""
     if len(issues) < 2:
         return []
     from sklearn.feature_extraction.text import TfidfVectorizer
 
+    from sftl.screen import duplicate_text  # what `sftl similar` compares: the tracker template left out
+
     vec = TfidfVectorizer(sublinear_tf=True, stop_words="english", token_pattern=r"(?u)\b[a-zA-Z_][\w.]+\b",
                           ngram_range=(1, 2), min_df=1)
     try:
-        X = vec.fit_transform([f"{i.title}\n{i.body}" for i in issues])
+        X = vec.fit_transform([duplicate_text(i) for i in issues])
     except ValueError:  # empty vocabulary
         return []
     sims = (X @ X.T).tocoo()
@@ -382,13 +384,83 @@ class TriageReport:
     by_suspect: dict[str, list[int]]  # module/file -> issue numbers
     duplicates: tuple[tuple[int, int, float], ...]  # (a, b, cosine)
     needs_human: tuple[tuple[int, str], ...]  # (number, why)
+    notes: tuple[tuple[str, int], ...] = ()  # (a clause many rows' reasons share, how many): said once at the top
+    top: int = 3  # suspects shown per issue
+
+
+_NOTE_MIN_CHARS = 30  # shorter clauses ("read the installed 2.13.0") stay where they are
+
+
+def _clauses(text: str) -> list[str]:
+    """The top-level clauses of a reason: parts between '; ' or ': ', and parenthesised asides, brackets respected."""
+    out: list[str] = []
+    depth = 0
+    start = 0
+    group_start = -1
+    for k, ch in enumerate(text):
+        if ch in "([":
+            if depth == 0 and ch == "(":
+                group_start = k
+            depth += 1
+        elif ch in ")]" and depth:
+            depth -= 1
+            if depth == 0 and ch == ")" and group_start >= 0:
+                out.append(text[group_start:k + 1])
+                group_start = -1
+        elif depth == 0 and (text.startswith("; ", k) or text.startswith(": ", k)):
+            out.append(text[start:k])
+            start = k + 2
+    out.append(text[start:])
+    return [c.strip() for c in out if c.strip()]
+
+
+def common_notes(reasons: list[str], min_rows: int = 2, share: float = 0.25) -> list[tuple[str, int]]:
+    """Clauses that recur across many rows' reasons (a store too small for the IDF, a missing source tree),
+    most frequent first: said once at the top of the report instead of on every row. The most widely shared
+    clause wins over a longer one holding it; what is left of the longer one is looked at again."""
+    need = max(min_rows, int(share * len(reasons) + 0.999))
+    notes: list[tuple[str, int]] = []
+    left = list(reasons)
+    for _ in range(4):
+        counts: Counter[str] = Counter()
+        for reason in left:
+            counts.update({c for c in _clauses(reason) if len(c) >= (2 * _NOTE_MIN_CHARS if c[0] == "(" else _NOTE_MIN_CHARS)})
+        found = [(c, n) for c, n in counts.most_common() if n >= need]
+        found = [(c, n) for c, n in found if not any(o != c and o in c for o, _ in found)]
+        if not found:
+            break
+        notes.extend(found)
+        left = [_without(reason, found) for reason in left]
+    return notes  # in the order they were found: removed in that order (see `_without`)
+
+
+def _without(reason: str, notes: Iterable[tuple[str, int]]) -> str:
+    out = reason
+    for clause, _ in notes:
+        out = out.replace(clause, "")
+    out = out.replace("()", "").replace(" ; ", "; ").replace(";;", ";")
+    return " ".join(out.split()).strip(" ;:,")
+
+
+def shorten_reason(reason: str, notes: Iterable[tuple[str, int]]) -> str:
+    """`reason` without the clauses said once at the top (marked 'see the notes')."""
+    notes = list(notes)
+    if not any(clause in reason for clause, _ in notes):
+        return reason
+    out = _without(reason, notes)
+    return (out + " " if out else "") + "(see the notes above)"
+
+
+def row_reason(row: dict[str, Any]) -> str:
+    return str(row.get("reason") or "")
 
 
 def build_report(
-    repo: str, rows: list[dict[str, Any]], duplicates: Iterable[tuple[int, int, float]] = ()
+    repo: str, rows: list[dict[str, Any]], duplicates: Iterable[tuple[int, int, float]] = (), top: int = 3
 ) -> TriageReport:
     counts: Counter[str] = Counter()
     by_suspect: dict[str, list[int]] = defaultdict(list)
+    notes = tuple(common_notes([row_reason(r) for r in rows if row_reason(r)]))
     needs: list[tuple[int, str]] = []
     for row in rows:
         number = row["issue"]["number"]
@@ -398,8 +470,11 @@ def build_report(
             by_suspect[suspects[0]["path"]].append(number)
         outcome = row.get("outcome")
         replay = row.get("replay") or {}
+        why = shorten_reason(row_reason(row), notes)
         if outcome in ("abstained", "error"):
-            needs.append((number, f"{outcome}: {row.get('reason', '')}"))
+            needs.append((number, f"{outcome}: {why}"))
+        elif outcome == "skipped" and row.get("category") in ("gcrde", "mme"):
+            needs.append((number, f"skipped {row['category']}: {why}"))  # a discrepancy nobody localized
         elif replay.get("verdict") == "env-unavailable":
             needs.append((number, f"replay environment unavailable: {replay.get('reason', '')}"))
     return TriageReport(
@@ -409,6 +484,8 @@ def build_report(
         by_suspect={k: sorted(v) for k, v in sorted(by_suspect.items(), key=lambda kv: (-len(kv[1]), kv[0]))},
         duplicates=tuple(duplicates),
         needs_human=tuple(sorted(needs)),
+        notes=notes,
+        top=top,
     )
 
 
@@ -430,33 +507,63 @@ def _env(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _outcome(row: dict[str, Any], notes: Iterable[tuple[str, int]]) -> str:
+    """located / abstained / skipped / error, and why when it is not located."""
+    outcome = str(row.get("outcome") or "error")
+    reason = shorten_reason(row_reason(row), notes)
+    return outcome if outcome == "located" or not reason else f"{outcome}: {reason}"
+
+
+def _issues_by_number(report: TriageReport) -> dict[int, dict[str, Any]]:
+    return {row["issue"]["number"]: row["issue"] for row in report.rows}
+
+
+def _md_issue(number: int, known: dict[int, dict[str, Any]], with_title: bool = True) -> str:
+    issue = known.get(number)
+    if issue is None:
+        return f"#{number}"
+    title = " ".join(str(issue.get("title") or "").split()).replace("[", "(").replace("]", ")")
+    return f"[#{number}]({issue['url']})" + (f" {title}" if with_title and title else "")
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def render_markdown(report: TriageReport) -> str:
+    known = _issues_by_number(report)
     out = [f"# sftl triage: {report.repo}", ""]
+    if report.notes:
+        out += ["Said of many issues (left out of their rows):", ""]
+        out.extend(f"- {n} issues: {_md_cell(clause)}" for clause, n in sorted(report.notes, key=lambda cn: -cn[1]))
+        out.append("")
     out.append("| category | issues |")
     out.append("|---|---|")
     out.extend(f"| {cat} | {n} |" for cat, n in report.counts.items())
-    out += ["", "## Issues", "", "| # | title | category | confidence | environment | replay | top suspects |",
-            "|---|---|---|---|---|---|---|"]
+    out += ["", "## Issues", "", "| # | title | category | confidence | outcome | environment | replay | top suspects |",
+            "|---|---|---|---|---|---|---|---|"]
     for row in report.rows:
         issue = row["issue"]
-        suspects = "<br>".join(f"`{s['path']}` ({s['score']:.2f}): {s['reason']}" for s in _top(row)) or (
-            row.get("reason") or ""
-        )
+        suspects = "<br>".join(
+            f"`{s['path']}` ({s['score']:.2f}): {_md_cell(shorten_reason(s['reason'], report.notes))}"
+            for s in _top(row, report.top)
+        ) or "-"
         replay = (row.get("replay") or {}).get("verdict") or "-"
-        title = issue["title"].replace("|", "\\|")
         out.append(
-            f"| [{issue['number']}]({issue['url']}) | {title} | {row.get('category') or 'error'} | "
-            f"{_confidence(row):.2f} | {_env(row)} | {replay} | {suspects.replace('|', '/')} |"
+            f"| [{issue['number']}]({issue['url']}) | {_md_cell(issue['title'])} | {row.get('category') or 'error'} | "
+            f"{_confidence(row):.2f} | {_md_cell(_outcome(row, report.notes))} | {_env(row)} | {replay} | {suspects} |"
         )
     out += ["", "## By suspected file (who to ping)", ""]
     for path, numbers in report.by_suspect.items():
-        out.append(f"- `{path}`: " + ", ".join(f"#{n}" for n in numbers))
+        out.append(f"- `{path}`: " + "; ".join(_md_issue(n, known) for n in numbers))
+    if not report.by_suspect:
+        out.append("- none")
     out += ["", "## Likely duplicates", ""]
-    out.extend(f"- #{a} and #{b} (cosine {s:.2f})" for a, b, s in report.duplicates)
+    out.extend(f"- {_md_issue(a, known)} and {_md_issue(b, known)} (cosine {s:.2f})" for a, b, s in report.duplicates)
     if not report.duplicates:
         out.append("- none found")
     out += ["", "## Needs a human", ""]
-    out.extend(f"- #{n}: {why}" for n, why in report.needs_human)
+    out.extend(f"- {_md_issue(n, known)}: {_md_cell(why)}" for n, why in report.needs_human)
     if not report.needs_human:
         out.append("- nothing")
     return "\n".join(out) + "\n"
@@ -509,40 +616,57 @@ th[aria-sort=descending]::after{content:' \\25BC'}code{font-size:12px}.controls{
 """
 
 
+def _html_issue(number: int, known: dict[int, dict[str, Any]]) -> str:
+    e = html.escape
+    issue = known.get(number)
+    if issue is None:
+        return f"#{number}"
+    title = str(issue.get("title") or "")
+    return f'<a href="{e(issue["url"])}" title="{e(title)}">#{number}</a> {e(title)}'
+
+
 def render_html(report: TriageReport) -> str:
     """A self-contained page (no external assets): a sortable, filterable table plus the groupings."""
     e = html.escape
+    known = _issues_by_number(report)
     rows_html = []
     for row in report.rows:
         issue = row["issue"]
         cat = row.get("category") or "error"
         suspects = "".join(
-            f"<div><code>{e(s['path'])}</code> {s['score']:.2f} &mdash; {e(s['reason'])}</div>" for s in _top(row)
-        ) or e(row.get("reason") or "")
+            f"<div><code>{e(s['path'])}</code> {s['score']:.2f} &mdash; {e(shorten_reason(s['reason'], report.notes))}</div>"
+            for s in _top(row, report.top)
+        ) or "-"
         replay = (row.get("replay") or {}).get("verdict") or "-"
         rows_html.append(
             f'<tr class="{e(cat)}" data-category="{e(cat)}">'
             f'<td data-sort="{issue["number"]}"><a href="{e(issue["url"])}">#{issue["number"]}</a></td>'
             f"<td>{e(issue['title'])}</td><td>{e(cat)}</td>"
             f'<td data-sort="{_confidence(row):.4f}">{_confidence(row):.2f}</td>'
+            f"<td>{e(_outcome(row, report.notes))}</td>"
             f"<td>{e(_env(row))}</td><td>{e(replay)}</td><td>{suspects}</td></tr>"
         )
     counts = " &middot; ".join(f"{e(c)}: {n}" for c, n in report.counts.items())
+    notes = "".join(f"<li>{n} issues: {e(c)}</li>" for c, n in sorted(report.notes, key=lambda cn: -cn[1]))
+    notes_html = f'<p>Said of many issues (left out of their rows):</p><ul id="notes">{notes}</ul>' if notes else ""
     groups = "".join(
-        f"<li><code>{e(p)}</code>: {', '.join(f'#{n}' for n in ns)}</li>" for p, ns in report.by_suspect.items()
+        f"<li><code>{e(p)}</code>: {'; '.join(_html_issue(n, known) for n in ns)}</li>" for p, ns in report.by_suspect.items()
     ) or "<li>none</li>"
-    dups = "".join(f"<li>#{a} and #{b} (cosine {s:.2f})</li>" for a, b, s in report.duplicates) or "<li>none found</li>"
-    needs = "".join(f"<li>#{n}: {e(w)}</li>" for n, w in report.needs_human) or "<li>nothing</li>"
+    dups = "".join(
+        f"<li>{_html_issue(a, known)} and {_html_issue(b, known)} (cosine {s:.2f})</li>" for a, b, s in report.duplicates
+    ) or "<li>none found</li>"
+    needs = "".join(f"<li>{_html_issue(n, known)}: {e(w)}</li>" for n, w in report.needs_human) or "<li>nothing</li>"
     options = "".join(f'<option value="{e(c)}">{e(c)}</option>' for c in report.counts)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>sftl triage: {e(report.repo)}</title>
 <style>{_HTML_STYLE}</style></head><body>
 <h1>sftl triage: {e(report.repo)}</h1>
+{notes_html}
 <p id="counts">{counts}</p>
 <div class="controls"><input id="filter" placeholder="filter (title, file, reason...)" size="40">
 <select id="category"><option value="">all categories</option>{options}</select>
 showing <span id="shown"></span> of {len(report.rows)}</div>
-<table id="issues"><thead><tr><th>#</th><th>title</th><th>category</th><th>confidence</th>
+<table id="issues"><thead><tr><th>#</th><th>title</th><th>category</th><th>confidence</th><th>outcome</th>
 <th>environment</th><th>replay</th><th>top suspects</th></tr></thead>
 <tbody>{''.join(rows_html)}</tbody></table>
 <h2>By suspected file (who to ping)</h2><ul id="by-suspect">{groups}</ul>

@@ -123,7 +123,43 @@ def test_report_groups_and_needs_human() -> None:
     assert report.by_suspect["torch/a.py"] == [1, 2]
     assert [n for n, _ in report.needs_human] == [3, 4]
     md = triage.render_markdown(report)
-    assert "c\\|d" in md and "#1 and #2" in md
+    assert "c\\|d" in md and "[#1](u1) a and [#2](u2) b" in md  # duplicates are links with their titles
+    assert "- `torch/a.py`: [#1](u1) a; [#2](u2) b" in md
+    assert "| abstained: no op |" in md  # the outcome column says why
+
+
+def test_report_says_a_shared_sentence_once_and_lists_skipped_discrepancies() -> None:
+    shared = "only 28 stored issue(s), too few to fit the keyword IDF; the screening rules decided alone"
+    rows = [
+        {"issue": {"number": n, "url": f"u{n}", "repo": REPO, "title": f"t{n}"}, "category": cat,
+         "screening": {}, "environment": {}, "replay": None, "outcome": "skipped",
+         "reason": f"screened as {cat} (case {n}): {shared}" if cat == "other" else "no CUDA kernel sources here",
+         "suspects": []}
+        for n, cat in ((1, "other"), (2, "other"), (3, "other"), (4, "gcrde"))
+    ]
+    report = triage.build_report(REPO, rows)
+    md = triage.render_markdown(report)
+    assert md.count("too few to fit the keyword IDF") == 1 and "3 issues: " in md
+    assert "skipped: screened as other (case 2) (see the notes above)" in md
+    assert [n for n, _ in report.needs_human] == [4]  # the skipped discrepancy needs a human
+    html = triage.render_html(report)
+    assert html.count("too few to fit the keyword IDF") == 1 and '<a href="u4" title="t4">#4</a> t4' in html
+
+
+def test_template_boilerplate_makes_no_duplicates() -> None:
+    from sftl.github import issue_from_json
+    from tests.ghserver import make_issue
+
+    env = ("\n### Versions\nCollecting environment information...\nPyTorch version: 2.1.0\nIs debug build: False\n"
+           "CUDA used to build PyTorch: 12.1\nOS: Ubuntu 22.04.3 LTS (x86_64)\nGCC version: 11.4.0\n"
+           "Python version: 3.10.12\nIs CUDA available: True\nGPU models and configuration: GPU 0: NVIDIA A100\n"
+           "Nvidia driver version: 535.104\ncuDNN version: 8.9.2\nVersions of relevant libraries:\n"
+           "[pip3] numpy==1.26.0\n[pip3] torch==2.1.0\n[pip3] triton==2.1.0\n")
+    a = issue_from_json(make_issue(REPO, 1001, title="torch.histc counts differ on CUDA",
+                                   body="### Describe the bug\nhistc on cuda gives other bins than on cpu" + env))
+    b = issue_from_json(make_issue(REPO, 1002, title="Feature: torch.load should accept a URL",
+                                   body="### The feature\nLet torch.load read from a URL" + env))
+    assert triage.find_duplicates([a, b]) == []
 
 
 def test_cli_triage_offline_and_its_bad_inputs(loaded, tmp_path: Path) -> None:
@@ -137,8 +173,16 @@ def test_cli_triage_offline_and_its_bad_inputs(loaded, tmp_path: Path) -> None:
     assert main(["triage", "not-a-repo", "--offline"], out=io.StringIO(), err=err) == 2
     assert err.getvalue().count("\n") == 1 and "OWNER/REPO" in err.getvalue()
     err = io.StringIO()
-    assert main(["triage", "nobody/nothing", "--offline"], out=io.StringIO(), err=err) == 2
-    assert "no stored issues" in err.getvalue()
+    assert main(["triage", "nobody/nothing", "--offline"], out=io.StringIO(), err=err) == 8  # nothing to give
+    assert "no stored open issues" in err.getvalue()
+    err = io.StringIO()
+    assert main(["triage", REPO, "--offline", "--since", "2099-01-01", "--out", str(tmp_path / "r")],
+                out=io.StringIO(), err=err) == 8
+    assert "none of the 6 stored open issues" in err.getvalue() and "since 2099-01-01" in err.getvalue()
+    out = io.StringIO()
+    code = main(["triage", REPO, "--offline", "--out", str(tmp_path / "r"), "--jobs", "1", "--format", "markdown",
+                 "--top", "1"], out=out, err=io.StringIO())
+    assert code == 0 and out.getvalue().startswith(f"# sftl triage: {REPO}") and "| outcome |" in out.getvalue()
 
 
 HAVE_CHROMIUM = bool(shutil.which("chromium") and shutil.which("chromedriver"))

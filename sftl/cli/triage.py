@@ -6,14 +6,14 @@ import argparse
 import re
 from typing import TYPE_CHECKING
 
-from sftl.errors import InputError
+from sftl.errors import InputError, NoResultError
 
 if TYPE_CHECKING:
     from sftl.cli import Context
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from sftl.cli import add_common
+    from sftl.cli import add_common, positive_int
 
     p = sub.add_parser(
         "triage",
@@ -33,9 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--source-root", help="framework source tree to localize against")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
-    p.add_argument("--jobs", type=int, default=2, help="parallel workers (default 2)")
+    p.add_argument("--jobs", type=positive_int, default=2, metavar="N", help="parallel workers (default 2)")
+    p.add_argument("--top", type=positive_int, default=3, metavar="K", help="suspects shown per issue in the report (default 3)")
     p.add_argument("--out", default="triage-report", help="report directory (default ./triage-report)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--format", choices=("text", "markdown"), default="text",
+                   help="what stdout gets: a summary (text, default) or the whole markdown report")
     p.set_defaults(handler=run_triage)
 
 
@@ -47,8 +50,6 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
 
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
         raise InputError(f"{args.repo!r} is not OWNER/REPO")
-    if args.jobs < 1:
-        raise InputError("--jobs must be at least 1")
     from pathlib import Path
 
     from sftl.intake import check_crawl_args, normalize_since
@@ -68,13 +69,17 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
 
             crawl(args.repo, settings, store, since=since, state=args.state, limit=args.limit)
         issues = list(store.iter_issues(repo=args.repo, state=args.state))
+        stored = len(issues)
         if since:
             issues = [i for i in issues if i.updated_at >= since]  # GitHub's YYYY-MM-DDTHH:MM:SSZ sorts as text
         if args.limit:
             issues = issues[: args.limit]
         if not issues:
-            raise InputError(
-                f"no stored issues for {args.repo}"
+            if stored:
+                raise NoResultError(f"none of the {stored} stored {args.state} issues of {args.repo} was updated "
+                                    f"since {since}")
+            raise NoResultError(
+                f"no stored {'' if args.state == 'all' else args.state + ' '}issues for {args.repo}"
                 + (" (offline: run 'sftl crawl' or 'sftl import' first)" if settings.offline else "")
             )
         screener = triage.fit_store_screener(store)
@@ -89,7 +94,7 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
                 ray_address=args.ray_address, screener=screener,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
-        report = triage.build_report(args.repo, stats.rows, triage.find_duplicates(issues))
+        report = triage.build_report(args.repo, stats.rows, triage.find_duplicates(issues), top=args.top)
         try:
             paths = triage.write_report(report, args.out)
         except OSError as exc:  # the results are stored; only the report could not be written
@@ -108,6 +113,8 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
     }
     if args.json:
         ctx.print_json(summary)
+    elif args.format == "markdown":
+        ctx.out.write(triage.render_markdown(report))
     else:
         counts = ", ".join(f"{k} {v}" for k, v in report.counts.items())
         ctx.out.write(
