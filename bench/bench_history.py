@@ -88,12 +88,36 @@ def bench_speed(records: int, repeats: int) -> dict[str, Any]:
             without.append(_time([*argv, "--no-history"], env))
         done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
         reason = json.loads(done.stdout)["reason"]
+        in_process = _prior_seconds(home, issue, tree, repeats * 3)
     med_with, med_without = statistics.median(with_h), statistics.median(without)
     return {"records": records, "import_s": round(imported, 2), "repeats": repeats,
             "with_history_s": round(med_with, 3), "without_s": round(med_without, 3),
             "overhead_s": round(med_with - med_without, 3), "target_overhead_s": 0.2,
+            "prior_in_process_s": in_process,
             "runs_with": [round(x, 3) for x in with_h], "runs_without": [round(x, 3) for x in without],
             "history_note": reason[reason.find("(history:"):][:160]}
+
+
+def _prior_seconds(home: Path, issue_file: Path, tree: Path, repeats: int) -> float:
+    """Median seconds of the prior itself (kept index read, similarity, mapping) in this process."""
+    from sftl.config import load_settings
+    from sftl.extract import extract
+    from sftl.github import issue_from_json
+    from sftl.history_io import history_prior
+    from sftl.sources import LocalTree
+    from sftl.store import Store
+
+    settings = load_settings({}, home=home)
+    issue = issue_from_json(json.loads(issue_file.read_text(encoding="utf-8")))
+    extraction = extract(issue)
+    files = LocalTree(tree, "pytorch").list_files()
+    runs = []
+    with Store(settings.db_path) as store:
+        for _ in range(repeats):
+            started = time.perf_counter()
+            history_prior(store, issue, extraction, "pytorch", files, settings.cache_dir)
+            runs.append(time.perf_counter() - started)
+    return round(statistics.median(runs), 4)
 
 
 # -- the crawl of a recorded backlog -------------------------------------------------------------
