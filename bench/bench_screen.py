@@ -8,8 +8,8 @@ instead of the dev set; with it, the learned mode is also trained on --train (de
 and scored on --data, besides the cross-validation on --data itself. bench/heldout/ holds hand-written
 held-out sets in the dev format (see bench/heldout/make_heldout.py): set 1 was written before the
 generalisation changes, set 2 after them and scored untouched. screen3.jsonl (60) was written blind, before
-its author read sftl/screen.py, and scored untouched first; figures on it after the fixes it prompted are
-no longer blind (the README and the commit history give both).
+its author read the screener (sftl/screen/), and scored untouched first; figures on it after the fixes it prompted are
+no longer blind (docs/benchmarks.md and the commit history give both).
 """
 
 from __future__ import annotations
