@@ -11,7 +11,7 @@ histc report over the mini tree, alternating with and without `--no-history`.
 `crawl` serves, on the loopback GitHub of tests/ghserver.py, one closed issue per record of the shared
 corpus that names its issue, each fixed the way real fixes show (a merged PR cross-referencing it, a
 PR body saying Fixes #N, a commit closing it, a reverted PR and its reland, unmerged attempts, PRs of
-several pages of files, one PR fixing two issues), plus closed issues without a fix, and checks that
+several pages of files, one PR fixing two issues), plus 30 closed issues without a fix (half closed as not planned), and checks that
 `history crawl` finds every fix exactly once; it prints the requests per fixed issue.
 """
 
@@ -184,7 +184,10 @@ def serve_backlog(gh: Any, repo: str, seed: int = 11) -> dict[int, str]:
             shared_pr = pull if way in (0, 1) else shared_pr
     # closed issues without a fix, and open ones
     base = max(expected) + 1
-    issues += [make_issue(repo, base + k, state="closed", updated_at="2024-01-01T00:00:00Z") for k in range(30)]
+    unfixed = [make_issue(repo, base + k, state="closed", updated_at="2024-01-01T00:00:00Z") for k in range(30)]
+    for obj in unfixed[::2]:
+        obj["state_reason"] = "not_planned"  # half of them closed as duplicates / won't fix
+    issues += unfixed
     issues += [make_issue(repo, base + 100 + k, state="open") for k in range(20)]
     gh.add_issues(repo, issues)
     return expected
@@ -213,7 +216,8 @@ def bench_crawl() -> dict[str, Any]:
     missing = sorted(n for n in expected if n not in got)
     wrong = sorted(n for n in expected if n in got and got[n] != [expected[n]])
     extra = sorted(n for n in got if n not in expected)
-    return {"issues_closed": stats.issues_examined, "fixes_expected": len(expected), "fixes_found": stats.fixes_stored,
+    return {"issues_closed": stats.issues_examined + stats.issues_not_planned, "not_planned": stats.issues_not_planned,
+            "fixes_expected": len(expected), "fixes_found": stats.fixes_stored,
             "found_exactly_once": not missing and not wrong and not extra, "missing": missing[:10], "wrong": wrong[:10],
             "extra": extra[:10], "requests": stats.requests,
             "requests_per_fixed_issue": round(stats.requests_per_fixed_issue, 2), "seconds": round(seconds, 2),

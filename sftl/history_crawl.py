@@ -36,7 +36,8 @@ class FixCrawlStats:
     since: str | None = None
     issues_listed: int = 0  # closed issues the intake crawl listed in this run
     issues_examined: int = 0  # closed issues whose fix was looked for in this run
-    issues_skipped: int = 0  # unchanged since a crawl examined them
+    issues_skipped: int = 0  # unchanged since a crawl examined them, or closed as not planned
+    issues_not_planned: int = 0  # closed as won't-fix/duplicate (GitHub's state_reason): no request spent
     issues_fixed: int = 0  # examined issues with a fix found
     fixes_stored: int = 0  # fix records written (a PR fixing two issues is two)
     by_pull: int = 0
@@ -104,11 +105,22 @@ def crawl_fixes(
     stats.not_modified += listing.not_modified
     client = GitHubClient(settings)
     try:
-        refs = _pull_references(client, store, repo, stats, progress)
-        closed = [i for i in store.iter_issues(repo, state="closed") if not i.is_pull_request]
+        refs = _pull_references(client, store, repo, stats, progress, since)
+        closed: list[Issue] = []
+        not_planned: set[int] = set()
+        for issue, raw in store.iter_issues_raw(repo):
+            if issue.state == "closed":
+                closed.append(issue)
+                if isinstance(raw, dict) and raw.get("state_reason") == "not_planned":
+                    not_planned.add(issue.number)  # closed as won't-fix or duplicate: no fix to look for
         examined = store.fix_crawled(repo, [i.number for i in closed])
         todo = [i for i in closed if examined.get(i.number) != i.updated_at]
         stats.issues_skipped = len(closed) - len(todo)
+        for issue in [i for i in todo if i.number in not_planned and not refs.get(i.number)]:
+            store.save_fix_crawl(repo, issue.number, issue.updated_at, [])
+            stats.issues_not_planned += 1
+            stats.issues_skipped += 1
+        todo = [i for i in todo if i.number not in not_planned or refs.get(i.number)]
         if limit is not None:
             todo = todo[:limit]
         pulls: dict[int, dict[str, Any] | None] = {}  # one request per pull request, whichever issues it fixes
@@ -141,12 +153,13 @@ def _fill(stats: FixCrawlStats, client: GitHubClient, started: float) -> None:
 
 def _pull_references(
     client: GitHubClient, store: Store, repo: str, stats: FixCrawlStats,
-    progress: Callable[[FixCrawlProgress], None] | None,
+    progress: Callable[[FixCrawlProgress], None] | None, since: str | None = None,
 ) -> dict[int, list[int]]:
     """issue -> merged pull requests whose body closes it: the stored map, brought up to date by
-    listing closed pull requests updated since the last listing (newest first, stopping there)."""
+    listing closed pull requests updated since the last listing (newest first, stopping there;
+    on a first crawl with `since`, at `since`)."""
     saved = store.get_result(_REFS_KIND, repo) or {}
-    mark = saved.get("mark") if isinstance(saved.get("mark"), str) else None
+    mark = saved.get("mark") if isinstance(saved.get("mark"), str) else since
     refs: dict[int, list[int]] = {}
     for key, prs in (saved.get("refs") or {}).items():
         if str(key).isdigit() and isinstance(prs, list):
@@ -171,6 +184,7 @@ def _pull_references(
         if stop:
             break
     store.save_result(_REFS_KIND, repo, {"mark": newest or mark, "refs": {str(k): v for k, v in sorted(refs.items())}})
+    # the map is kept even when the listing stops early: a rerun lists only what is newer
     return refs
 
 

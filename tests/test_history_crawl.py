@@ -163,3 +163,20 @@ def test_the_cli_prints_the_request_count_in_json(gh: GitHubServer, tmp_path: Pa
 def test_closing_references_read_the_keywords_github_reads() -> None:
     text = "Fixes #12. closes: #3; Resolved o/r#7, fixes https://github.com/o/r/issues/9, fixes x/y#4, refs #5, fix#6"
     assert closing_references(text, "o/r") == [12, 3, 7, 9, 6]
+
+
+def test_issues_closed_as_not_planned_cost_no_request_unless_a_pull_request_says_it_fixes_them(gh: GitHubServer, tmp_path: Path) -> None:
+    backlog(gh)
+    dup = make_issue(R, 11, state="closed", updated_at="2023-04-01T00:00:00Z")
+    dup["state_reason"] = "not_planned"
+    claimed = make_issue(R, 12, state="closed", updated_at="2023-04-01T00:00:00Z")
+    claimed["state_reason"] = "not_planned"
+    gh.add_issues(R, [dup, claimed])
+    p111 = make_pull(R, 111, title="Fix 12 anyway", merged_at="2023-03-20T00:00:00Z", body="Closes #12")
+    gh.add_pull(R, p111, ["aten/src/ATen/native/Twelve.cpp"])
+    s = settings_for(tmp_path, gh)
+    with Store(s.db_path) as store:
+        stats = crawl_fixes(R, s, store)
+        assert found(store)[12] == ["pr:111"] and 11 not in found(store)
+    assert stats.issues_not_planned == 1 and gh.count(r"/issues/11/timeline$") == 0
+    assert gh.count(r"/issues/12/timeline$") == 1
