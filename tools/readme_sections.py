@@ -24,8 +24,9 @@ def docstring(path: Path) -> str:
 
 
 def responsibility(path: Path) -> str:
-    """A module's one-sentence responsibility: the first line of its docstring."""
-    return docstring(path).strip().split("\n", 1)[0].strip()
+    """A module's one-sentence responsibility: the first paragraph of its docstring, on one line."""
+    first = docstring(path).strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in first.split("\n"))
 
 
 def modules() -> list[Path]:
