@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 from sftl.extract import extract_text
 from sftl.localize.mme import localize_paper, localize_sftl, parse_missing
 from sftl.model import Issue, Localization, Outcome
-from sftl.sources import LayeredSource, LocalTree
+from sftl.sources import LayeredSource, LocalTree, WheelSource
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mme"
 SITE = "/opt/venv/lib/python3.10/site-packages"
@@ -216,3 +217,82 @@ def test_a_release_guessed_from_the_date_that_lacks_the_class_gives_way_to_the_n
     named = _issue("Chain has no optimizer", _CHAIN_REPORT + "\n\nPyTorch version: 1.4.0\n")
     kept = localize_sftl(named, extract_text(named.title, named.body, named.repo), guessed)
     assert kept.outcome == Outcome.ABSTAINED
+
+
+# -- the name across releases (the cached wheels before and after the report's) ----------------------
+
+_HISTORY = FIXTURES / "release_history"
+
+
+def _wheel_cache(tmp: Path, overrides: dict[str, str] | None = None) -> dict[str, WheelSource]:
+    """Pack each release of the fixture into `<tmp>/wheels/pytorch-<v>/torch-<v>-py3-none-any.whl`."""
+    out = {}
+    for tree in sorted(_HISTORY.iterdir()):
+        folder = tmp / "wheels" / f"pytorch-{tree.name}"
+        folder.mkdir(parents=True)
+        wheel = folder / f"torch-{tree.name}-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as zf:
+            for path in sorted(tree.rglob("*.py")):
+                rel = path.relative_to(tree).as_posix()
+                text = path.read_text(encoding="utf-8")
+                zf.writestr(rel, (overrides or {}).get(f"{tree.name}/{rel}", text))
+        out[tree.name] = WheelSource(wheel, "pytorch", tree.name)
+    return out
+
+
+_CALIBRATE = _tb(
+    ("/tmp/export.py", 4, "<module>", "converter.convert()"),
+    (f"{SITE}/torch/lite/converter.py", 24, "convert", "return calibrate(self)"),
+    (f"{SITE}/torch/lite/calibrate.py", 7, "calibrate", "return quantize(converter.model, converter.experimental_quantizer)"),
+    error="AttributeError: 'Converter' object has no attribute 'experimental_quantizer'",
+)
+
+
+def test_a_name_renamed_in_the_reported_release_ranks_the_referrer_that_kept_the_old_one(tmp_path: Path) -> None:
+    wheels = _wheel_cache(tmp_path)
+    issue = _issue("convert fails", _CALIBRATE + "\n\nPyTorch version: 1.4.0\n")
+    loc = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), wheels["1.4.0"])
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert [s.path for s in loc.suspects[:2]] == ["torch/lite/calibrate.py", "torch/lite/converter.py"]
+    assert "renamed" in loc.suspects[0].reason and "1.3.0" in loc.suspects[0].reason
+
+
+def test_without_neighbour_releases_the_owner_ranks_first() -> None:
+    issue = _issue("convert fails", _CALIBRATE)
+    loc = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), LocalTree(_HISTORY / "1.4.0", "pytorch", "1.4.0"))
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/lite/converter.py"
+
+
+def test_a_method_deleted_in_the_reported_release_only_keeps_the_owner_first(tmp_path: Path) -> None:
+    text = (_HISTORY / "1.4.0" / "torch/lite/converter.py").read_text(encoding="utf-8")
+    deleted = text.replace("    def _validate(self) -> None:\n        if not self.optimizations:\n            return\n", "")
+    assert deleted != text
+    wheels = _wheel_cache(tmp_path, {"1.4.0/torch/lite/converter.py": deleted})
+    body = _tb(
+        ("/tmp/export.py", 4, "<module>", "converter.convert()"),
+        (f"{SITE}/torch/lite/converter.py", 19, "convert", "self._validate()"),
+        error="AttributeError: 'Converter' object has no attribute '_validate'",
+    )
+    issue = _issue("convert fails", body + "\n\nPyTorch version: 1.4.0\n")
+    loc = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), wheels["1.4.0"])
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/lite/converter.py"
+    assert "had _validate in 1.3.0 and lost it in 1.4.0" in loc.suspects[0].reason
+
+
+def test_a_function_moved_to_another_module_ranks_the_caller_that_still_reads_the_old_place(tmp_path: Path) -> None:
+    wheels = _wheel_cache(tmp_path)
+    body = _tb(
+        ("/tmp/train.py", 5, "<module>", "scatter(batch, devices)"),
+        (f"{SITE}/torch/nn/parallel.py", 6, "scatter", "leaves = torch.utils.helpers.flatten(inputs)"),
+        error="AttributeError: module 'torch.utils.helpers' has no attribute 'flatten'",
+    )
+    issue = _issue("scatter fails", body + "\n\nPyTorch version: 1.4.0\n")
+    loc = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), wheels["1.4.0"])
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/nn/parallel.py"
+    assert "moved" in loc.suspects[0].reason and "torch/utils/tree.py" in loc.suspects[0].reason
+    # at 1.3.0, where helpers still binds flatten, nothing is missing from the source: no such verdict
+    old = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), wheels["1.3.0"])
+    assert all("moved" not in s.reason for s in old.suspects)

@@ -9,6 +9,7 @@ from sftl.localize.mme.classes import (
     _class_evidence,
     _defines,
     _is_dynamic_name,
+    _member_similarity,
     _owner_candidates,
     _receiver_classes,
     _sibling_votes,
@@ -27,6 +28,7 @@ from sftl.localize.mme.evidence import (
     _user_frame,
 )
 from sftl.localize.mme.foreign import foreign_package, raised_in, rank_referrers
+from sftl.localize.mme.releases import attribute_history, neighbours
 from sftl.localize.mme.state import skipped_setter, unpickled_without_default
 from sftl.localize.pycode import ClassRef, Code
 from sftl.model import Frame, Issue, Localization, Outcome, Suspect
@@ -132,11 +134,25 @@ def _attribute(
         specific = [v for v in verdicts if v.startswith("abstain:") and ("(a user error)" in v or "misspelling" in v)]
         verdict = (specific or [v for v in verdicts if not v.startswith("abstain:")] or verdicts)[0]
         if verdict.startswith("abstain:"):
-            return Localization("sftl", (), Outcome.ABSTAINED, verdict.split(":", 1)[1].strip())
+            hist = attribute_history(neighbours(code.source), code, lacking[0][0].cls, name, missing.suggestion)
+            facts = f" ({hist[1]})" if hist else ""
+            return Localization("sftl", (), Outcome.ABSTAINED, verdict.split(":", 1)[1].strip() + facts)
         if verdict.startswith("weak:"):
             weak, verdict = True, verdict.split(":", 1)[1].strip()
         user_note = verdict
     dynamic = hook is not None or _is_dynamic_name(name)
+    history = None
+    if caller is not None and not weak:
+        first = lacking[0][0].cls
+        names_now = frozenset(n for k in lacking[0][1] for n in code.members(k))
+        similar = missing.suggestion if missing.suggestion in names_now else None
+        if similar is None:
+            sim, which = _member_similarity(names_now, name)
+            similar = which if sim >= 0.5 else None
+        history = attribute_history(neighbours(code.source), code, first, name, similar)
+        if history is not None and history[0] != "removed":
+            # renamed, never there, or only added later: the code still asking for it is the fault
+            out.append(_suspect(caller[2], 0.9, f"traceback frame {caller[0]} ({caller[1].function}) refers to .{name}; {history[1]}: the reference is the fault"))
     # among the classes in the owner's hierarchy, blame the one that should define the name
     total = sum(c.weight for c, _, _ in lacking)
     for cand, mro, unresolved in lacking:
@@ -174,6 +190,8 @@ def _attribute(
             lacks = f"no class in {owner}'s hierarchy ({chain}{' ...' if depth + 1 < len(mro) else ''}) defines {name}"
             extra = f"; bases without source: {', '.join(unresolved)}" if unresolved and depth == 0 else ""
             reason = "; ".join([cand.why, lacks, *why]) + extra + (f"; {user_note}" if user_note and depth == best[1] else "")
+            if history is not None and depth == best[1]:
+                reason += f"; {history[1]}"
             score = conf * (0.6 + 0.4 * share)
             out.append(_suspect(k.path, min(0.34, score * 0.55) if weak else score, reason))
     if caller is not None:

@@ -8,6 +8,7 @@ import sys
 
 from sftl.localize.mme.evidence import Missing, _caller, _Ev, _frame_source, _located, _suspect, _user_frame
 from sftl.localize.mme.foreign import is_stdlib, rank_referrers, stdlib_status
+from sftl.localize.mme.releases import module_history, neighbours
 from sftl.localize.pycode import FRAMEWORK_PACKAGES, Code
 from sftl.model import Frame, Issue, Localization, Outcome
 
@@ -99,7 +100,28 @@ def _module_attribute(
     caller = _caller(code, ev, name)
     if caller is not None:
         out.append(_suspect(caller[2], 0.35, f"traceback frame {caller[0]} ({caller[1].function}) reads {module}.{name}"))
+        if not binds and sub is None:
+            blame = _referrer_by_history(code, module, name, defs)
+            if blame:
+                out.append(_suspect(caller[2], 0.9, f"traceback frame {caller[0]} ({caller[1].function}) reads {module}.{name}; {blame}: the reference is the fault"))
     return _located(out, top)
+
+
+def _referrer_by_history(code: Code, module: str, name: str, defs: list[str]) -> str | None:
+    """Why the code referring to `module.name` is at fault rather than `module`: the name never was the module's,
+    came only later, or moved to another module; None when the module lost it (a regression in the module)."""
+    history = module_history(neighbours(code.source), module, name)
+    if history is None:
+        return None
+    kind, why = history
+    if kind == "removed":
+        # moved: another module of the same package (or of the framework) defines it now
+        own = code.module_path(module)
+        elsewhere = [d for d in defs if d != own] or [
+            d for d in _definers(code, module.rpartition(".")[0] or module, name) + _definers(code, module.split(".")[0], name) if d != own
+        ]
+        return f"{why}, and {name} now lives in {elsewhere[0]}: it moved" if elsewhere else None
+    return why
 
 
 def _importer(code: Code, ev: _Ev, module: str) -> tuple[int, Frame, str] | None:
@@ -174,6 +196,9 @@ def _import_name(code: Code, ev: _Ev, missing: Missing, version: str, top: int, 
     out = [_suspect(path, 0.8, f"{module} ({path}) neither defines nor re-exports {name}")]
     if importer is not None:
         out.append(_suspect(importer[2], 0.5, f"traceback frame {importer[0]} imports {name} from {module}"))
+        blame = _referrer_by_history(code, module, name, defs)
+        if blame:
+            out.append(_suspect(importer[2], 0.9, f"traceback frame {importer[0]} imports {name} from {module}; {blame}: the import is the fault"))
     for d in defs:
         out.append(_suspect(d, 0.3, f"{d} defines {name}"))
     return _located(out, top)
