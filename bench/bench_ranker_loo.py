@@ -8,7 +8,11 @@ wheels and the Debian trees (`bench/real_sources.py` provisions one), and is sco
 row's truth files. `--loo` also scores the learned GCRDE ranker leave-one-out: each row reranked by
 a model trained on the other rows only.
 
-Usage: `python bench/bench_ranker_loo.py [--home DIR] [--method sftl|paper] [--loo] [--json OUT] [--rows N,M]`.
+Usage: `python bench/bench_ranker_loo.py [--home DIR] [--method sftl|paper] [--given] [--loo [--fit ARTEFACT]]
+[--labels LABELS.jsonl | --export-labels OUT.jsonl] [--json OUT] [--rows N,M]`. `--given` localizes every row
+as a GCRDE whatever the screener says (the localizer alone); without it, rows screened otherwise count as
+misses. `--labels` reads an `sftl eval` label file (rows with an inline `issue`), so the ranker is
+retrained from any labelled set: `--labels L.jsonl --given --loo --fit sftl/data/gcrde-ranker-v1.json`.
 """
 
 from __future__ import annotations
@@ -117,11 +121,12 @@ def run_rows(selected: list[dict[str, Any]], home: Path, method: str, top: int, 
 
     from sftl.config import load_settings
     from sftl.github import issue_from_json
+    from sftl.localize import ranker
     from sftl.model import Category
     from sftl.pipeline import locate
     from sftl.store import Store
 
-
+    ranker.use(None)  # the hand ranking: the learned one is measured leave-one-out on top of it
     settings = load_settings(home=str(home), offline=True)
     results = []
     try:  # the benchmark's own composition (bench/real_compose.py), dated so the product picks the release
@@ -137,8 +142,8 @@ def run_rows(selected: list[dict[str, Any]], home: Path, method: str, top: int, 
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "bench.db")
         for n, row in enumerate(selected):
-            issue = issue_from_json(composed(row, n))
-            root = tree_for(row) if TREES_BY_YEAR else None
+            issue = issue_from_json(row["issue"] if row.get("issue") else composed(row, n))
+            root = row.get("source_root") or (tree_for(row) if TREES_BY_YEAR else None)
             report = locate(issue, settings, store, method=method, top=top, offline=True, rescreen=True,
                             source_root=root)
             if given and report.screening.category != Category.GCRDE:
@@ -170,6 +175,54 @@ def summary(results: list[dict[str, Any]], key: str = "rank") -> dict[str, dict[
     return out
 
 
+def label_rows(path: Path) -> list[dict[str, Any]]:
+    """GCRDE rows of a label file in the format `sftl eval` reads (url, category, truth_files, issue, source_root)."""
+    from sftl.evaluate import parse_labels
+
+    good, _ = parse_labels(path.read_text(encoding="utf-8").splitlines())
+    return [{"url": r.url, "framework": r.framework or ("tensorflow" if "tensorflow" in r.url else "pytorch"),
+             "category": r.category, "truth_files": list(r.truth_files), "issue": r.issue,
+             "source_root": r.source_root, "title": (r.issue or {}).get("title", "")}
+            for r in good if r.category == "gcrde" and r.truth_files]
+
+
+def export_labels(selected: list[dict[str, Any]], out: Path) -> None:
+    """The rows as an `sftl eval` label file (issue composed inline): what `--labels` retrains from."""
+    try:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from real_compose import compose_issue, number_anchors
+
+        anchors = number_anchors(rows("gcrde") + rows("mme"))
+        issue_of = lambda row, n: compose_issue(row, anchors)  # noqa: E731
+    except ImportError:
+        issue_of = compose
+    with out.open("w", encoding="utf-8") as fh:
+        for n, row in enumerate(selected):
+            fh.write(json.dumps({"url": row.get("url"), "category": "gcrde", "truth_files": row.get("truth_files"),
+                                 "framework": row.get("framework"), "issue": issue_of(row, n)}) + "\n")
+
+
+def fit_artefact(results: list[dict[str, Any]], figures: dict[str, Any], out: Path, l2: float) -> dict[str, Any]:
+    """Fit on every row and write the versioned artefact: weights, provenance (URLs only), LOO figures, active flag."""
+    from sftl.localize.gcrde.features import FEATURES
+    from sftl.localize.ranker import LinearRanker, groups_from_results
+
+    model = LinearRanker(l2=l2).fit(groups_from_results(results), FEATURES)
+    hand, loo = figures["hand"]["pytorch"], figures["learned (LOO)"]["pytorch"]
+    beats = (loo["top1"], loo["mrr"]) > (hand["top1"], hand["mrr"])
+    obj = model.to_json(
+        active=beats,
+        trained_on=[r["url"] for r in results if r["framework"] == "pytorch"],
+        training="real GCRDE rows (../shared/data/dev real_localize.jsonl + localize.jsonl), PyTorch, through "
+                 "sftl.pipeline.locate with the hand ranking's 30 candidates; pairwise logistic, shrunk to the hand order",
+        leave_one_out={"hand": hand, "learned": loo},
+        note=("applied: it beat the hand ranking leave-one-out" if beats else
+              "not applied: leave-one-out it does not beat the hand ranking (kept for retraining on more rows)"),
+    )
+    out.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return obj
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", default=os.environ.get("SFTL_BENCH_HOME", "/work/cache/home-gcrde"))
@@ -180,13 +233,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loo", action="store_true", help="also score the learned ranker leave-one-out")
     ap.add_argument("--json", default="", help="write per-row results here")
     ap.add_argument("--trees", action="store_true", help="versionless rows: the tree nearest their year")
+    ap.add_argument("--labels", default="", help="an `sftl eval` label file to read the rows from instead")
+    ap.add_argument("--export-labels", default="", help="write the rows as an `sftl eval` label file and stop")
+    ap.add_argument("--fit", default="", help="with --loo: fit on all rows and write the ranker artefact here")
+    ap.add_argument("--l2", type=float, default=3.0, help="the ranker's shrinkage toward the hand order")
     args = ap.parse_args(argv)
     global TREES_BY_YEAR
     TREES_BY_YEAR = args.trees
-    selected = rows()
+    selected = label_rows(Path(args.labels)) if args.labels else rows()
     if args.rows:
         keep = {int(x) for x in args.rows.split(",")}
         selected = [r for i, r in enumerate(selected) if i in keep]
+    if args.export_labels:
+        export_labels(selected, Path(args.export_labels))
+        return 0
     results = run_rows(selected, Path(args.home), args.method, args.top, given=args.given)
     for i, r in enumerate(results):
         print(f"{i:2d} {r['framework'][:2]} {r['category']:5s} {str(r['rank']):>4s} {r['url'].rsplit('/', 1)[-1] if r['url'] else '':>6s}"
@@ -195,13 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.loo:
         from sftl.localize.ranker import loo_ranks
 
-        for r, lr in zip(results, loo_ranks(results), strict=True):
+        for r, lr in zip(results, loo_ranks(results, l2=args.l2), strict=True):
             r["loo_rank"] = lr
         figures["learned (LOO)"] = summary(results, "loo_rank")
     for name, fig in figures.items():
         for fw, m in fig.items():
             print(f"{args.method} {name:14s} {fw:10s} n={m['n']:2.0f} top1={m['top1']:.2f} top3={m['top3']:.2f} "
                   f"top5={m['top5']:.2f} top10={m['top10']:.2f} mrr={m['mrr']:.3f}")
+    if args.fit and args.loo:
+        obj = fit_artefact(results, figures, Path(args.fit), args.l2)
+        print(f"wrote {args.fit}: {obj['note']}")
     if args.json:
         Path(args.json).write_text(json.dumps({"figures": figures, "rows": results}, indent=1))
     return 0

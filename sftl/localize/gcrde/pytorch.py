@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sftl.errors import SourceError
 from sftl.localize import _native as nat
-from sftl.localize import legacy
+from sftl.localize import legacy, ranker
 from sftl.localize.gcrde.board import (
     _TFIDF,
     _Board,
@@ -27,6 +28,7 @@ from sftl.localize.gcrde.cues import (
     report_cues,
 )
 from sftl.localize.gcrde.dtypes import add_jiterator, add_vec_headers, report_dtypes
+from sftl.localize.gcrde.features import candidate_features
 from sftl.localize.gcrde.follow import (
     _CALL_T,
     _HEADERS,
@@ -50,6 +52,8 @@ from sftl.model import Extraction, Issue, Localization, Outcome, Side
 
 if TYPE_CHECKING:
     from sftl.sources import SourceProvider
+
+RANK_POOL = 30  # candidates the features are computed over (and the learned ranker reorders)
 
 def _localize_pytorch(
     issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
@@ -106,7 +110,13 @@ def _localize_pytorch(
                         extraction.snippet.code if extraction.snippet else ""])
     # a newer stand-in tree over the report's own release: that release's binding of the op decides (legacy.py)
     era_notes = _prefer_report_release(ops, div, source, board, _side_weights(div, cues))
-    suspects = _rank(board, _side_weights(div, cues), top, label, nat.path_side, context)
+    pool = _rank(board, _side_weights(div, cues), max(top, RANK_POOL), label, nat.path_side, context)
+    feats = candidate_features(board, pool, index.texts, div.side, div.confident, ops, dtypes)
+    pool = [replace(s, features=feats[s.path]) for s in pool]
+    model, _ = ranker.load()
+    if model is not None:  # the learned re-ranker, shipped only when it beat this hand ranking leave-one-out
+        pool = model.rank(pool)
+    suspects = pool[:top]
     notes = list(cue_notes) + era_notes
     if yaml_problem:
         notes.append(yaml_problem + "; dispatch kernels unknown")
