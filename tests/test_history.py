@@ -11,7 +11,7 @@ import pytest
 
 from sftl.cli import main
 from sftl.history import compute_prior, fix_terms, fixed_before, parse_fix
-from sftl.history_io import candidates, import_fixes
+from sftl.history_io import candidates, history_prior, import_fixes
 from sftl.model import Environment, Extraction, FixRecord, Issue
 from sftl.store import SCHEMA_VERSION, Store
 
@@ -189,10 +189,14 @@ def test_a_history_of_ten_thousand_records_imports_and_the_prior_finds_the_simil
         assert stats.imported == 10_001 and store.count_fixes() == 10_001
         issue, ex = issue_of("torch.bincount ignores weights with minlength", created_at="2021-01-01T00:00:00Z",
                              apis=("torch.bincount",))
+        tree = ["aten/src/ATen/native/cuda/Special.cu", "aten/src/ATen/native/cuda/K1.cu"]
         got = candidates(store, "pytorch", "pytorch/pytorch", issue.created_at)
-        prior = compute_prior(issue, ex, got, ["aten/src/ATen/native/cuda/Special.cu", "aten/src/ATen/native/cuda/K1.cu"])
+        prior = compute_prior(issue, ex, got, tree)
         assert [f.path for f in prior.files] == ["aten/src/ATen/native/cuda/Special.cu"]
         assert prior.neighbours[0].record.issue == 50 and prior.neighbours[0].similarity > 0.5
+        # what locate reads: the kept index, the same answer
+        indexed = history_prior(store, issue, ex, "pytorch", tree, tmp_path / "cache")
+        assert indexed.files == prior.files and indexed.considered == prior.considered == len(got)
 
 
 @pytest.mark.parametrize("bad", ["{}", '{"repo": "x"}', "[]"])
