@@ -139,3 +139,13 @@ def test_an_inflected_title_word_names_the_op(tree: LocalTree) -> None:
     ops, _ = torch_ops(issue, ex, {"randn", "sum", "sort", "topk"}, None)
     assert ops[0].name == "sort" and "named in the title" in ops[0].origin
     assert next(o for o in ops if o.name == "sum").weight < 0.6
+
+
+def test_a_generic_file_defining_the_cpu_kernel_is_the_cpu_side(tree: LocalTree) -> None:
+    issue = Issue(repo="pytorch/pytorch", number=1, title="bincount operates incorrectly on non-contiguous tensor on CPU",
+                  body="")
+    loc = localize_gcrde(issue, Extraction(None, None, Environment(framework="pytorch"), apis=("torch.bincount",)), tree)
+    top = loc.suspects[0]
+    assert top.path == NATIVE + "SummaryOps.cpp" and top.side is not None and top.side.value == "cpu"
+    cuda = ranked(tree, "bincount is wrong on CUDA", ("torch.bincount",))
+    assert cuda[0] == "cuda/SummaryOps.cu"

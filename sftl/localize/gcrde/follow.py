@@ -26,6 +26,7 @@ _FOLLOW_SKIP = _TORCH_INCIDENTAL | {"resize_", "resize_output", "empty_strided",
 
 
 _GUESS = "guessed"
+_OWN_DEVICE = 0.95  # a device-generic file's evidence when it defines one device's dispatch kernel
 
 
 def _entries(natives: dict[str, list[nat.NativeFunction]] | None, name: str) -> list[nat.NativeFunction]:
@@ -72,7 +73,13 @@ def _follow_op(
         for d in defs:
             fside = nat.path_side(d.path)
             role = (0.55 if composite else 0.8) if fside == Side.SHARED else 1.0
-            board.add(d.path, kw * role, f"defines {kernel} ({keys}) for {name} [{origin}]")
+            # a device-generic file defining one device's dispatch kernel (SummaryOps.cpp's _bincount_cpu,
+            # dispatch CPU only) holds that device's code: it is that device's kernel, wherever it lies
+            own = {nat.dispatch_side(k) for k in dkeys} - {None}
+            device = next(iter(own)) if fside == Side.SHARED and len(own) == 1 and own <= {Side.CPU, Side.CUDA} else None
+            if device is not None:
+                role = _OWN_DEVICE
+            board.add(d.path, kw * role, f"defines {kernel} ({keys}) for {name} [{origin}]", side=device)
             board.body(d.path, kernel, d.body)
             bodies = [(kernel, d.body)]
             for helper in nat.local_calls(d.body)[:40]:  # same-file helpers: std -> std_var_out -> std_var_stub
