@@ -81,8 +81,9 @@ def parse_fix(obj: Any) -> FixRecord:
     if not isinstance(title, str) or not title.strip():
         raise InputError("'title' must be a non-empty string")
     fixed_on = obj.get("fixed_on")
-    if not isinstance(fixed_on, str) or not _DATE.fullmatch(fixed_on.strip()[:10]) or len(fixed_on.strip()) not in (7, 10, 20):
-        raise InputError(f"'fixed_on' must be YYYY-MM or YYYY-MM-DD, got {fixed_on!r}")
+    day = fixed_on.strip() if isinstance(fixed_on, str) else ""
+    if not (len(day) == 7 or len(day) == 10 or len(day) > 10 and day[10] in "T ") or not _DATE.fullmatch(day[:10]):
+        raise InputError(f"'fixed_on' must be YYYY-MM or YYYY-MM-DD (a timestamp's time is ignored), got {fixed_on!r}")
     files = obj.get("files")
     if not isinstance(files, list) or not files or not all(isinstance(f, str) and f.strip() for f in files):
         raise InputError("'files' must be a non-empty list of repository-relative paths")
@@ -106,7 +107,7 @@ def parse_fix(obj: Any) -> FixRecord:
         pr=numbers["pr"],
         commit=commit.lower() if commit else None,
         title=title.strip(),
-        fixed_on=fixed_on.strip()[:10],
+        fixed_on=day[:10],
         files=tuple(dict.fromkeys(_norm_path(f) for f in files)),
         ops=tuple(o.strip() for o in ops if o.strip()),
         kind=kind,

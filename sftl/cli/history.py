@@ -169,7 +169,8 @@ def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
         ctx.print_json(payload)
         return EXIT_OK
     ctx.out.write(
-        f"{repo}: {stats.issues_examined} closed issues examined ({stats.issues_skipped} unchanged since the last crawl), "
+        f"{repo}: {stats.issues_examined} closed issues examined ({stats.issues_skipped - stats.issues_not_planned} "
+        f"unchanged since the last crawl, {stats.issues_not_planned} closed as not planned skipped), "
         f"{stats.issues_fixed} with a fix found ({stats.fixes_stored} fix records: {stats.by_pull} by pull request, "
         f"{stats.by_commit} by commit); {stats.requests} requests ({stats.requests_per_fixed_issue:.2f} per fixed issue) "
         f"in {stats.seconds:.1f} s; {total} fixes stored" + ("" if stats.done else "; not finished: run again to continue")
