@@ -247,13 +247,14 @@ def open_framework_source(
     if framework is None:
         return None, "the report does not say which framework it is about"
     version = env.version
-    if version is None and created_at and source_root is None and not offline:
-        try:  # online: the commit current on the default branch when the report was filed
-            provider = sources.open_source(framework, None, settings, created_at=created_at, needs_cxx=needs_cxx)
+    if version is None and created_at and source_root is None:
+        try:  # the commit current on the default branch when the report was filed (offline: if looked up before)
+            found: SourceProvider | None = sources.open_source(
+                framework, None, settings, created_at=created_at, needs_cxx=needs_cxx, offline=offline)
         except SftlError:
-            pass  # no lookup or no archive: the release current then, as offline
-        else:
-            return provider, _read_note(provider)
+            found = None  # no lookup or no archive: the release current then, as below
+        if found is not None and (not offline or getattr(found, "ref", None)):
+            return found, _read_note(found)
     if version is None and created_at and source_root is None:
         dated = _release_when_filed(framework, created_at)
         installed = _installed(framework)

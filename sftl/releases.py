@@ -311,8 +311,8 @@ def resolve(
             )
         what = (f"{shown}: the development branch" if spelling.text else "no version: the default branch") + (
             f" when it was filed ({when[:10]})" if when == filed else f" on {when[:10]}")
-    if not offline and settings is not None:
-        found = commit_at(framework, when, settings)
+    if settings is not None:  # offline: a commit looked up before still answers (refs.json), no request
+        found = commit_at(framework, when, settings, ask=not offline)
         if found is not None:
             sha, date = found
             return Resolution(framework, sha, spelling.number,
@@ -341,14 +341,14 @@ def _read_refs(settings: Settings) -> dict[str, list[str]]:
     return {k: v for k, v in data.items() if isinstance(v, list) and len(v) == 2} if isinstance(data, dict) else {}
 
 
-def commit_at(framework: str, when: str, settings: Settings) -> tuple[str, str] | None:
-    """(sha, date) of the default branch's commit current at `when`, from the cache or one request."""
+def commit_at(framework: str, when: str, settings: Settings, ask: bool = True) -> tuple[str, str] | None:
+    """(sha, date) of the default branch's commit current at `when`, from the cache or (`ask`) one request."""
     repo = GITHUB_REPOS[framework]
     key = f"{repo} {when}"
     known = _read_refs(settings)
     if key in known:
         return known[key][0], known[key][1]
-    if settings.offline:
+    if settings.offline or not ask:
         return None
     from sftl.github import GitHubClient  # the one HTTP door, only when a lookup is due
 

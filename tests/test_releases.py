@@ -93,6 +93,9 @@ def test_nightlies_and_branches_are_read_at_the_commit_of_their_date_online(tmp_
         assert resolve("pytorch", "2.1.0+cu121", settings).ref == "v2.1.0"
         assert resolve("pytorch", "1.13.0.dev20220826", settings, created_at="2022-09-01T00:00:00Z").ref == "1" * 40
         assert len(gh.requests) == asked and refs_file(settings).is_file()
+        offline = resolve("pytorch", "1.13.0.dev20220826", load_settings({}, home=tmp_path, offline=True),
+                          created_at="2022-09-01T00:00:00Z")
+        assert offline.ref == "1" * 40 and offline.exact  # looked up once: offline knows it too
         # no commit before that date on the server: the release current then, said so
         early = resolve("pytorch", None, settings, created_at="2017-06-01T00:00:00Z")
         assert early.ref == "v0.1.12" and "no commit of that date found" in early.reason and not early.exact

@@ -231,6 +231,8 @@ def test_a_versionless_report_is_read_at_the_commit_current_when_it_was_filed(gh
     assert gh.count(r"/commits$") == 1 and gh.count(r"/tarball/") == 1
     run("locate", "pytorch/pytorch#7004", "--json", "--rescreen")
     assert gh.count(r"/commits$") == 1 and gh.count(r"/tarball/") == 1  # the lookup is kept
+    code, out, err = run("locate", "pytorch/pytorch#7004", "--json", "--rescreen", "--offline")
+    assert code == 0 and f"commit {'a' * 10}" in json.loads(out)["reason"], err  # offline: the same commit's archive
 
 
 def test_offline_names_what_is_missing_and_the_one_command(sftl_home: Path) -> None:

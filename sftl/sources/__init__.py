@@ -774,6 +774,14 @@ def open_source(
     if source_root is not None:
         return LocalTree(source_root, framework, version, cache_dir=settings.cache_dir)
     offline = offline or settings.offline
+    if not version and created_at and offline:  # the commit an online run looked up, when its archive is cached
+        try:
+            res = resolve(framework, None, settings, created_at=created_at, offline=True)
+        except SourceError:
+            res = None
+        found = cached_archive(settings, framework, res.ref, res.version, res.reason) if res and res.is_commit else None
+        if found is not None:
+            return found
     if not version and (offline or not created_at):
         inferred = release_at(framework, created_at) if created_at else None
         if inferred and created_at:
@@ -807,9 +815,9 @@ def open_source(
         except SourceError as exc:
             problem = exc
     for key in keys:
-        found = _open_cached(framework, key, settings)
-        if found is not None:
-            return found
+        older = _open_cached(framework, key, settings)
+        if older is not None:
+            return older
     if problem is not None:
         raise problem
     spec = f"{framework}=={release}" if res.exact and not res.is_commit and release else f"{framework}=={version}"
