@@ -149,3 +149,18 @@ def test_a_generic_file_defining_the_cpu_kernel_is_the_cpu_side(tree: LocalTree)
     assert top.path == NATIVE + "SummaryOps.cpp" and top.side is not None and top.side.value == "cpu"
     cuda = ranked(tree, "bincount is wrong on CUDA", ("torch.bincount",))
     assert cuda[0] == "cuda/SummaryOps.cu"
+
+
+def test_a_tree_of_another_release_says_so(tmp_path: Path, fixtures_dir: Path) -> None:
+    import shutil
+
+    shutil.copytree(fixtures_dir / "gcrde_roles", tmp_path / "tree")
+    (tmp_path / "tree" / "version.txt").write_text("2.6.0a0\n")
+    issue = Issue(repo="pytorch/pytorch", number=1, title="topk wrong on CUDA", body="")
+
+    def reason(version: str) -> str:
+        ex = Extraction(None, None, Environment(framework="pytorch", version=version), apis=("torch.topk",))
+        return localize_gcrde(issue, ex, LocalTree(tmp_path / "tree", "pytorch", version)).reason
+
+    assert "the tree is release 2.6.0a0 (its version.txt), the report's is 1.9.0" in reason("1.9.0")
+    assert "version.txt" not in reason("2.6.1")

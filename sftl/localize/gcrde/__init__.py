@@ -28,6 +28,7 @@ the device and the fault), `board` (evidence and ranking), `index` (the tree's y
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from sftl.errors import SourceError
@@ -77,7 +78,26 @@ def localize_gcrde(
     description = getattr(source, "description", "")
     if "nearest" in description and loc.outcome is not Outcome.SKIPPED:  # not the report's own release
         loc = Localization(loc.method, loc.suspects, loc.outcome, f"{loc.reason}; read from the {description}")
+    elif loc.outcome is not Outcome.SKIPPED and (other := _other_release(extraction, source)):
+        loc = Localization(loc.method, loc.suspects, loc.outcome, f"{loc.reason}; {other}")
     return loc
+
+
+_RELEASE = re.compile(r"(\d+)\.(\d+)")
+
+
+def _other_release(extraction: Extraction, source: SourceProvider) -> str:
+    """What to say when the tree at hand is another release than the report's (its version.txt says so), else ""."""
+    reported = extraction.environment.version
+    try:
+        own = (source.read_text("version.txt") or "").strip()
+    except SourceError:
+        return ""
+    a, b = _RELEASE.match(reported or ""), _RELEASE.match(own)
+    if a is None or b is None or a.groups() == b.groups():
+        return ""
+    return (f"the tree is release {own} (its version.txt), the report's is {reported}: files may have moved, "
+            "merged or been renamed in between")
 
 
 def _framework(issue: Issue, extraction: Extraction, source: SourceProvider) -> str:
