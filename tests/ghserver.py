@@ -479,13 +479,14 @@ class GitHubServer:
 
 
 def make_tarball(repo: str, sha: str, files: dict[str, str | bytes]) -> bytes:
-    """A .tar.gz laid out as GitHub's archives are: one top folder `owner-repo-<sha7>/` holding the tree."""
+    """A .tar.gz laid out as GitHub's archives are: a pax global header naming the commit, then one top
+    folder `owner-repo-<sha7>/` holding the tree."""
     import io
     import tarfile
 
     top = f"{repo.replace('/', '-')}-{sha[:7]}"
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT, pax_headers={"comment": sha}) as tar:
         info = tarfile.TarInfo(top)
         info.type = tarfile.DIRTYPE
         info.mode = 0o755

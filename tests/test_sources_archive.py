@@ -177,6 +177,8 @@ def test_a_gcrde_issue_online_with_an_empty_home_is_located_from_one_archive(gh:
     assert (tree / "aten/src/ATen/native/cuda/SummaryOps.cu").is_file()
     assert not (tree / "test").exists() and not (tree / "third_party").exists() and not (tree / "README.md").exists()
     assert not list(archives_root(load_settings()).rglob("*.tar.gz*"))  # the archive goes once extracted
+    mark = json.loads((tree.parent / "release.json").read_text())
+    assert mark["commit"] == SHA and mark["ref"] == "v2.1.0" and mark["version"] == "2.1.0"
     assert not (sftl_home / "cache" / "sources" / "wheels").exists()  # and no wheel, ever
     # a second locate costs no source request (the issue itself is revalidated: a 304)
     before = source_requests(gh)

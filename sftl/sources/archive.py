@@ -285,13 +285,14 @@ def _extract(tarball: Path, folder: Path, framework: str, ref: str, version: str
                     written += member.size
                     if files % 200 == 0:
                         _reporter.progress(label, "update", raw.tell(), size)
+                commit = tar.pax_headers.get("comment")  # GitHub's archives name their commit in a pax header
             _reporter.progress(label, "end", size, size)
         if len(tops) != 1 or files == 0:
             raise CorruptArchive(
                 f"the archive of {GITHUB_REPOS[framework]}@{ref} holds no {framework} tree "
                 f"({len(tops)} top folders, no file under {', '.join(prefixes)}); it was deleted"
             )
-        mark = {"framework": framework, "ref": ref, "version": version, "reason": reason, "files": files,
+        mark = {"framework": framework, "ref": ref, "commit": commit, "version": version, "reason": reason, "files": files,
                 "size_bytes": written, "archive_bytes": size, "fetched_at": time.time()}
         (tmp / MARK).write_text(json.dumps(mark, indent=1), encoding="utf-8")
         os.rename(tmp, folder)
