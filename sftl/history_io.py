@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -122,9 +122,12 @@ def export_fixes(store: Store, repo: str | None = None) -> Iterator[str]:
         yield json.dumps(fix_to_json(rec), ensure_ascii=False)
 
 
-def export_labelled(store: Store, repo: str | None = None) -> Iterator[str]:
-    """Rows `sftl eval` reads: each fixed issue with the category of its fix's kind (or its stored
-    screening), truth = the fix's source files, and the issue object when the store holds it."""
+def export_labelled(
+    store: Store, repo: str | None = None, screen: Callable[[list[Issue]], list[str | None]] | None = None,
+) -> Iterator[str]:
+    """Rows `sftl eval` reads: each fixed issue with its category -- its stored screening, else what
+    `screen` says of the stored issue, else its fix's kind --, truth = the fix's source files, and
+    the issue object when the store holds it."""
     from sftl.github import issue_to_json
     from sftl.history import is_source_file
 
@@ -132,19 +135,26 @@ def export_labelled(store: Store, repo: str | None = None) -> Iterator[str]:
     for rec in iter_fixes(store, repo):
         if rec.issue is not None:
             by_issue.setdefault((rec.repo, rec.issue), []).append(rec)
+    rows: list[tuple[dict[str, Any], Issue | None]] = []
     for (name, number), recs in sorted(by_issue.items()):
         truth = list(dict.fromkeys(f for r in recs for f in r.files if is_source_file(f)))
         if not truth:
             continue
         screened = store.get_screening(name, number)
         category = screened.get("category") if isinstance(screened, dict) else None
-        if category not in ("mme", "gcrde", "other"):
-            category = category_of_kind(recs[0].kind).value
         row: dict[str, Any] = {"url": f"https://github.com/{name}/issues/{number}", "category": category,
-                               "truth_files": truth, "fixed_on": min(r.fixed_on for r in recs)}
+                               "truth_files": truth, "fixed_on": min(r.fixed_on for r in recs), "kind": recs[0].kind}
         stored = store.get_issue(name, number)
         if stored is not None:
             row["issue"] = issue_to_json(stored, store.get_raw(name, number))
+        rows.append((row, stored))
+    unscreened = [(row, issue) for row, issue in rows if row["category"] not in ("mme", "gcrde", "other") and issue]
+    if screen is not None and unscreened:
+        for (row, _), category in zip(unscreened, screen([i for _, i in unscreened if i is not None]), strict=True):
+            row["category"] = category
+    for row, _ in rows:
+        if row["category"] not in ("mme", "gcrde", "other"):
+            row["category"] = category_of_kind(row["kind"]).value
         yield json.dumps(row, ensure_ascii=False)
 
 

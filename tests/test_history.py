@@ -263,3 +263,25 @@ def _versions() -> list[int]:
     from sftl.history_io import INDEX_VERSION
 
     return [TERMS_VERSION, INDEX_VERSION]
+
+
+def test_labelled_rows_carry_the_screened_category_of_stored_issues(sftl_home: Path, tmp_path: Path) -> None:
+    from sftl.config import load_settings
+    from sftl.github import issue_from_json
+
+    raw = json.loads(HISTC.read_text(encoding="utf-8"))
+    histc = issue_from_json(raw)
+    with Store(load_settings({}, home=sftl_home).db_path) as store:
+        store.upsert_issue(histc, raw)
+        for n in range(1, 40):  # a corpus big enough for the keyword screener's IDF
+            store.upsert_issue(Issue("pytorch/pytorch", n, f"docs typo number {n}", "The docs say foo; they mean bar.",
+                                     state="closed", created_at="2020-01-01T00:00:00Z", updated_at="2020-01-01T00:00:00Z"))
+    history = write_jsonl(tmp_path / "h.jsonl", [
+        {**fix(histc.number, "2026-12", ["aten/src/ATen/native/cuda/SummaryOps.cu"], histc.title), "kind": "other"},
+        {**fix(700, "2020-02", ["docs/x.rst", "torch/x.py"], "docs typo"), "kind": "mme"},  # not stored: its kind decides
+    ])
+    assert run("history", "import", str(history))[0] == 0
+    code, out, _ = run("history", "export", "--labelled")
+    rows = {json.loads(x)["url"].rsplit("/", 1)[1]: json.loads(x) for x in out.splitlines()}
+    assert rows[str(histc.number)]["category"] == "gcrde" and rows[str(histc.number)]["issue"]["number"] == histc.number
+    assert rows["700"]["category"] == "mme" and rows["700"]["truth_files"] == ["torch/x.py"] and "issue" not in rows["700"]

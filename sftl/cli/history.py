@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = inner.add_parser("export", help="write the stored fix records as JSONL (or labelled rows for `sftl eval`)")
     p.add_argument("--repo", metavar="OWNER/REPO", help="only this repository")
     p.add_argument("--labelled", action="store_true",
-                   help="rows `sftl eval` reads: the fixed issue, its category, truth_files = the fix's source files")
+                   help="rows `sftl eval` reads: the fixed issue, its screened category (the fix's kind when the "
+                   "store holds too few issues to screen), truth_files = the fix's source files")
     add_common(p)
     p.set_defaults(handler=cmd_export)
 
@@ -102,9 +103,25 @@ def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
 
     repo = parse_repo(args.repo) if args.repo else None
     with _store(ctx) as store:
-        for line in (export_labelled if args.labelled else export_fixes)(store, repo):
+        lines = export_labelled(store, repo, _screener(store)) if args.labelled else export_fixes(store, repo)
+        for line in lines:
             ctx.out.write(line + "\n")
     return EXIT_OK
+
+
+def _screener(store: Any) -> Any:
+    """Categories of stored issues by the keyword screener fitted on the store's corpus (None: too few)."""
+    def screen(issues: list[Any]) -> list[str | None]:
+        from sftl.extract import extract
+        from sftl.pipeline import corpus_screener
+        from sftl.screen import screen_many
+
+        screener = corpus_screener(None, store)
+        if screener is None:
+            return [None] * len(issues)
+        return [s.category.value for s in screen_many(issues, screener, [extract(i) for i in issues])]
+
+    return screen
 
 
 def cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
