@@ -1,7 +1,7 @@
-"""One exception tree for everything sftl raises on purpose.
+"""One exception tree for everything sftl raises on purpose, and the exit code each one means.
 
     SftlError                 base; the CLI prints its message on one line
-    ├── InputError            a bad target, file, flag or label line (exit 2)
+    ├── InputError            a bad target, file, flag, setting or label line (exit 2)
     ├── GitHubError           transport / API failures (exit 3)
     │   ├── NotFoundError     404, or a pull request where an issue was asked for
     │   ├── AuthError         401 / 403 bad or missing token
@@ -11,7 +11,24 @@
     ├── StoreError            the SQLite store is unreadable or locked (exit 4)
     ├── SourceError           a framework source tree / wheel cannot be had (exit 5)
     ├── EnvError              no matching replay environment / backend (exit 6)
-    └── SandboxError          the sandbox itself could not be set up (exit 7)
+    ├── SandboxError          the sandbox itself could not be set up (exit 7)
+    └── NoResultError         the command ran but had nothing to give (exit 8)
+
+Exit codes, the same for every command (the CLI's epilog and the README repeat this table):
+
+    0    done: an answer was given (located, abstained with its reason, replayed, imported, ...)
+    1    internal error: a bug in sftl (one line; --debug shows the traceback)
+    2    bad input: a target, file, option, setting or label line refused before any work
+         (argparse's usage errors too); an unknown framework or a missing directory is bad input
+         wherever it is named
+    3    GitHub (or the issue-page browser) could not answer: network down, 404, auth, rate limit
+    4    the store cannot be opened, read or written
+    5    framework sources cannot be had (no wheel, no archive, an unreadable tree)
+    6    no replay environment matches, or its backend is missing
+    7    no sandbox can be set up
+    8    nothing to give: the command ran and found nothing to do or say (an issue skipped as neither
+         MME nor GCRDE, no snippet to replay or bisect, no stored issues to screen or triage)
+    130  interrupted (Ctrl-C); what was stored so far is kept
 """
 
 from __future__ import annotations
@@ -65,3 +82,21 @@ class EnvError(SftlError):
 
 class SandboxError(SftlError):
     exit_code = 7
+
+
+class NoResultError(SftlError):
+    exit_code = 8
+
+
+EXIT_CODES: dict[int, str] = {
+    0: "done",
+    1: "internal error (a bug; --debug shows the traceback)",
+    2: "bad input (target, file, option, setting, label line)",
+    3: "GitHub or the browser could not answer",
+    4: "the store cannot be used",
+    5: "framework sources cannot be had",
+    6: "no replay environment",
+    7: "no sandbox",
+    8: "nothing to give (skipped, no snippet, nothing stored)",
+    130: "interrupted; what was stored is kept",
+}

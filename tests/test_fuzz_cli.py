@@ -55,7 +55,8 @@ def test_fuzz_seeded_from_an_issue_with_replay(sftl_home: Path, fixtures_dir: Pa
 
 @pytest.mark.parametrize("argv,needle", [
     (["fuzz", "no_such_api_xyz"], "no API named"),
-    (["fuzz", "bmm", "--budget", "5"], "--budget"),
+    (["fuzz", "bmm", "--inputs", "5"], "--inputs"),
+    (["fuzz", "bmm", "--budget", "5"], "--inputs"),  # the old spelling of --inputs, still accepted
     (["fuzz", "bmm", "--replay"], "--seed-from"),
     (["fuzz", "bmm", "--seed-from", "missing.py"], "no such file"),
 ])

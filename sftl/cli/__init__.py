@@ -23,7 +23,9 @@ from sftl import __version__
 from sftl.config import Settings, load_settings
 from sftl.errors import SftlError
 
-# Documented in the README ("Exit codes").
+_PIPE_WIDTH = 100_000  # the "terminal width" off a terminal: tables keep their natural width, nothing wraps
+
+# The table of exit codes is sftl.errors' docstring (and the README's "Exit codes", and `sftl --help`).
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -59,9 +61,21 @@ class Context:
         self.out.write(text + "\n")
 
     def console(self, stderr: bool = False) -> Any:
+        """A rich console on stdout or stderr; off a terminal (a pipe, a file) lines are never wrapped or cut."""
         from rich.console import Console
 
-        return Console(file=self.err if stderr else self.out, highlight=False, soft_wrap=False)
+        stream = self.err if stderr else self.out
+        if self.is_terminal(stream):
+            return Console(file=stream, highlight=False, soft_wrap=False)
+        return Console(file=stream, highlight=False, soft_wrap=True, width=_PIPE_WIDTH)
+
+    @staticmethod
+    def is_terminal(stream: IO[str]) -> bool:
+        isatty = getattr(stream, "isatty", None)
+        try:
+            return bool(isatty and isatty())
+        except ValueError:  # a closed stream
+            return False
 
 
 def positive_int(text: str) -> int:
@@ -107,6 +121,11 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
+def hidden_alias(parser: argparse.ArgumentParser, old: str, dest: str, **kwargs: Any) -> None:
+    """Keep an old spelling of an option working without listing it (`fuzz --workers` is now `--jobs`)."""
+    parser.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     """Options every command accepts, before or after the command name."""
     parser.add_argument("--home", default=argparse.SUPPRESS, help="state directory (env SFTL_HOME)")
@@ -130,9 +149,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from sftl.errors import EXIT_CODES
+
     parser = _Parser(
         prog="sftl",
         description="Bug-report triage and fault localization for PyTorch and TensorFlow.",
+        epilog="exit codes (every command):\n" + "\n".join(f"  {code:<4} {what}" for code, what in EXIT_CODES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="print sftl's, Python's and the frameworks' versions")
     add_common(parser)

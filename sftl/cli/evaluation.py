@@ -18,7 +18,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sftl.cli import EXIT_INTERRUPTED, EXIT_NO_RESULT, EXIT_OK, Context, add_common, positive_int
+from sftl.cli import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_RESULT,
+    EXIT_OK,
+    Context,
+    add_common,
+    hidden_alias,
+    positive_int,
+)
 from sftl.errors import InputError
 
 if TYPE_CHECKING:
@@ -46,9 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("labels", metavar="LABELS.jsonl", help="the label file")
     p.add_argument("--source-root", metavar="DIR", help="source tree for rows that name none")
     p.add_argument(
-        "--methods", default="sftl,paper,vsm,bert", type=_methods, metavar="M[,M...]",
+        "--method", dest="methods", default="sftl,paper,vsm,bert", type=_methods, metavar="M[,M...]",
         help=f"localizers to compare, comma-separated (default: all of {','.join(METHODS)})",
     )
+    hidden_alias(p, "--methods", "methods", type=_methods)
     p.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="parallel worker processes (default 1)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: <home>/eval/<label file name>)")
     p.add_argument("--top", type=positive_int, default=10, metavar="K", help="suspects kept per method (default 10)")

@@ -11,7 +11,7 @@ from sftl.errors import InputError
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add this module's sub-commands to the `sftl` parser."""
-    from sftl.cli import add_common
+    from sftl.cli import add_common, hidden_alias
 
     p = sub.add_parser(
         "fuzz",
@@ -24,16 +24,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                "for TensorFlow a raw op (BatchMatMulV2) or a public API (tf.nn.conv2d)")
     p.add_argument("--framework", choices=("pytorch", "tensorflow"), default=None,
                    help="default: tensorflow for tf.* names, else pytorch")
-    p.add_argument("--budget", type=int, default=400, help="inputs per round (training and fresh; default 400)")
+    p.add_argument("--inputs", dest="budget", type=int, default=400, metavar="N",
+                   help="inputs per round (training and fresh; default 400)")
+    hidden_alias(p, "--budget", "budget", type=int)  # --budget means seconds elsewhere (nan-search, replay)
     p.add_argument("--strategy", choices=("random", "pairwise"), default="random")
     p.add_argument("--seed-from", metavar="TARGET", help="an issue (URL, owner/repo#N, JSON file) or a .py "
                                                          "file whose call to API seeds the search")
     p.add_argument("--retrain", action="store_true", help="ignore a saved classifier")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: up to 2)")
+    p.add_argument("--jobs", dest="workers", type=int, default=None, metavar="N",
+                   help="parallel worker processes (default: up to 2)")
+    hidden_alias(p, "--workers", "workers", type=int)
     p.add_argument("--replay", action="store_true", help="with --seed-from: run valid variants of the "
                                                          "reported call on CPU and GPU")
     p.add_argument("--variants", type=int, default=10, help="how many variants --replay runs (default 10)")
-    p.add_argument("--rng-seed", type=int, default=0)
+    p.add_argument("--seed", dest="rng_seed", type=int, default=0, help="random seed (default 0)")
+    hidden_alias(p, "--rng-seed", "rng_seed", type=int)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_common(p)
     p.set_defaults(handler=run_fuzz)
@@ -68,9 +73,9 @@ def run_fuzz(args: argparse.Namespace, ctx: Any) -> int:
     )
 
     if args.budget < 20 or args.budget > 100_000:
-        raise InputError(f"--budget {args.budget}: expected 20..100000")
+        raise InputError(f"--inputs {args.budget}: expected 20..100000")
     if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers {args.workers}: expected at least 1")
+        raise InputError(f"--jobs {args.workers}: expected at least 1")
     if args.variants < 1:
         raise InputError(f"--variants {args.variants}: expected at least 1")
     if args.replay and not args.seed_from:

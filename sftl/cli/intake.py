@@ -62,9 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                            "and drops entries unused for 180 days (checked at most hourly); `prune` does it now, "
                            "with the bounds you give.")
     add_common(cache)
+    cache.add_argument("--json", action="store_true", help="print the figures as JSON (as `cache info --json`)")
     inner = cache.add_subparsers(dest="cache_command", metavar="ACTION")
     info = inner.add_parser("info", help="files, size and the least recent use (the default action)")
-    info.add_argument("--json", action="store_true", help="print the figures as JSON")
+    info.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the figures as JSON")
     add_common(info)
     info.set_defaults(handler=cmd_cache_info)
     prune = inner.add_parser("prune", help="remove entries unused for longer than --max-age, then the least "

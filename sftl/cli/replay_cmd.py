@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sftl.cli import EXIT_ERROR, EXIT_NO_RESULT, EXIT_OK, EXIT_USAGE, Context, add_common
+from sftl.cli import EXIT_ERROR, EXIT_NO_RESULT, EXIT_OK, Context, add_common
 
 _TARGET_HELP = "issue URL, OWNER/REPO#N, or a GitHub issue JSON file (or use --snippet)"
 EXIT_ENV = 6
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_common(e)
     e.set_defaults(handler=cmd_envs_lock)
     add_common(p)
-    p.set_defaults(handler=cmd_envs_help)
+    p.set_defaults(handler=cmd_envs_list, json=False)  # `sftl envs` lists, as `sftl sources` and `sftl cache` do
 
 
 def _snippet_args(p: argparse.ArgumentParser) -> None:
@@ -148,6 +148,13 @@ def _inputs(args: argparse.Namespace, ctx: Context, store: Any) -> tuple[str, st
             code = Path(args.snippet).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read {args.snippet}: {exc}") from None
+        try:
+            compile(code, args.snippet, "exec", dont_inherit=True)
+        except SyntaxError as exc:  # its own SyntaxError is no reproduction of anything: say it never ran
+            raise InputError(f"{args.snippet}:{exc.lineno or '?'}: the snippet does not parse "
+                             f"(SyntaxError: {exc.msg}); it never ran") from None
+        except (ValueError, RecursionError, MemoryError) as exc:
+            raise InputError(f"{args.snippet}: the snippet cannot be compiled ({type(exc).__name__}); it never ran") from None
         expected = None
         if args.expect:
             kind, _, message = args.expect.partition(":")
@@ -252,12 +259,15 @@ def _print_replay(ctx: Context, replay: Any) -> None:
 
 
 def cmd_bisect(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl.errors import InputError
+    from sftl.errors import InputError, NoResultError
     from sftl.replay import bisect, bisect_json, expand_versions
     from sftl.store import Store
 
     with Store(ctx.settings.db_path) as store:
         code, framework, _version, expected, issue = _inputs(args, ctx, store)
+        if not code.strip():
+            raise NoResultError(f"{issue.key if issue else 'the report'} has no snippet to replay, so there is nothing to "
+                           "bisect (give one with --snippet FILE.py)")
         if not framework:
             raise InputError("cannot tell the framework; pass --framework")
         result = bisect(
@@ -280,11 +290,6 @@ def cmd_bisect(args: argparse.Namespace, ctx: Context) -> int:
 
 
 # -- envs ----------------------------------------------------------------------------------------
-
-
-def cmd_envs_help(args: argparse.Namespace, ctx: Context) -> int:
-    ctx.err.write("sftl: envs needs an action: list, create, remove or lock\n")
-    return EXIT_USAGE
 
 
 def cmd_envs_list(args: argparse.Namespace, ctx: Context) -> int:

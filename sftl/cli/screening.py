@@ -112,18 +112,20 @@ def cmd_screen(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _cut(text: str, width: int) -> str:
+def _cut(text: str, width: int | None) -> str:
+    """One line of `text`, cut to `width` on a terminal; whole (width None) in a pipe or a file."""
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def _table(ctx: Context, rows: list[tuple[Any, Any]]) -> None:
-    """One line per issue: long evidence and titles are cut (`--json` has them whole)."""
+    """One line per issue: long evidence and titles are cut on a terminal (whole in a pipe, and in `--json`)."""
+    tty = ctx.is_terminal(ctx.out)
     body = []
     for issue, s in rows:
         cat = s.category.value + (" (needs human triage)" if s.abstained else "")
         body.append((issue.key, cat, f"{s.scores.get(s.category.value, 0.0):.2f}",
-                     _cut(", ".join(s.evidence[:5]), 50), _cut(issue.title, 60)))
+                     _cut(", ".join(s.evidence[:5]), 50 if tty else None), _cut(issue.title, 60 if tty else None)))
     head = ("issue", "category", "score", "evidence", "title")
     widths = [max(len(r[k]) for r in [head, *body]) for k in range(4)]
     for r in [head, *body]:
@@ -154,5 +156,5 @@ def cmd_similar(args: argparse.Namespace, ctx: Context) -> int:
     width = max(len("issue"), *(len(k) for k, _ in found))
     ctx.out.write(f"{'issue'.ljust(width)}  similarity  title\n")
     for k, v in found:
-        ctx.out.write(f"{k.ljust(width)}  {v:10.3f}  {_cut(titles[k], 70)}\n")
+        ctx.out.write(f"{k.ljust(width)}  {v:10.3f}  {_cut(titles[k], 70 if ctx.is_terminal(ctx.out) else None)}\n")
     return EXIT_OK
