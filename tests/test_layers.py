@@ -45,7 +45,7 @@ ORDER = [
 # __init__ is its facade: it may re-export any of its own submodules.
 INNER = {
     "sftl.screen": ["sections", "one_device", "rules", "documents", "keywords", "learned", "similar", "stage"],
-    "sftl.sources": ["archive"],
+    "sftl.sources": ["wheels", "archive"],
     "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "ranker", "gcrde", "baselines", "dispatch"],
     "sftl.localize.mme": ["evidence", "state", "foreign", "classes", "attribute", "modules", "paper", "locate"],
     "sftl.localize.gcrde": ["ops", "cues", "board", "index", "roles", "dtypes", "features", "follow", "paper",
