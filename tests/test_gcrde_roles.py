@@ -164,3 +164,32 @@ def test_a_tree_of_another_release_says_so(tmp_path: Path, fixtures_dir: Path) -
 
     assert "the tree is release 2.6.0a0 (its version.txt), the report's is 1.9.0" in reason("1.9.0")
     assert "version.txt" not in reason("2.6.1")
+
+
+@pytest.mark.parametrize(
+    ("api", "mode", "expected"),
+    [
+        ("torch.nn.functional.ripple", "wave", ("ripple_wave",)),
+        ("torch.nn.functional.ripple", "tide", ("ripple_tide",)),
+        ("torch.nn.functional.ripple", "plain", ("ripple_plain",)),  # the fall-through, through a private helper
+        ("torch.nn.functional.ripple", None, ("ripple_wave", "ripple_tide", "ripple_plain")),
+        ("torch.nn.Ripple2d", "tide", ("ripple_tide",)),  # forward inherited from a base in the same file
+        ("torch.nn.Eddy", None, ("eddy_with_indices", "eddy")),  # self._eddy_forward -> boolean_dispatch
+        ("torch.nn.functional.nowhere", None, ()),
+    ],
+)
+def test_modules_and_functionals_resolve_through_the_releases_python(
+        tree: LocalTree, api: str, mode: str | None, expected: tuple[str, ...]) -> None:
+    from sftl.localize.gcrde.pyresolve import python_ops
+
+    assert python_ops(api, tree, mode) == expected  # the docstring's torch.randn example is no call
+
+
+def test_the_snippets_mode_picks_the_resolved_op(tree: LocalTree) -> None:
+    from sftl.localize.gcrde import torch_ops
+
+    code = "import torch.nn.functional as F\ny = F.ripple(x, 3, mode='tide')\n"
+    issue = Issue(repo="pytorch/pytorch", number=1, title="ripple is wrong on CUDA", body="")
+    ex = Extraction(Snippet(code, "test"), None, Environment(framework="pytorch"), apis=("torch.nn.functional.ripple",))
+    ops, _ = torch_ops(issue, ex, {"ripple_wave", "ripple_tide", "ripple_plain"}, None, tree)
+    assert [o.name for o in ops] == ["ripple_tide"]

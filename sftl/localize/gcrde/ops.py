@@ -6,10 +6,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sftl.localize.gcrde.pyresolve import python_ops
 from sftl.model import Extraction, Issue
 
 if TYPE_CHECKING:
-    pass
+    from sftl.sources import SourceProvider
 
 # --------------------------------------------------------------------------------------------
 # Operators named by a report
@@ -222,13 +223,18 @@ def _inflected(name: str, title: set[str]) -> bool:
 
 
 _SUPPORTING = 0.6  # a snippet call beside the op the title names
-_MODE_ARG = re.compile(r"\bmode\s*=\s*['\"](\w+)['\"]")
+_MODE_ARG = re.compile(r"\bmode\s*=\s*['\"]([\w-]+)['\"]")
 
 
 def torch_ops(
-    issue: Issue, extraction: Extraction, yaml_names: set[str] | None, divergent_op: str | None
+    issue: Issue, extraction: Extraction, yaml_names: set[str] | None, divergent_op: str | None,
+    source: SourceProvider | None = None,
 ) -> tuple[list[OpRef], list[str]]:
-    """The aten ops a report is about, weighted; and the API names that resolved to nothing."""
+    """The aten ops a report is about, weighted; and the API names that resolved to nothing.
+
+    With a `source`, nn modules and functionals are resolved by reading that release's Python files
+    first (`pyresolve`), the built-in table after.
+    """
     title = _title_tokens(issue.title)
     ops: dict[str, OpRef] = {}
     unknown: list[str] = []
@@ -254,12 +260,17 @@ def torch_ops(
             for hit in known(name):
                 put(hit, 1.0, f"{divergent_op} diverged in replay")
     apis = _api_list(extraction, "pytorch")
+    snippet = extraction.snippet.code if extraction.snippet else ""
+    written_mode = next((m.group(1) for m in _MODE_ARG.finditer(snippet)), None)
     real = 0
     for api in apis:
         if api.startswith(_TORCH_NAMESPACE_SKIP):
             continue
         leaf = api.replace("::", ".").split(".")[-1]
         names = torch_op_names(api)
+        if source is not None and api.startswith("torch.nn."):
+            read = python_ops(api, source, written_mode)
+            names = tuple(dict.fromkeys((*read, *names)))
         in_title = leaf not in _NEVER_SUBJECT and (
             leaf.strip("_").lower() in title or any(n.strip("_") in title or _inflected(n, title) for n in names)
         )

@@ -70,7 +70,7 @@ def _localize_pytorch(
     if not any(f.endswith((".cpp", ".cu", ".cc", ".c")) for f in kernel_files):
         # a wheel ships ATen headers (torch/include) but no kernel sources: ranking headers alone misleads,
         # except an old release's TH/THC generic headers, which name the files defining the op (legacy.py)
-        ops, _ = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op)
+        ops, _ = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op, source)
         board = _Board()
         if any(legacy.library(f) for f in kernel_files) and legacy.add_evidence(
                 ops, _kernel_index(source, files), source, natives, board.add):
@@ -82,7 +82,7 @@ def _localize_pytorch(
             _no_kernels_reason(source, extraction),
         )
     index = _kernel_index(source, files)
-    ops, unknown = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op)
+    ops, unknown = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op, source)
     div = divergent_side(issue, extraction)
     board = _Board()
     followed: set[str] = set()
