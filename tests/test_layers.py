@@ -48,7 +48,7 @@ INNER = {
     "sftl.sources": ["wheels", "archive"],
     "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "ranker", "gcrde", "baselines", "dispatch"],
     "sftl.localize.mme": ["evidence", "state", "foreign", "classes", "attribute", "modules", "paper", "locate"],
-    "sftl.localize.gcrde": ["ops", "cues", "board", "index", "roles", "dtypes", "features", "follow", "paper",
+    "sftl.localize.gcrde": ["pyresolve", "ops", "cues", "board", "index", "roles", "dtypes", "features", "follow", "paper",
                             "tensorflow", "pytorch"],
     "sftl.fuzz": ["_worker", "specs", "hints", "pairwise", "generate", "seed", "features", "execute", "validity"],
     "sftl.nansearch": ["unsafe_ops", "core", "soft_assertions", "torch_backend", "tf_backend", "runner", "search"],
