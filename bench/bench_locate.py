@@ -47,6 +47,10 @@ class Overlay:
         self.description = f"installed {framework} {version} with an injected fault"
         self.overrides = overrides
         self._files: list[str] | None = None
+        # the wheel cache of $SFTL_HOME, where the localizer finds the releases before and after this one
+        home = os.environ.get("SFTL_HOME")
+        wheels = Path(home) / "cache" / "sources" / "wheels" if home else None
+        self.release_wheels = wheels if wheels is not None and wheels.is_dir() else None
 
     def list_files(self) -> list[str]:
         if self._files is None:
@@ -123,9 +127,9 @@ def issue_from_row(row: dict) -> Issue:
     url = row["url"]
     repo = "/".join(url.split("/")[3:5])
     number = int(url.rstrip("/").split("/")[-1])
-    body = []
-    if row.get("summary"):
-        body.append(row["summary"])
+    body = []  # never the row's summary/truth/fix: they were written knowing the answer
+    if row.get("prose"):  # text the bench composed (the error-line-only variant)
+        body.append(row["prose"])
     if row.get("code"):
         body.append("```python\n" + row["code"].rstrip() + "\n```")
     if row.get("traceback"):
@@ -180,7 +184,7 @@ def bench_injected(verbose: bool) -> None:
         # the same report with only its error line (many real reports paste no frames): the snippet
         # stays (user code), the traceback goes
         err = (row.get("traceback") or "").strip().splitlines()[-1:] or [row.get("error") or ""]
-        line_only = dict(row, traceback="", summary="It fails with:\n\n" + err[0], error=err[0])
+        line_only = dict(row, traceback="", prose="It fails with:\n\n" + err[0], error=err[0])
         for variant, vrow in (("", row), ("/line", line_only)):
             issue = issue_from_row(vrow)
             ex = extraction_for(issue, vrow)

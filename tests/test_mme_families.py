@@ -232,10 +232,13 @@ def _wheel_cache(tmp: Path, overrides: dict[str, str] | None = None) -> dict[str
         folder.mkdir(parents=True)
         wheel = folder / f"torch-{tree.name}-py3-none-any.whl"
         with zipfile.ZipFile(wheel, "w") as zf:
-            for path in sorted(tree.rglob("*.py")):
-                rel = path.relative_to(tree).as_posix()
-                text = path.read_text(encoding="utf-8")
-                zf.writestr(rel, (overrides or {}).get(f"{tree.name}/{rel}", text))
+            files = {path.relative_to(tree).as_posix(): path.read_text(encoding="utf-8") for path in sorted(tree.rglob("*.py"))}
+            for key, text in (overrides or {}).items():
+                release, _, rel = key.partition("/")
+                if release == tree.name:
+                    files[rel] = text
+            for rel, text in files.items():
+                zf.writestr(rel, text)
         out[tree.name] = WheelSource(wheel, "pytorch", tree.name)
     return out
 
@@ -296,3 +299,38 @@ def test_a_function_moved_to_another_module_ranks_the_caller_that_still_reads_th
     # at 1.3.0, where helpers still binds flatten, nothing is missing from the source: no such verdict
     old = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), wheels["1.3.0"])
     assert all("moved" not in s.reason for s in old.suspects)
+
+
+# -- the framework's model of a Python type --------------------------------------------------------
+
+
+def _traced(error: str) -> str:
+    return _tb(
+        ("/tmp/model.py", 9, "<module>", "compiled(x)"),
+        (f"{SITE}/torch/_dynamo/symbolic_convert.py", 9, "LOAD_ATTR", "result = BuiltinVariable(getattr).call_getattr(self, obj, inst.argval)"),
+        (f"{SITE}/torch/_dynamo/variables/builtin.py", 8, "call_getattr", "member = getattr(obj, name)"),
+        error=error,
+    )
+
+
+def test_a_name_real_lists_have_missing_under_the_tracer_ranks_its_model_of_list() -> None:
+    loc = _locate("python_type_models", "torch.compile fails on a list method", _traced("AttributeError: 'list' object has no attribute 'copy'"))
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/_dynamo/variables/lists.py"
+    assert "Python's list has copy" in loc.suspects[0].reason and "ListVariable" in loc.suspects[0].reason
+
+
+def test_a_name_no_list_has_stays_with_the_raising_frame() -> None:
+    loc = _locate("python_type_models", "torch.compile fails", _traced("AttributeError: 'list' object has no attribute 'shape'"))
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/_dynamo/variables/builtin.py"
+    assert any(s.path == "torch/_dynamo/variables/lists.py" and s.score < loc.suspects[0].score for s in loc.suspects)
+
+
+def test_a_renamed_name_other_framework_files_still_use_is_the_owners_to_keep(tmp_path: Path) -> None:
+    exporter = "def export(converter):\n    return converter.experimental_quantizer\n"
+    wheels = _wheel_cache(tmp_path, {"1.4.0/torch/lite/export.py": exporter})
+    issue = _issue("convert fails", _CALIBRATE + "\n\nPyTorch version: 1.4.0\n")
+    loc = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), wheels["1.4.0"])
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/lite/converter.py"

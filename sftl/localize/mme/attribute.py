@@ -28,6 +28,7 @@ from sftl.localize.mme.evidence import (
     _user_frame,
 )
 from sftl.localize.mme.foreign import foreign_package, raised_in, rank_referrers
+from sftl.localize.mme.models import _python_type, model_suspects
 from sftl.localize.mme.releases import attribute_history, neighbours
 from sftl.localize.mme.state import skipped_setter, unpickled_without_default
 from sftl.localize.pycode import ClassRef, Code
@@ -79,6 +80,8 @@ def _attribute(
             out.append(_suspect(caller[2], 0.5, f"frame {caller[0]} reads .{name} on a {owner}: the value is not what this code expects"))
         elif raising is not None and raising[2]:
             out.append(_suspect(raising[2], 0.4, f"frame {raising[0]} ({raising[1].function}) raised it: it got a {owner} where it expected an object with {name}"))
+        if owner in _BUILTIN_OWNERS or _python_type(owner or "") is not None:
+            out.extend(model_suspects(code, ev, owner or "", name))
         return _located(out, top)
     lacking: list[tuple[_Candidate, list[ClassRef], list[str]]] = []
     having: list[tuple[_Candidate, ClassRef]] = []
@@ -150,7 +153,11 @@ def _attribute(
             sim, which = _member_similarity(names_now, name)
             similar = which if sim >= 0.5 else None
         history = attribute_history(neighbours(code.source), code, first, name, similar)
-        if history is not None and history[0] != "removed":
+        # the owner expects the name when its own code or other framework files use it: then it lost it
+        expected = any(code.self_refs(k, name) for k in lacking[0][1]) or any(
+            p != caller[2] for p in code.grep(rf"\.{re.escape(name)}\b")
+        )
+        if history is not None and history[0] != "removed" and not expected:
             # renamed, never there, or only added later: the code still asking for it is the fault
             out.append(_suspect(caller[2], 0.9, f"traceback frame {caller[0]} ({caller[1].function}) refers to .{name}; {history[1]}: the reference is the fault"))
     # among the classes in the owner's hierarchy, blame the one that should define the name

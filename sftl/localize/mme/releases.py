@@ -4,11 +4,13 @@ A name the owner had in the release before and lost in the report's is a regress
 (an injected deletion looks the same). A name that no release defines, or that moved elsewhere
 (renamed, or now bound by another module), was never the owner's to lose: the code that still
 refers to it is the fault. The neighbours are the cached wheels next to the report's own (the
-`<framework>-<version>/` folders of the wheel cache); sources that are no cached wheel have none.
+`<framework>-<version>/` folders of the wheel cache); sources that are no cached wheel have none,
+unless they name their wheel cache (`release_wheels`).
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,9 +49,10 @@ class Neighbours:
             self._codes[id(provider)] = Code(provider)
         return self._codes[id(provider)]
 
-    def class_members(self, provider: SourceProvider | None, path: str, owner: str) -> frozenset[str] | None:
-        """The names class `owner` (at `path`, else wherever that release defines it) binds in its hierarchy
-        there; None when that release has no such class (or no such release is cached)."""
+    def class_members(self, provider: SourceProvider | None, path: str, owner: str) -> dict[str, str] | None:
+        """What class `owner` (at `path`, else wherever that release defines it) binds in its hierarchy there,
+        each name with its definition's shape (a method's body, an assigned value); None when that release
+        has no such class (or no such release is cached)."""
         if provider is None:
             return None
         code = self.code(provider)
@@ -59,8 +62,7 @@ class Neighbours:
             if not hits:
                 return None
             path, node = hits[0], code.classes(hits[0])[owner]
-        mro, _ = code.mro(ClassRef(path, node))
-        return frozenset(n for k in mro for n in code.members(k))
+        return definitions(code, ClassRef(path, node))
 
     def module_binds(self, provider: SourceProvider | None, module: str, name: str) -> bool | None:
         """Does `module` bind `name` (or hold a submodule of that name) there? None when it has no such module."""
@@ -78,9 +80,11 @@ def neighbours(source: SourceProvider) -> Neighbours:
     version = getattr(source, "era_release", None) or source.version
     found = Neighbours(version)
     wheels = _wheels_of(source)
-    if not wheels or not version:
+    # <cache>/sources/wheels/<framework>-<version>/<file>.whl; a provider that is no wheel (an installed
+    # release with a fault injected) may name the wheel cache it belongs with as `release_wheels`
+    root = wheels[0].parent.parent if wheels else getattr(source, "release_wheels", None)
+    if not isinstance(root, Path) or not version:
         return found
-    root = wheels[0].parent.parent  # <cache>/sources/wheels/<framework>-<version>/<file>.whl
     own = version_key(version)
     releases: list[tuple[tuple[int, ...], Path]] = []
     for folder in root.glob(f"{source.framework}-*"):
@@ -101,6 +105,28 @@ def neighbours(source: SourceProvider) -> Neighbours:
     return found
 
 
+def definitions(code: Code, cls: ClassRef) -> dict[str, str]:
+    """Every name the class's hierarchy binds, with the shape of its first definition (most specific class first):
+    a method's body, or the value assigned (`self.x = False`, `x = 1`); `""` where the shape is unknown."""
+    out: dict[str, str] = {}
+    mro, _ = code.mro(cls)
+    for k in mro:
+        for name in code.members(k):
+            out.setdefault(name, "")
+        for node in ast.walk(k.node):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in k.node.body:
+                if not out.get(node.name):
+                    out[node.name] = ast.dump(ast.Module(body=node.body, type_ignores=[]))
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    target = t.attr if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" else (
+                        t.id if isinstance(t, ast.Name) and node in k.node.body else None
+                    )
+                    if target and not out.get(target):
+                        out[target] = ast.dump(node.value)
+    return out
+
+
 def release_name(provider: SourceProvider | None) -> str:
     return (provider.version or "?") if provider is not None else "?"
 
@@ -119,13 +145,15 @@ def attribute_history(
         return None
     b, a = release_name(nb.before), release_name(nb.after)
     if before is not None and name in before:
-        if similar and similar not in before:
-            return "renamed", f"{cls.name} had {name} (not {similar}) in {b} and has {similar} (not {name}) in {nb.version}: renamed"
+        now = definitions(code, cls)
+        # a rename keeps the definition: the same body or value under the new name
+        if similar and similar not in before and before[name] and now.get(similar) == before[name]:
+            return "renamed", f"{cls.name} had {name} (not {similar}) in {b} and defines the same as {similar} (not {name}) in {nb.version}: renamed"
         return "removed", f"{cls.name} had {name} in {b} and lost it in {nb.version}: a regression in {cls.name}"
     if after is not None and name in after:
         return "added", f"{cls.name} gains {name} only in {a}: it is not {nb.version}'s"
     seen = ", ".join(r for r, m in ((b, before), (nb.version or "?", True), (a, after)) if m is not None)
-    return "never", f"no release read ({seen}) defines {cls.name}.{name}"
+    return "never", f"no release read ({seen}) defines {cls.name}.{name} ({cls.path})"
 
 
 def module_history(nb: Neighbours, module: str, name: str) -> tuple[str, str] | None:
