@@ -2,21 +2,17 @@
 
 `resolve(framework, version, settings, created_at=...)` reads every spelling the trackers show:
 
-=============================================  ==============================================
-spelling                                       ref
-=============================================  ==============================================
-``2.1.0``, ``v2.1.0``, ``2.1.0+cu121``,        the release tag ``v2.1.0`` (a local build's
-``2.1.0+cpu``, ``torch==2.1.0``, ``0.4.1.post2``  ``+suffix`` names its CUDA, not its code)
-``2.2.0a0+git2ef35a0``, ``2.2.0a0+2ef35a0``    that commit (a source build)
-``1.13.0.dev20220826``, ``tf-nightly 2.5.0.dev20201028``  the default branch's commit of that night
-                                               (commits API, ``until=``); offline the release
-                                               current that day, with a note
-``2.1``, ``2.20``, ``tf 2.16``, ``r2.2``       the newest ``vX.Y.z`` sftl knows (else ``vX.Y.0``)
-``2.16.0-rc1``, ``1.15.0rc2``                  the release candidate's tag ``v2.16.0-rc1``
-``master (Dec 2018)``, ``main (2025-09-27)``,  the default branch's commit at that date, never
-``nightly``, ``tf-nightly``, no version        later than the report (commits API ``until=``);
-                                               offline the release current then
-=============================================  ==============================================
+- a release, as built or installed: `2.1.0`, `v2.1.0`, `2.1.0+cu121`, `2.1.0+cpu`, `torch==2.1.0`,
+  `tensorflow-gpu 2.4.1`, `0.4.1.post2` -> the tag `v2.1.0` (a local build's `+suffix` names its CUDA,
+  not its code);
+- a line: `2.1`, `2.20`, `tf 2.16`, `r2.2` -> the newest `vX.Y.z` sftl knows, else `vX.Y.0`;
+- a pre-release: `2.16.0-rc1`, `1.15.0rc2`, `2.0a` -> its tag (`v2.16.0-rc1`, `v2.0.0-alpha0`);
+- a source build: `2.2.0a0+git2ef35a0`, `2.2.0a0+2ef35a0` -> that commit;
+- a nightly: `1.13.0.dev20220826`, `tf-nightly 2.5.0.dev20201028`, `2.12.0-dev20230201` -> the default
+  branch's commit of that night (commits API, `until=`); offline the release current that day, said so;
+- a development branch or no version: `master (Dec 2018)`, `main (2025-09-27)`, `nightly`, `tf-nightly`,
+  `not shown (Jan 2026)`, none -> the default branch's commit at that date, never later than the report
+  (commits API, `until=`); offline the release current then, said so.
 
 Looked-up commits are kept in the cache (`sources/refs.json`), so a report read again costs no request.
 """
@@ -175,6 +171,8 @@ _NIGHTLY = re.compile(rf"^v?({_NUMBER})[.-]?dev(\d{{4}})(\d{{2}})(\d{{2}})", re.
 _NIGHTLY_ANYWHERE = re.compile(rf"({_NUMBER})[.-]?dev(\d{{4}})(\d{{2}})(\d{{2}})", re.IGNORECASE)
 _CANDIDATE = re.compile(r"^v?(\d+\.\d+\.\d+)[-.]?(rc\d+)\b", re.IGNORECASE)
 _RELEASE = re.compile(rf"^v?({_NUMBER})(?:\.post\d+)?(?:\+[\w.]+)?\b", re.IGNORECASE)
+_PRERELEASE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)-?(a|alpha|b|beta)(\d*)$", re.IGNORECASE)
+_DEVELOPMENT_WORD = re.compile(r"\b(?:master|main|nightly|trunk|head)\b", re.IGNORECASE)
 _BRANCH = re.compile(r"^r(\d+\.\d+)\b", re.IGNORECASE)  # TensorFlow's release branches
 _DEVELOPMENT = re.compile(r"^(?:master|main|nightly|head|trunk|latest|dev|source|tf[-_]nightly(?:[-_]gpu)?)\b", re.IGNORECASE)
 
@@ -247,6 +245,11 @@ def read_spelling(framework: str, version: str | None) -> _Spelling:
                 raise SourceError(f"version {raw!r} names the nightly of {day}, which is no date")
             return _Spelling("nightly", m.group(1), until=day, text=raw)
         return _Spelling("candidate", m.group(1), commit=m.group(2).lower(), text=raw)
+    m = _PRERELEASE.match(text)
+    if m:  # TensorFlow's 2.0a / 2.0.0-beta1: tagged v2.0.0-alpha0, v2.0.0-beta1
+        number = m.group(1) if m.group(1).count(".") == 2 else m.group(1) + ".0"
+        stage = "alpha" if m.group(2).lower().startswith("a") else "beta"
+        return _Spelling("candidate", number, commit=f"{stage}{m.group(3) or '0'}", text=raw)
     m = _BRANCH.match(text)
     if m:
         return _Spelling("minor", m.group(1), text=raw)
@@ -254,6 +257,11 @@ def read_spelling(framework: str, version: str | None) -> _Spelling:
     if m:
         number = m.group(1)
         return _Spelling("minor" if number.count(".") == 1 else "release", number, text=raw)
+    bare = re.sub(r"\(.*?\)", "", raw)
+    if _date_in(raw) and not re.search(r"\b\d+\.x\b", raw) and (
+            _DEVELOPMENT_WORD.search(raw) or not re.search(r"\d+\.\d+", bare)):
+        # 'torchdynamo main (Aug 2022)', 'not visible (Jan 2026)': the development branch, or no release, at a date
+        return _Spelling("development", until=_date_in(raw), text=raw)
     raise SourceError(
         f"cannot read a version from {raw!r}: expected a {framework} release (2.1.0, 2.1.0+cu121, 2.1), a source "
         f"build (2.2.0a0+git2ef35a0), a nightly (1.13.0.dev20220826) or a branch (master, main (2025-09-27))"
@@ -291,7 +299,7 @@ def resolve(
     if spelling.kind == "candidate":
         assert spelling.number is not None and spelling.commit is not None
         tag = f"v{spelling.number}-{spelling.commit}"
-        return Resolution(framework, tag, spelling.number, f"{shown}: release candidate, tag {tag}")
+        return Resolution(framework, tag, spelling.number, f"{shown}: a pre-release, tag {tag}")
     if spelling.kind == "commit":
         assert spelling.commit is not None
         return Resolution(framework, spelling.commit, spelling.number,

@@ -26,7 +26,7 @@ OFFLINE = [
     ("pytorch", "1.13.0a0+08820cb", "08820cb", "1.13.0", "commit 08820cb"),
     ("pytorch", "2.1", "v2.1.2", "2.1.2", "the newest 2.1.x release sftl knows"),
     ("pytorch", "2.20", "v2.20.0", "2.20.0", "no 2.20.x release known to sftl"),
-    ("pytorch", "2.1.0rc1", "v2.1.0-rc1", "2.1.0", "release candidate"),
+    ("pytorch", "2.1.0rc1", "v2.1.0-rc1", "2.1.0", "a pre-release"),
     ("pytorch", "1.13.0.dev20220826", "v1.12.1", "1.12.1", "the nightly of 2022-08-26; offline, its commit cannot be looked up: read v1.12.1"),
     ("pytorch", "2.1.0.dev20230801+cu121", "v2.0.1", "2.0.1", "the nightly of 2023-08-01"),
     ("pytorch", "master (Dec 2018)", "v1.0.0", "1.0.0", "the development branch on 2018-12-31"),
@@ -39,10 +39,14 @@ OFFLINE = [
     ("tensorflow", "tensorflow-gpu 2.4.1", "v2.4.1", "2.4.1", "release 2.4.1"),
     ("tensorflow", "tensorflow-gpu==1.15", "v1.15.0", "1.15.0", "the newest 1.15.x"),
     ("tensorflow", "r2.2", "v2.2.0", "2.2.0", "the newest 2.2.x"),
-    ("tensorflow", "1.15.0rc2", "v1.15.0-rc2", "1.15.0", "release candidate"),
+    ("tensorflow", "1.15.0rc2", "v1.15.0-rc2", "1.15.0", "a pre-release, tag v1.15.0-rc2"),
     ("tensorflow", "tf-nightly", "v2.13.0", "2.13.0", "tf-nightly: the development branch when it was filed"),
     ("tensorflow", "tf-nightly 2.5.0.dev20201028", "v2.3.0", "2.3.0", "the nightly of 2020-10-28"),
     ("tensorflow", "2.12.0-dev20230201", "v2.11.0", "2.11.0", "the nightly of 2023-02-01"),
+    ("tensorflow", "2.0a", "v2.0.0-alpha0", "2.0.0", "a pre-release, tag v2.0.0-alpha0"),
+    ("tensorflow", "2.0.0-beta1", "v2.0.0-beta1", "2.0.0", "tag v2.0.0-beta1"),
+    ("pytorch", "torchdynamo/torchinductor main (Aug 2022)", "v1.12.1", "1.12.1", "the development branch on 2022-08-31"),
+    ("pytorch", "not visible in the report (Jan 2023)", "v1.13.1", "1.13.1", "on 2023-01-31"),
 ]
 
 
@@ -59,6 +63,7 @@ def test_every_spelling_resolves_offline(tmp_path: Path, framework: str, spellin
 @pytest.mark.parametrize(("spelling", "why"), [
     ("banana", "cannot read a version from 'banana'"),
     ("2.x", "cannot read a version from '2.x'"),
+    ("TF 1.x (2018 thread); still present until Jan 2021", "cannot read a version from 'TF 1.x"),
     ("1.13.0.dev20221345", "names the nightly of 2022-13-45, which is no date"),
 ])
 def test_a_spelling_that_says_nothing_says_why_in_one_line(tmp_path: Path, spelling: str, why: str) -> None:
