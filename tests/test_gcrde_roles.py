@@ -193,3 +193,12 @@ def test_the_snippets_mode_picks_the_resolved_op(tree: LocalTree) -> None:
     ex = Extraction(Snippet(code, "test"), None, Environment(framework="pytorch"), apis=("torch.nn.functional.ripple",))
     ops, _ = torch_ops(issue, ex, {"ripple_wave", "ripple_tide", "ripple_plain"}, None, tree)
     assert [o.name for o in ops] == ["ripple_tide"]
+
+
+def test_cuda_raising_names_cuda_the_diverging_side() -> None:
+    from sftl.localize.gcrde import divergent_side
+
+    issue = Issue(repo="pytorch/pytorch", number=1, title="avg_pool2d backward on big batches",
+                  body="The CPU returns a result.\nRuntimeError: CUDA error: an illegal memory access was encountered")
+    div = divergent_side(issue, Extraction(None, None, Environment(framework="pytorch")))
+    assert div.side.value == "cuda" and div.confident

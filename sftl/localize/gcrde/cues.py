@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sftl.model import Extraction, Issue, Side
+from sftl.screen.one_device import CUDA_FAILURE
 
 if TYPE_CHECKING:
     pass
@@ -47,6 +48,8 @@ class Divergence:
 
 
 _TITLE_DEVICE = 1.5  # a title naming one device only
+_FAILING_DEVICE = 2.0  # CUDA raising a memory, launch or index error
+_CPU_FAILS = re.compile(r"\bcpu\b[^.;\n]{0,40}(?:crash|segfault|segmentation fault|raises|error)", re.I)
 
 
 def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
@@ -63,6 +66,9 @@ def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
             cpu += 1
     gpu += 2 * len(_CPU_OK.findall(text))
     cpu += 2 * len(_GPU_OK.findall(text))
+    code = extraction.snippet.code if extraction.snippet else ""
+    if CUDA_FAILURE.search(text) and not _CPU_FAILS.search(text) and ("cuda" in (text + code).lower()):
+        gpu += _FAILING_DEVICE  # CUDA raising (illegal memory access, launch or index limits): CUDA's code is at fault
     title = issue.title or ""
     if not _GPU_OK.search(title) and not _CPU_OK.search(title):
         # a headline naming one device only is about that device ("`x >> 64` returns 1 on CPU")
