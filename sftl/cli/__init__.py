@@ -121,6 +121,41 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
+_FRAMEWORK_TREE_NAMES = frozenset({"torch", "aten", "c10", "caffe2", "torchgen", "tensorflow", "tensorflow_core", "tsl", "xla"})
+
+
+def check_source_root(text: str, flag: str = "--source-root") -> str:
+    """`text` when it is a directory holding a PyTorch or TensorFlow tree (a checkout, an unpacked source
+    package, site-packages, or the package folder itself); else InputError with the reason. Every localizer
+    ranked files of an empty or unrelated folder as if they were the framework's."""
+    import os
+    from pathlib import Path
+
+    from sftl.errors import InputError
+
+    root = Path(text).expanduser()
+    if not root.is_dir():
+        raise InputError(f"{flag} {text} is not a directory")
+    if root.resolve().name in _FRAMEWORK_TREE_NAMES:
+        return text
+    try:
+        next(root.iterdir())
+    except StopIteration:
+        raise InputError(f"{flag} {text} is empty; give a PyTorch or TensorFlow source tree") from None
+    except OSError as exc:
+        raise InputError(f"{flag} {text} cannot be read: {exc.strerror or exc}") from None
+    base = len(root.parts)
+    for seen, (here, dirs, _files) in enumerate(os.walk(root)):
+        if _FRAMEWORK_TREE_NAMES.intersection(dirs) or seen > 5000:  # a vast tree: let the localizer judge
+            return text
+        if len(Path(here).parts) - base >= 3:
+            dirs.clear()  # the framework's folders sit near the top of any tree that holds it
+        else:
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+    raise InputError(f"{flag} {text} holds no PyTorch or TensorFlow tree (no torch/, aten/, c10/ or tensorflow/ "
+                     "folder in its first levels); give the framework's checkout, source package or site-packages")
+
+
 def hidden_alias(parser: argparse.ArgumentParser, old: str, dest: str, **kwargs: Any) -> None:
     """Keep an old spelling of an option working without listing it (`fuzz --workers` is now `--jobs`)."""
     parser.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)

@@ -24,6 +24,7 @@ from sftl.cli import (
     EXIT_OK,
     Context,
     add_common,
+    check_source_root,
     hidden_alias,
     positive_int,
 )
@@ -222,8 +223,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         text = labels_path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise InputError(f"cannot read {labels_path}: {exc.strerror or exc}") from None
-    if args.source_root and not Path(args.source_root).is_dir():
-        raise InputError(f"--source-root {args.source_root} is not a directory")
+    if args.source_root:
+        check_source_root(args.source_root)
     out = Path(args.out) if args.out else ctx.settings.home / "eval" / labels_path.stem
     if out.exists() and not out.is_dir():
         raise InputError(f"cannot create the report directory {out}: it is a file")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from sftl.cli import EXIT_NO_RESULT, EXIT_OK, Context, add_common, positive_int
+from sftl.cli import EXIT_NO_RESULT, EXIT_OK, Context, add_common, check_source_root, positive_int
 
 if TYPE_CHECKING:
     from sftl.model import Report
@@ -40,16 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from pathlib import Path
 
-    from sftl.errors import InputError
     from sftl.intake import load_issue
     from sftl.pipeline import locate, report_json
     from sftl.store import Store
 
-    if args.source_root is not None and not Path(args.source_root).expanduser().is_dir():
-        # an explicit tree that is not there is a typo to report (exit 2), not a "skipped" localization
-        raise InputError(f"--source-root {args.source_root} is not a directory")
+    if args.source_root is not None:  # a typo or a wrong folder is bad input (exit 2), not a "skipped" localization
+        check_source_root(args.source_root)
     with Store(ctx.settings.db_path) as store:
         issue = load_issue(args.target, ctx.settings, store)
         report = locate(

@@ -58,8 +58,10 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
     # not a date filtered everything out ("no stored issues"), a missing --source-root failed every issue
     check_crawl_args(args.repo, args.state, args.limit)
     since = normalize_since(args.since) if args.since else None
-    if args.source_root is not None and not Path(args.source_root).expanduser().is_dir():
-        raise InputError(f"--source-root {args.source_root} is not a directory")
+    if args.source_root is not None:
+        from sftl.cli import check_source_root
+
+        check_source_root(args.source_root)
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"--out {args.out} is a file, not a report directory")
     settings = ctx.settings
