@@ -130,5 +130,8 @@ if __name__ == "__main__":
     target = Path(sys.argv[1]).resolve()
     if target == ROOT or ROOT in target.parents:
         sys.exit("dev_labels: write outside the repository")
+    if not DEV.is_dir():  # a checkout without the shared data beside it: say where it was looked for
+        sys.exit(f"dev_labels: the development rows are not at {DEV} (this script reads ../shared/data/dev/ "
+                 "beside the repository, as the team's layout has it)")
     for name, path in build(target).items():
         print(f"{name}: {path}")
