@@ -47,7 +47,7 @@ INNER = {
     "sftl.screen": ["sections", "one_device", "rules", "documents", "keywords", "learned", "similar", "stage"],
     "sftl.sources": ["wheels", "archive"],
     "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "ranker", "gcrde", "baselines", "dispatch"],
-    "sftl.localize.mme": ["evidence", "state", "foreign", "classes", "attribute", "modules", "paper", "locate"],
+    "sftl.localize.mme": ["evidence", "state", "foreign", "releases", "models", "classes", "attribute", "modules", "paper", "locate"],
     "sftl.localize.gcrde": ["pyresolve", "ops", "cues", "board", "index", "roles", "dtypes", "features", "follow", "paper",
                             "tensorflow", "pytorch"],
     "sftl.fuzz": ["_worker", "specs", "hints", "pairwise", "generate", "seed", "features", "execute", "validity"],
