@@ -334,3 +334,30 @@ def test_a_renamed_name_other_framework_files_still_use_is_the_owners_to_keep(tm
     loc = localize_sftl(issue, extract_text(issue.title, issue.body, issue.repo), wheels["1.4.0"])
     assert loc.outcome == Outcome.LOCATED, loc.reason
     assert loc.suspects[0].path == "torch/lite/converter.py"
+
+
+# -- a traceback cut before its error line -------------------------------------------------------------
+
+
+def _cut(title: str) -> Localization:
+    frames = _tb(
+        ("/tmp/run.py", 1, "<module>", "import torch"),
+        (f"{SITE}/torch/__init__.py", 3, "<module>", "from torch import ("),
+        (f"{SITE}/torch/amp/__init__.py", 2, "<module>", "import torch.amp._fused"),
+        (f"{SITE}/torch/amp/_fused/__init__.py", 5, "<module>", "FusedGradScaler = functools.partial(amp.GradScaler, fused=True)"),
+        error="",
+    )
+    return _locate("circular_import", title, "The output stops here:\n\n" + frames)
+
+
+def test_cut_traceback_is_read_from_the_frame_line_the_title_names() -> None:
+    loc = _cut("AttributeError on `GradScaler` when importing torch")
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/amp/_fused/__init__.py"
+    assert "ends before its error line" in loc.suspects[0].reason and "GradScaler" in loc.suspects[0].reason
+
+
+def test_cut_traceback_whose_title_names_no_missing_name_abstains() -> None:
+    loc = _cut("importing torch hangs, then fails")
+    assert loc.outcome == Outcome.ABSTAINED
+    assert "ends before its error line" in loc.reason

@@ -145,9 +145,12 @@ class _Ev:
         return self.frames[-1] if self.frames else None
 
 
-def _evidence(extraction: Extraction, framework: str | None, issue: Issue | None = None, scan: bool = False) -> _Ev | None:
+def _evidence(
+    extraction: Extraction, framework: str | None, issue: Issue | None = None, scan: bool = False, keep_frames: bool = False
+) -> _Ev | None:
     """The frames and the error message; `scan`: when the reported error is not a missing-name error
-    (a compiler error wrapping it, a cut traceback), the last line of the report that is one."""
+    (a compiler error wrapping it, a cut traceback), the last line of the report that is one;
+    `keep_frames`: frames without any error message (a traceback cut before its last line) still count."""
     tb = extraction.traceback
     message = ""
     frames: list[tuple[int, Frame, str | None]] = []
@@ -177,7 +180,7 @@ def _evidence(extraction: Extraction, framework: str | None, issue: Issue | None
         if found:
             message = found[-1]
     if not message:
-        return None
+        return _Ev(frames, "") if keep_frames and frames else None
     return _Ev(frames, message)
 
 

@@ -6,7 +6,15 @@ import re
 from dataclasses import dataclass, field, replace
 
 from sftl.localize.mme.attribute import _attribute
-from sftl.localize.mme.evidence import _evidence, guess_framework, parse_missing
+from sftl.localize.mme.evidence import (
+    _Ev,
+    _evidence,
+    _frame_source,
+    _located,
+    _suspect,
+    guess_framework,
+    parse_missing,
+)
 from sftl.localize.mme.modules import _import_name, _module_attribute, _no_module
 from sftl.localize.pycode import Code
 from sftl.model import Extraction, Issue, Localization, Outcome, Suspect
@@ -40,11 +48,17 @@ def localize_sftl(
 ) -> Localization:
     """Our method: resolve the owner's definition and hierarchy, cover every MME variant, abstain on user errors."""
     framework = (source.framework if source else None) or guess_framework(extraction, issue)
-    ev = _evidence(extraction, framework, issue, scan=True)
+    ev = _evidence(extraction, framework, issue, scan=True, keep_frames=True)
     if ev is None:
         return Localization("sftl", (), Outcome.ABSTAINED, "no traceback or error line to read")
     missing = parse_missing(ev.message)
+    if missing is None and not ev.message and source is not None:
+        cut = _cut_traceback(Code(python_files_of_the_era(source)), ev, issue)
+        if cut is not None:
+            return cut
     if missing is None:
+        if not ev.message:
+            return Localization("sftl", (), Outcome.ABSTAINED, "the traceback ends before its error line, and its frames do not show the missing name")
         return Localization("sftl", (), Outcome.ABSTAINED, f"the error is not a missing-module error: {ev.message[:120]}")
     if source is None:
         return Localization("sftl", (), Outcome.SKIPPED, "no framework source available")
@@ -74,6 +88,30 @@ def localize_sftl(
     else:
         loc = _import_name(code, ev, missing, version, top, framework)
     return replace(loc, reason=loc.reason + note) if note else loc
+
+
+_MISSING_WORDS = re.compile(r"(?i)attributeerror|importerror|modulenotfounderror|has no attribute|no module named|cannot import")
+
+
+def _cut_traceback(code: Code, ev: _Ev, issue: Issue) -> Localization | None:
+    """A traceback cut before its error line, read from its frames' source lines and the title: the innermost
+    framework frame whose line reads a name the title names (the title saying it is a missing-name error)."""
+    if not _MISSING_WORDS.search(issue.title):
+        return None
+    quoted = re.findall(r"[`'\"]([A-Za-z_][\w.]*)[`'\"]", issue.title)
+    words = re.findall(r"\b([A-Za-z_]\w*(?:\.\w+)+|\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*)\b", issue.title)
+    names = [n.rsplit(".", 1)[-1] for n in dict.fromkeys(quoted + words) if len(n.rsplit(".", 1)[-1]) >= 3]
+    names = [n for n in names if not _MISSING_WORDS.fullmatch(n)]
+    frames = [(n, f, p) for n, f, p in reversed(ev.framework_frames) if f.function not in ("__getattr__", "__getattribute__")]
+    for num, frame, path in frames:
+        line = _frame_source(code, path, frame)
+        for name in names:
+            if re.search(rf"(\.|\bimport\s+|\bimport\b.*\b){re.escape(name)}\b", line):
+                out = [_suspect(path, 0.5, f"the traceback ends before its error line; the title names {name}, which traceback frame {num} ({frame.function}) reads: `{line.strip()[:80]}`")]
+                for rank, (n2, f2, p2) in enumerate(x for x in frames if x[0] != num):
+                    out.append(_suspect(p2, 0.2 / (rank + 1), f"traceback frame {n2} ({f2.function}) leads to it"))
+                return _located(out, 10)
+    return None
 
 
 def _release_that_has(code: Code, source: SourceProvider, owner: str) -> SourceProvider | None:
