@@ -355,6 +355,26 @@ def result_json(r: Result) -> dict[str, Any]:
     }
 
 
+def compare_lines(results: Sequence[Result], previous: Path) -> list[str]:
+    """Rows whose rank moved since an earlier `--json` run (same method): what a change won and lost."""
+    try:
+        old = {(r["key"], r["method"]): r for r in json.loads(previous.read_text(encoding="utf-8"))["results"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"cannot compare with {previous}: {exc}"]
+    better, worse = [], []
+    for r in results:
+        before = old.get((r.row.key, r.method))
+        if before is None:
+            continue
+        was, now = before.get("rank"), r.rank
+        if was == now:
+            continue
+        line = f"  {r.method:<6} {r.row.key:<32} {was or '-'} -> {now or '-'}"
+        (better if (now or 99) < (was or 99) else worse).append(line)
+    return ([f"compared with {previous}: {len(better)} rows better, {len(worse)} worse"]
+            + (["better:", *better] if better else []) + (["worse:", *worse] if worse else []))
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -386,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--locate-env", action="append", default=[], metavar="NAME=VALUE",
                     help="set for each locate; {key}/{safe}/{method} are filled in, e.g. a leave-one-out model "
                          "SFTL_X=/models/{safe}.json (repeatable)")
+    ap.add_argument("--compare", metavar="PREV.json", type=Path, help="list the rows whose rank moved since that --json run")
     ap.add_argument("--keep", metavar="DIR", type=Path, help="keep the per-run homes and issue files here")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
@@ -449,6 +470,15 @@ def main(argv: list[str] | None = None) -> int:
     out += table(f"rows whose truth file is in the sources ({len({r.row.key for r in held})} rows)", held, methods)
     out += table("rows with seen truth", [r for r in results if not r.row.inferred], methods)
     out += table("rows with inferred truth", [r for r in results if r.row.inferred], methods)
+    for method in methods[:1] if not args.given_category else ():
+        for category in ("gcrde", "mme"):
+            screened: dict[str, int] = {}
+            for r in results:
+                if r.method == method and r.row.category == category:
+                    screened[r.category_screened or r.outcome] = screened.get(r.category_screened or r.outcome, 0) + 1
+            if screened:
+                out.append(f"screening ({method}): {category} rows screened as "
+                           + ", ".join(f"{k} {v}" for k, v in sorted(screened.items(), key=lambda kv: -kv[1])))
     missing = [row for row in rows if row.in_sources is False]
     out.append(f"truth not in sources: {len(missing)} rows")
     for row in missing:
@@ -467,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
         out.append(f"sftl locate {sample.row.key} --offline --json ({category}), stored issue, cached sources: "
                    f"median {statistics.median(times):.2f}s wall, CLI start included "
                    f"(runs {', '.join(f'{t:.2f}' for t in times)}; target <= 1 s)")
+    if args.compare is not None:
+        out += compare_lines(results, args.compare)
     print("\n".join(out))
     if args.json:
         args.json.write_text(json.dumps({
