@@ -202,3 +202,16 @@ def test_cuda_raising_names_cuda_the_diverging_side() -> None:
                   body="The CPU returns a result.\nRuntimeError: CUDA error: an illegal memory access was encountered")
     div = divergent_side(issue, Extraction(None, None, Environment(framework="pytorch")))
     assert div.side.value == "cuda" and div.confident
+
+
+def test_the_published_method_reads_the_ops_as_before() -> None:
+    from sftl.localize.gcrde import torch_ops
+
+    issue = Issue(repo="pytorch/pytorch", number=1, title="topk sorting is wrong", body="")
+    ex = Extraction(Snippet("y = F.interpolate(x, mode='bicubic')\n", "t"), None, Environment(framework="pytorch"),
+                    apis=("torch.topk", "torch.Tensor.sum", "torch.sort"))
+    names = {"topk", "sum", "sort"}
+    focused = {o.name: o.weight for o in torch_ops(issue, ex, names, None)[0]}
+    paper = {o.name: o.weight for o in torch_ops(issue, ex, names, None, focus=False)[0]}
+    assert focused["sum"] < 0.6 < paper["sum"]  # sftl: the title's op dominates; the paper: every call as written
+    assert paper["sort"] < 1.0 == focused["sort"]  # 'sorting' names sort for sftl only

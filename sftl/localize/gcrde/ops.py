@@ -228,12 +228,13 @@ _MODE_ARG = re.compile(r"\bmode\s*=\s*['\"]([\w-]+)['\"]")
 
 def torch_ops(
     issue: Issue, extraction: Extraction, yaml_names: set[str] | None, divergent_op: str | None,
-    source: SourceProvider | None = None,
+    source: SourceProvider | None = None, focus: bool = True,
 ) -> tuple[list[OpRef], list[str]]:
     """The aten ops a report is about, weighted; and the API names that resolved to nothing.
 
     With a `source`, nn modules and functionals are resolved by reading that release's Python files
-    first (`pyresolve`), the built-in table after.
+    first (`pyresolve`), the built-in table after. `focus` (sftl's method; off for the published one):
+    the op the title names (also inflected: 'indexing') dominates, and the snippet's own `mode=` picks.
     """
     title = _title_tokens(issue.title)
     ops: dict[str, OpRef] = {}
@@ -272,7 +273,7 @@ def torch_ops(
             read = python_ops(api, source, written_mode)
             names = tuple(dict.fromkeys((*read, *names)))
         in_title = leaf not in _NEVER_SUBJECT and (
-            leaf.strip("_").lower() in title or any(n.strip("_") in title or _inflected(n, title) for n in names)
+            leaf.strip("_").lower() in title or any(n.strip("_") in title or (focus and _inflected(n, title)) for n in names)
         )
         incidental = leaf in _TORCH_INCIDENTAL and not in_title
         base = 0.15 if incidental else 0.9 - 0.04 * min(real, 5)
@@ -292,7 +293,7 @@ def torch_ops(
             # old releases bound many ops through TH (THCTensor_(rshift)), outside the yaml: keep the name
             put(_dunder_free(names[0]) if names else leaf, base * 0.7, api + " (not in native_functions.yaml)")
     titled = {n for n, o in ops.items() if "(named in the title)" in o.origin or "diverged in replay" in o.origin}
-    if titled and not divergent_op:
+    if titled and not divergent_op and focus:
         # the op the title names is the one under test: the snippet's other calls build its input or read its
         # result (randn, .sum() of the output, abs(a - b).max() to compare)
         ops = {n: o if n in titled else OpRef(n, o.weight * _SUPPORTING, o.origin + " (not the op the title names)")
@@ -302,7 +303,7 @@ def torch_ops(
         ops = {n: OpRef(n, o.weight * 0.9 / top_weight, o.origin) for n, o in ops.items()}
     context = " ".join([issue.title, issue.body, extraction.snippet.code if extraction.snippet else ""]).lower()
     code = extraction.snippet.code if extraction.snippet else ""
-    written = [m.group(1).lower() for m in _MODE_ARG.finditer(code)]
+    written = [m.group(1).lower() for m in _MODE_ARG.finditer(code)] if focus else []
     modes = [m for m in ("bilinear", "bicubic", "trilinear", "nearest", "linear", "area") if m in written] or [
         m for m in ("bilinear", "bicubic", "trilinear", "nearest", "linear", "area") if m in context]
     if modes and any(n.startswith("upsample_") for n in ops):  # interpolate(mode=...) picks one kernel

@@ -25,7 +25,7 @@ def _paper_pytorch(
 ) -> Localization:
     """The published method: dispatch kernel names fuzzy-matched against kernel file names."""
     label = "paper"
-    ops, unknown = torch_ops(issue, extraction, set(natives), divergent_op)
+    ops, unknown = torch_ops(issue, extraction, set(natives), divergent_op, focus=False)
     # the paper takes the snippet's operators as they are: no title, no incidental filtering
     ops = [o for o in ops if "named in the title" not in o.origin or o.weight >= 0.9]
     if not ops:
