@@ -63,3 +63,18 @@ def test_fuzz_seeded_from_an_issue_with_replay(sftl_home: Path, fixtures_dir: Pa
 def test_bad_input_is_one_line_and_exit_2(sftl_home: Path, argv: list[str], needle: str) -> None:
     rc, out, err = _run(*argv)
     assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_tensorflow_start_up_lines_stay_off_stderr_unless_debug(sftl_home: Path) -> None:
+    pytest.importorskip("tensorflow")
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-c", "from sftl.cli import entry; entry()", "fuzz", "tf.math.abs", "--inputs", "20",
+           "--jobs", "1", "--json"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ}, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "absl::InitializeLog" not in run.stderr and "oneDNN" not in run.stderr
+    assert json.loads(run.stdout)["api"]

@@ -156,6 +156,29 @@ def check_source_root(text: str, flag: str = "--source-root") -> str:
                      "folder in its first levels); give the framework's checkout, source package or site-packages")
 
 
+def import_quietly(module: str) -> None:
+    """Import a framework with its native start-up lines (absl's 'All log messages before absl::InitializeLog()',
+    oneDNN's and the CPU-feature notes, written by C++ to fd 2) kept off stderr; `--debug` skips this. A failed
+    import is left for the caller to meet with its own message."""
+    import importlib
+    import os
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - reported later, where the framework is used
+                pass
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def hidden_alias(parser: argparse.ArgumentParser, old: str, dest: str, **kwargs: Any) -> None:
     """Keep an old spelling of an option working without listing it (`fuzz --workers` is now `--jobs`)."""
     parser.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)

@@ -81,6 +81,10 @@ def run_fuzz(args: argparse.Namespace, ctx: Any) -> int:
     if args.replay and not args.seed_from:
         raise InputError("--replay needs --seed-from (the call whose variants are replayed)")
     framework = args.framework or ("tensorflow" if args.api.startswith(("tf.", "tensorflow.")) else "pytorch")
+    if framework == "tensorflow" and not getattr(args, "debug", False):
+        from sftl.cli import import_quietly
+
+        import_quietly("tensorflow")  # its absl/oneDNN start-up lines would bury sftl's own
     spec = api_spec(args.api, framework)
     seed = None
     if args.seed_from:
