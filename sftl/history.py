@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import date, timedelta
 from typing import Any
 
 from sftl.errors import InputError
@@ -323,8 +326,6 @@ _SIGNATURE_PREFIXES = ("dev:", "dtyp", "exc:")
 def counts_from(fixed_on: str) -> str:
     """The first day a fix counts for (the time rule as a sortable key): '2024-05' -> '2024-06-01',
     '2024-06-14' -> '2024-06-15'. An issue filed on day D may consult the fixes counting from D or before."""
-    from datetime import date, timedelta
-
     y, m = int(fixed_on[:4]), int(fixed_on[5:7])
     if len(fixed_on) == 7:
         return f"{y + m // 12:04d}-{m % 12 + 1:02d}-01"
@@ -338,14 +339,17 @@ def counts_from(fixed_on: str) -> str:
 class FixIndex:
     """The fixes of one framework as an inverted index, rows sorted by the day they count from, so
     the fixes before a day are a prefix and a term's document frequency among them one bisection.
-    Plain lists, dicts and strings only: `to_data`/`from_data` round-trip through `marshal` quickly."""
+    Flat arrays (CSR) plus two string lists and the vocabulary: `to_data`/`from_data` round-trip
+    through `marshal` in a few milliseconds for 10,000 fixes."""
 
     starts: list[str]  # per row: the day it counts from (ascending)
     keys: list[str]  # per row: "repo\0fix_key"
-    term_ids: list[list[int]]  # per row: its terms
-    weights: list[list[float]]
+    row_ptr: array  # row r's terms are row_terms[row_ptr[r]:row_ptr[r + 1]]
+    row_terms: array
+    row_weights: array
     vocab: dict[str, int]
-    postings: list[list[int]]  # per term: the rows holding it (ascending)
+    post_ptr: array  # term t's rows (ascending) are post_rows[post_ptr[t]:post_ptr[t + 1]]
+    post_rows: array
 
     @classmethod
     def build(cls, rows: Iterable[tuple[str, str, Mapping[str, float]]]) -> FixIndex:
@@ -353,36 +357,46 @@ class FixIndex:
         ordered = sorted(((counts_from(fixed_on), key, terms) for key, fixed_on, terms in rows), key=lambda r: (r[0], r[1]))
         vocab: dict[str, int] = {}
         postings: list[list[int]] = []
-        term_ids: list[list[int]] = []
-        weights: list[list[float]] = []
+        row_ptr, row_terms, row_weights = array("i", [0]), array("i"), array("d")
         for row, (_, _, terms) in enumerate(ordered):
-            ids = []
-            for term in terms:
+            for term, weight in terms.items():
                 tid = vocab.setdefault(term, len(vocab))
                 if tid == len(postings):
                     postings.append([])
                 postings[tid].append(row)
-                ids.append(tid)
-            term_ids.append(ids)
-            weights.append([float(terms[t]) for t in terms])
-        return cls([r[0] for r in ordered], [r[1] for r in ordered], term_ids, weights, vocab, postings)
+                row_terms.append(tid)
+                row_weights.append(float(weight))
+            row_ptr.append(len(row_terms))
+        post_ptr, post_rows = array("i", [0]), array("i")
+        for plist in postings:
+            post_rows.extend(plist)
+            post_ptr.append(len(post_rows))
+        return cls([r[0] for r in ordered], [r[1] for r in ordered], row_ptr, row_terms, row_weights, vocab,
+                   post_ptr, post_rows)
 
     def to_data(self) -> dict[str, Any]:
-        return {"starts": self.starts, "keys": self.keys, "term_ids": self.term_ids, "weights": self.weights,
-                "vocab": self.vocab, "postings": self.postings}
+        return {"starts": self.starts, "keys": self.keys, "vocab": self.vocab,
+                **{name: getattr(self, name).tobytes() for name in _ARRAYS}}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> FixIndex:
-        return cls(data["starts"], data["keys"], data["term_ids"], data["weights"], data["vocab"], data["postings"])
+        arrays = {}
+        for name, code in _ARRAYS.items():
+            arr = array(code)
+            arr.frombytes(data[name])
+            arrays[name] = arr
+        return cls(starts=data["starts"], keys=data["keys"], vocab=data["vocab"], **arrays)
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def eligible(self, day: str | None) -> int:
         """How many rows (a prefix) count for an issue filed on `day` (every row for an undated one)."""
-        import bisect
-
         return len(self.starts) if day is None else bisect.bisect_right(self.starts, day)
+
+    def _df(self, tid: int, k: int) -> int:
+        lo, hi = self.post_ptr[tid], self.post_ptr[tid + 1]
+        return bisect.bisect_left(self.post_rows, k, lo, hi) - lo
 
     def similar(
         self, query: Mapping[str, float], day: str | None, limit: int = MAX_NEIGHBOURS, min_similarity: float = MIN_SIMILARITY,
@@ -392,19 +406,15 @@ class FixIndex:
         ([(row, similarity, shared terms heaviest first)], how many rows were eligible). A row
         sharing only device/dtype/exception terms with the query is no match; one whose key starts
         with `exclude` (the fixes of the issue itself) is never one."""
-        import bisect
-
         k = self.eligible(day)
         if k == 0 or not query:
             return [], k
         idf_cache: dict[int, float] = {}
-        postings, vocab = self.postings, self.vocab
 
         def idf(tid: int) -> float:
             v = idf_cache.get(tid)
             if v is None:
-                df = bisect.bisect_left(postings[tid], k)
-                v = idf_cache[tid] = math.log((1 + k) / (1 + df)) + 1.0
+                v = idf_cache[tid] = math.log((1 + k) / (1 + self._df(tid, k))) + 1.0
             return v
 
         top_idf = math.log(1 + k) + 1.0
@@ -412,25 +422,28 @@ class FixIndex:
         q_sq = 0.0
         rows: set[int] = set()
         for term, w in query.items():
-            tid = vocab.get(term)
-            df = bisect.bisect_left(postings[tid], k) if tid is not None else 0
+            tid = self.vocab.get(term)
+            df = self._df(tid, k) if tid is not None else 0
             if tid is None or df == 0:
                 q_sq += (w * top_idf) ** 2  # a term no eligible fix has weighs the highest IDF
                 continue
             qv[tid] = w * idf(tid)
             q_sq += qv[tid] ** 2
             if term[:4] not in _SIGNATURE_PREFIXES:
-                rows.update(postings[tid][:df])
+                lo = self.post_ptr[tid]
+                rows.update(self.post_rows[lo : lo + df])
         if not qv or q_sq == 0:
             return [], k
-        q_norm = math.sqrt(q_sq)
-        scored: list[tuple[float, int]] = []
         if exclude:
             rows = {r for r in rows if not self.keys[r].startswith(exclude)}
+        q_norm = math.sqrt(q_sq)
+        scored: list[tuple[float, int]] = []
+        terms_of, weights_of, ptr = self.row_terms, self.row_weights, self.row_ptr
         for row in rows:
             dot = norm = 0.0
-            for tid, w in zip(self.term_ids[row], self.weights[row], strict=True):
-                x = w * idf(tid)
+            a, b = ptr[row], ptr[row + 1]
+            for tid, w in zip(terms_of[a:b], weights_of[a:b], strict=True):
+                x = w * (idf_cache.get(tid) or idf(tid))
                 norm += x * x
                 q = qv.get(tid)
                 if q is not None:
@@ -439,13 +452,17 @@ class FixIndex:
             if sim >= min_similarity:
                 scored.append((sim, row))
         scored.sort(key=lambda x: (-x[0], self.keys[x[1]]))
-        names = {tid: term for term, tid in vocab.items() if tid in qv} if scored else {}
+        names = {tid: term for term, tid in self.vocab.items() if tid in qv} if scored else {}
         out = []
         for sim, row in scored[:limit]:
-            shared = sorted(((qv[t] * w * idf(t), names[t]) for t, w in zip(self.term_ids[row], self.weights[row], strict=True)
-                             if t in qv), key=lambda x: (-x[0], x[1]))
+            span = range(ptr[row], ptr[row + 1])
+            shared = sorted(((qv[terms_of[j]] * weights_of[j] * idf(terms_of[j]), names[terms_of[j]]) for j in span
+                             if terms_of[j] in qv), key=lambda x: (-x[0], x[1]))
             out.append((row, round(sim, 4), tuple(t for _, t in shared)))
         return out, k
+
+
+_ARRAYS = {"row_ptr": "i", "row_terms": "i", "row_weights": "d", "post_ptr": "i", "post_rows": "i"}
 
 
 def similar_fixes(

@@ -163,7 +163,7 @@ def stats(store: Store, repo: str | None = None) -> dict[str, Any]:
 
 
 _FRAMEWORK_OWNERS = {"pytorch": "pytorch", "tensorflow": "tensorflow"}
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: flat arrays
 _INDEXES_KEPT = 8
 
 
