@@ -358,6 +358,26 @@ def result_json(r: Result) -> dict[str, Any]:
     }
 
 
+def headline(results: Sequence[Result], timings: dict[str, float], given: bool) -> list[str]:
+    """Issue #13's closing figures in one place (all rows; a row whose truth the sources lack is a miss)."""
+    def top(method: str, category: str, framework: str | None = None, k: str = "1") -> str:
+        cell = [r for r in results if r.method == method and r.row.category == category
+                and (framework is None or r.row.framework == framework)]
+        return f"{metrics(cell)['top'][k]:.2f}" if cell else "n/a"
+
+    mode = "screening given" if given else "end to end"
+    lines = [f"HEADLINE ({mode}; done when: GCRDE top-1 >= 0.60, top-5 >= 0.85; MME top-1 >= 0.75 and >= paper; <= 1 s)"]
+    if any(r.method == "sftl" for r in results):
+        lines.append(f"  GCRDE sftl top-1 {top('sftl', 'gcrde')} (PyTorch {top('sftl', 'gcrde', 'pytorch')}, "
+                     f"TensorFlow {top('sftl', 'gcrde', 'tensorflow')}), top-5 {top('sftl', 'gcrde', k='5')} "
+                     f"(PyTorch {top('sftl', 'gcrde', 'pytorch', '5')}, TensorFlow {top('sftl', 'gcrde', 'tensorflow', '5')})")
+        lines.append(f"  MME   sftl top-1 {top('sftl', 'mme')}" + (f" vs paper {top('paper', 'mme')}"
+                                                                    if any(r.method == "paper" for r in results) else ""))
+    if timings:
+        lines.append("  stored-issue locate " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
+    return lines
+
+
 def compare_lines(results: Sequence[Result], previous: Path) -> list[str]:
     """Rows whose rank moved since an earlier `--json` run (same method): what a change won and lost."""
     try:
@@ -508,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         out.append(f"sftl locate {sample.row.key} --offline --json ({category}), stored issue, cached sources: "
                    f"median {statistics.median(times):.2f}s wall, CLI start included "
                    f"(runs {', '.join(f'{t:.2f}' for t in times)}; target <= 1 s)")
+    out += headline(results, timings, args.given_category)
     if args.compare is not None:
         out += compare_lines(results, args.compare)
     print("\n".join(out))
