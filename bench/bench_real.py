@@ -24,9 +24,15 @@ truth is in the sources, and for seen vs inferred truth; a per-row table; the wa
 `sftl locate` on a stored issue with cached sources. `--json OUT` keeps every row's full ranked
 list (scores, reasons, and whether each suspect is a truth file) for re-ranker training.
 
-    .venv/bin/python bench/bench_real.py                 # full run, methods sftl,paper,vsm,bert
-    .venv/bin/python bench/bench_real.py --quick         # sftl + paper on a few rows (make bench)
+The composed reports carry no prose beyond the title (the rows keep none that was not written
+knowing the fix), so screening sees less than in a real report: `--given-category` stores each
+row's labelled category as its screening and measures the localization alone. Report both.
+
+    .venv/bin/python bench/bench_real.py                       # --quick: sftl + paper on 6 rows (make bench)
+    .venv/bin/python bench/bench_real.py --methods sftl,paper,vsm,bert --json OUT.json   # the full run
+    .venv/bin/python bench/bench_real.py --methods sftl --given-category --compare OUT.json
     .venv/bin/python bench/bench_real.py --methods sftl --category mme --rows 'lr_scheduler|optim'
+    .venv/bin/python bench/bench_real.py --methods sftl --locate-env SFTL_RANKER=/models/{safe}.json  # leave-one-out
 """
 
 from __future__ import annotations
