@@ -205,6 +205,7 @@ class Store:
         """Write the issue's own fields (not its thread) -> "new", "updated" (a newer version),
         "revised" (the version stored, with other fields), "same" (this very copy is stored
         already: nothing written) or "older" (a newer one is stored: kept)."""
+        _check_number(issue.number)
         row = db.execute("SELECT * FROM issues WHERE repo=? AND number=?", (issue.repo, issue.number)).fetchone()
         revised = False
         if row is not None:
@@ -312,6 +313,7 @@ class Store:
         return row["comments_synced_at"] if row else None
 
     def get_issue(self, repo: str, number: int) -> Issue | None:
+        _check_number(number)
         row = self._db.execute("SELECT * FROM issues WHERE repo=? AND number=?", (repo, number)).fetchone()
         return self._issue_from_row(row) if row else None
 
@@ -724,6 +726,19 @@ class Store:
             for row in rows:
                 db.execute("INSERT OR REPLACE INTO fixes VALUES (?,?,?,?,?,?,?,?,?)", (*row, time.time()))
             db.execute("INSERT OR REPLACE INTO fix_crawls VALUES (?,?,?,?)", (repo, number, updated_at, int(bool(rows))))
+
+
+_MAX_INTEGER = 2**63 - 1  # SQLite's INTEGER: a larger Python int raises OverflowError inside a transaction
+
+
+def _check_number(number: int) -> None:
+    """The store's own boundary check: an issue number SQLite cannot hold is bad input (exit 2), refused before
+    its statement runs (the transaction of its batch rolls back whole, never half-written)."""
+    if not isinstance(number, int) or isinstance(number, bool) or not 0 < number <= _MAX_INTEGER:
+        from sftl.errors import InputError
+
+        shown = str(number) if len(str(number)) <= 30 else f"{str(number)[:12]}... ({len(str(number))} digits)"
+        raise InputError(f"issue number {shown} cannot be stored (1 .. {_MAX_INTEGER})")
 
 
 def _without_comments(raw: dict[str, Any]) -> dict[str, Any]:

@@ -153,3 +153,19 @@ def test_import_keeps_every_good_line_beside_bad_ones(workdir: Path, sftl_home: 
     assert len(err.getvalue().splitlines()) == 3  # one line per bad line, with its number
     _, rows = _rows(sftl_home / "sftl.db")
     assert {20, 22, 23, 24} <= {n for _, n, _ in rows}
+
+
+def test_the_store_refuses_a_number_sqlite_cannot_hold_and_keeps_its_rows(tmp_path: Path) -> None:
+    from sftl.errors import InputError
+    from sftl.model import Issue
+    from sftl.store import Store
+
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        store.upsert_issues([(Issue(repo=REPO, number=1, title="kept", body=""), None)])
+        with pytest.raises(InputError, match="cannot be stored"):
+            store.upsert_issues([(Issue(repo=REPO, number=2**63, title="t", body=""), None)])
+        with pytest.raises(InputError, match="cannot be stored"):
+            store.get_issue(REPO, 10**30)
+    check, rows = _rows(db)
+    assert check == "ok" and rows == [(REPO, 1, "kept")]
