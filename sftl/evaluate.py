@@ -356,7 +356,9 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
     except RecursionError:  # the C decoder recurses per nesting level
         return SkippedRow(line, "", "JSON nested too deeply")
     if not isinstance(obj, dict):
-        return SkippedRow(line, "", f"expected a JSON object, got {type(obj).__name__}")
+        from sftl.github import json_type
+
+        return SkippedRow(line, "", f"expected a JSON object, got {json_type(obj)}")
     issue = obj.get("issue")
     url = obj.get("url")
     if not isinstance(url, str) or not url.strip():

@@ -37,6 +37,7 @@ FILES: dict[str, str] = {
     "one_bad_line.jsonl": _issue(13, labels="notalist") + "\n",
     "empty.jsonl": "",
     "garbage.jsonl": "this is not json\n",
+    "array.jsonl": "[1, 2]\n",
     "syntax_error.py": "import torch\ndef f(:\n",
     "no_snippet.json": _issue(14, body="It breaks, no code."),
 }
@@ -71,6 +72,7 @@ CASES: list[tuple[list[str], int, str]] = [
     (["bisect", "{no_snippet.json}", "--versions", "2.0..2.1", "--framework", "pytorch"], NO_RESULT, "no snippet"),
     (["eval", "{empty.jsonl}"], BAD_USAGE, "empty"),
     (["eval", "{garbage.jsonl}"], BAD_USAGE, "no usable label line"),
+    (["eval", "{array.jsonl}"], BAD_USAGE, "expected a JSON object, got an array"),
     (["screen", "--train", "{garbage.jsonl}", "--precision", "2"], BAD_USAGE, "--precision"),
     (["triage", REPO, "--offline", "--since", "2030-01-01"], NO_RESULT, "none of the 3 stored open issues"),
     (["triage", "nobody/nothing", "--offline"], NO_RESULT, "no stored open issues"),
