@@ -596,6 +596,24 @@ def postdates_release(source: SourceProvider, path: str) -> str | None:
     return release
 
 
+_NATIVES_BY_TEXT: dict[str, dict[str, list[nat.NativeFunction]]] = {}
+
+
+def _parsed_natives(text: str) -> dict[str, list[nat.NativeFunction]]:
+    """A release's native_functions.yaml parsed once per process (each op of a report asks again; ~0.25 s a parse)."""
+    import hashlib
+
+    key = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+    if key not in _NATIVES_BY_TEXT:
+        try:
+            _NATIVES_BY_TEXT[key] = nat.parse_native_functions(text)
+        except nat.NativeYamlError:
+            _NATIVES_BY_TEXT[key] = {}
+        while len(_NATIVES_BY_TEXT) > 4:  # a few releases at most in one process
+            del _NATIVES_BY_TEXT[next(iter(_NATIVES_BY_TEXT))]
+    return _NATIVES_BY_TEXT[key]
+
+
 def release_binding(op: str, side: Side, layers: Sequence[SourceProvider]) -> ReleaseBinding | None:
     """How `op` was computed on `side` at these layers' release, from its generated headers; None if they do not say.
 
@@ -613,10 +631,7 @@ def release_binding(op: str, side: Side, layers: Sequence[SourceProvider]) -> Re
     files = [f for layer in layers for f in layer.list_files()]
     text = _first_text(layers, nat.NATIVE_YAML)
     if text:
-        try:
-            natives = nat.parse_native_functions(text)
-        except nat.NativeYamlError:
-            natives = {}
+        natives = _parsed_natives(text)
         for alias in sorted(aliases):
             for entry in natives.get(alias, ()):
                 for dkey, kernel in entry.dispatch.items():
