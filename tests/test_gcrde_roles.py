@@ -215,3 +215,14 @@ def test_the_published_method_reads_the_ops_as_before() -> None:
     paper = {o.name: o.weight for o in torch_ops(issue, ex, names, None, focus=False)[0]}
     assert focused["sum"] < 0.6 < paper["sum"]  # sftl: the title's op dominates; the paper: every call as written
     assert paper["sort"] < 1.0 == focused["sort"]  # 'sorting' names sort for sftl only
+
+
+def test_an_expected_small_value_is_no_value_dependence() -> None:
+    from sftl.localize.gcrde import report_cues
+
+    def cue(body: str) -> str:
+        issue = Issue(repo="pytorch/pytorch", number=1, title="GroupNorm differs on CPU and GPU", body=body)
+        return report_cues(issue, Extraction(None, None, Environment(framework="pytorch"))).value_dependent
+
+    assert cue("max |cpu - gpu| is 0.0121 (expected a very small value)") == ""
+    assert cue("the CUDA result is off for small values of x")

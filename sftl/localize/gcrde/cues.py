@@ -101,9 +101,10 @@ _CROSS_WORDS = re.compile(
 # "different GPUs" / "another GPU" often means another GPU model: only with a second device index too
 _LOOSE_CROSS = re.compile(r"(?:different|other|another|multiple|two)\s+gpus?\b|between (?:the )?gpus|multi-?gpu", re.I)
 # an accuracy loss that depends on the input's value: the math's approximation, not the kernel plumbing
+# ("for small values", "large inputs"; not the one value expected: "expected a very small value")
 _VALUE_CUE = re.compile(
     r"precision|\baccura|inaccura|relative error|\bulps?\b|asymptot|underflow|\btails?\b|\bnear (?:the )?pole"
-    r"|close to (?:the )?pole|(?:large|small|big|tiny|negative) (?:x|values?|arguments?|inputs?|magnitudes?)\b"
+    r"|close to (?:the )?pole|(?<!a )(?<!an )(?<!a very )(?:large|small|big|tiny|negative) (?:x|values?|arguments?|inputs?|magnitudes?)\b"
     r"|\bfor (?:x|p|q|a|inputs?)\s*[<>=]|\bscipy\b|\bmpmath\b|\bdigits?\b",
     re.I,
 )
