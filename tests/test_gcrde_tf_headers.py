@@ -66,9 +66,10 @@ def test_cpu_wrong_report_puts_the_cc_file_above_the_gpu_one(site: SitePackages)
 
 def test_segment_sum_reaches_the_family_files_and_the_real_gpu_header(site: SitePackages) -> None:
     loc = locate(site, "tf.math.segment_sum is wrong on GPU", "tensorflow.math.segment_sum")
-    assert paths(loc)[:2] == [K + "segment_reduction_ops_gpu.cu.cc", K + "segment_reduction_ops_gpu.cu.h"]
-    assert loc.suspects[0].reason.startswith(INFERRED + K + "segment_reduction_ops.h")
-    assert not loc.suspects[1].reason.startswith(INFERRED) and loc.suspects[1].side is Side.CUDA
+    # the real GPU header holds the kernels (__global__): it leads; the .cu.cc that instantiates them is inferred
+    assert paths(loc)[:2] == [K + "segment_reduction_ops_gpu.cu.h", K + "segment_reduction_ops_gpu.cu.cc"]
+    assert loc.suspects[1].reason.startswith(INFERRED + K + "segment_reduction_ops.h")
+    assert not loc.suspects[0].reason.startswith(INFERRED) and loc.suspects[0].side is Side.CUDA
     assert K + "segment_reduction_ops.cc" in paths(loc)
 
 
@@ -181,3 +182,10 @@ def test_installed_tensorflow_headers() -> None:
     assert argmax.suspects[0].reason.startswith(INFERRED + K + "argmax_op.h")
     seg = locate(_INSTALLED, "unsorted_segment_sum wrong on GPU", "tensorflow.math.unsorted_segment_sum")
     assert {K + "segment_reduction_ops_gpu.cu.cc", K + "segment_reduction_ops_gpu.cu.h"} <= set(paths(seg)[:3])
+
+
+def test_a_gpu_header_holding_the_kernels_ranks_above_the_inferred_cu_cc(site: SitePackages) -> None:
+    loc = locate(site, "[CUDA] illegal memory read on TopK", "tensorflow.math.top_k")
+    got = paths(loc)
+    assert got[0] == K + "topk_op_gpu.h" and "holds the GPU kernels" in loc.suspects[0].reason
+    assert got.index(K + "topk_op_gpu.cu.cc") == 1 and "inferred" in loc.suspects[1].reason

@@ -296,6 +296,7 @@ _TF_FAMILIES = (  # ops whose functors a header declares under a family name, no
 _TF_DECL = re.compile(r"\b(?:struct|class)\s+(\w+)\s*(?:final\s*)?(?:[:{]|<[^;{}]*>\s*[:{])")
 _TF_DECL_SUFFIX = re.compile(r"(?:Functor|Reducer|Op|GPU|Kernel|Impl)$")
 _TF_IMPL_STEM = re.compile(r"^(?P<stem>\w+?_(?:ops|op|functor))(?:_(?:functor|impl|gpu|cpu|common))*$")
+_TF_DEVICE_CODE = re.compile(r"__global__|<<<|GpuLaunchKernel\s*\(")
 _INFERRED = "source not available; inferred from {h} by TensorFlow's naming convention"
 
 
@@ -401,6 +402,10 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
                      if "grad" not in c.rsplit("/", 1)[-1] or "Grad" in op.name]  # backward headers: not a forward op's
             for comp in comps:
                 board.add(comp, w * 0.96, f"GPU-side header beside {name} for {op.name}", Side.CUDA)
+                if _TF_DEVICE_CODE.search(texts.get(comp, "")):
+                    # the GPU kernels are written in the header; the inferred .cu.cc only instantiates them
+                    board.add(comp, w * 1.01, f"{comp.rsplit('/', 1)[-1]} holds the GPU kernels (device code) of "
+                              f"{op.name}; the .cu.cc beside it only instantiates them", Side.CUDA)
             if cues.nan and _COMPARING_OPS.search(_snake(op.name)):
                 # the headers whose code handles NaN (isnan, x != x, a NaN-propagating functor) hold the comparison
                 for path in [header, *comps]:
