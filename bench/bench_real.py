@@ -434,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", type=Path, default=DEFAULT_HOME, help=f"the provisioned SFTL_HOME (default {DEFAULT_HOME})")
     ap.add_argument("--no-history", action="store_true", help="no fix history in the store (passed to locate when it has the flag)")
     ap.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="parallel locates (at most 2)")
+    ap.add_argument("--deadline", type=float, default=0.0, metavar="SECONDS",
+                    help="start no locate after this long; the figures say how many were not run (default: none)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per locate (the first over a tree builds its index)")
     ap.add_argument("--given-category", action="store_true",
                     help="store each row's labelled category as its screening: measures localization alone")
@@ -486,13 +488,26 @@ def main(argv: list[str] | None = None) -> int:
         tag = (row.sources_note, m)
         (rest if tag in seen_sources else warm).append((row, m))
         seen_sources.add(tag)
+    not_run: list[tuple[Row, str]] = []
+
+    def job(row_method: tuple[Row, str]) -> Result | None:
+        row, method = row_method
+        if args.deadline and time.perf_counter() - started > args.deadline:
+            not_run.append(row_method)
+            return None
+        return run_locate(row, method, work, args.home, base_db, extra, args.timeout, args.given_category, args.locate_env)
+
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for batch in (warm, rest):
-            for r in pool.map(lambda job: run_locate(job[0], job[1], work, args.home, base_db, extra, args.timeout,
-                                                  args.given_category, args.locate_env), batch):
+            for r in pool.map(job, batch):
+                if r is None:
+                    continue
                 results.append(r)
                 print(f"  {r.method:<6} {r.row.key:<32} rank {r.rank or '-':>2}  {r.seconds:5.1f}s  {outcome_text(r)[:70]}", flush=True)
     elapsed = time.perf_counter() - started
+    if not_run:
+        print(f"  --deadline {args.deadline:.0f}s: {len(not_run)} locates not run, left out of every figure below: "
+              + ", ".join(f"{m} {r.key}" for r, m in not_run[:12]) + (" ..." if len(not_run) > 12 else ""))
     order = {(row.key, m): i for i, (row, m) in enumerate((row, m) for row in rows for m in methods)}
     results.sort(key=lambda r: order[(r.row.key, r.method)])
 
@@ -547,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "methods": methods, "history": bool(base_db), "elapsed_s": round(elapsed, 1),
             "given_category": args.given_category, "stored_locate_s": timings,
+            "not_run": [{"key": r.key, "method": m} for r, m in not_run],
             "results": [result_json(r) for r in results],
         }, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
