@@ -12,6 +12,7 @@ import argparse
 import csv
 import functools
 import json
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -113,7 +114,11 @@ class Task:
     top: int
 
 
-def _worker_init(use_torch: bool, threads: int) -> None:
+def _worker_init(use_torch: bool, threads: int, parent_pid: int | None = None) -> None:
+    if parent_pid is not None:  # a kill -9 of `sftl eval --jobs N` takes its workers with it
+        from sftl.triage import die_with_parent
+
+        die_with_parent(parent_pid)
     if use_torch:  # N workers on N cores: one thread each, not N each
         import torch
 
@@ -419,7 +424,7 @@ def _execute(todo: Sequence[Task], args: argparse.Namespace, settings: Settings)
     ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix
     pool = ProcessPoolExecutor(
         max_workers=args.jobs, mp_context=ctx, initializer=_worker_init,
-        initargs=(use_torch, 1),
+        initargs=(use_torch, 1, os.getpid()),
     )
     pending: set[Any] = set()
     queue = list(reversed(todo))

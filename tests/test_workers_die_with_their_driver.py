@@ -1,4 +1,5 @@
-"""`kill -9` of `sftl triage --jobs 2` leaves no worker behind: workers die with their driver."""
+"""`kill -9` of `sftl triage --jobs 2` (local pool and Ray) or `sftl eval --jobs 2` leaves no process behind:
+workers die with their driver."""
 
 from __future__ import annotations
 
@@ -126,3 +127,41 @@ def test_kill_9_of_triage_on_ray_leaves_no_ray_process_alive(sftl_home: Path, tm
     for p in left:
         os.kill(p, signal.SIGKILL)
     assert not left, f"Ray processes {left} outlived their killed driver"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_eval_leaves_no_worker_alive(sftl_home: Path, tmp_path: Path) -> None:
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "eval"
+    rows = [json.loads(line) for line in (fixtures / "labels_small.jsonl").read_text().splitlines() if line.strip()]
+    labels = tmp_path / "labels.jsonl"
+    with labels.open("w") as fh:  # many rows, so the two workers are busy when the driver dies
+        for copy in range(30):
+            for row in rows:
+                issue = dict(row["issue"], number=row["issue"]["number"] * 100 + copy)
+                fh.write(json.dumps({**row, "url": row["url"] + f"{copy:02d}", "issue": issue,
+                                     "source_root": str(fixtures / "tree")}) + "\n")
+    sftl = [sys.executable, "-c", "from sftl.cli import entry; entry()"]
+    env = {**os.environ, "SFTL_HOME": str(sftl_home)}
+    proc = subprocess.Popen([*sftl, "--offline", "eval", str(labels), "--jobs", "2", "--method", "sftl,vsm,paper",
+                             "--no-plots", "--out", str(tmp_path / "ev")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            workers = _children(proc.pid)
+            time.sleep(0.05)
+        assert len(workers) >= 2, "eval never started its two workers"
+        time.sleep(0.5)  # past the workers' initializer
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [w for w in workers if _alive(w)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"eval workers {left} outlived their killed driver"
