@@ -395,7 +395,8 @@ def compare_lines(results: Sequence[Result], previous: Path) -> list[str]:
         old = {(r["key"], r["method"]): r for r in json.loads(previous.read_text(encoding="utf-8"))["results"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return [f"cannot compare with {previous}: {exc}"]
-    better, worse = [], []
+    better: list[str] = []
+    worse: list[str] = []
     for r in results:
         before = old.get((r.row.key, r.method))
         if before is None:
@@ -460,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     got = provision(args.home)
-    print(f"SFTL_HOME {got['home']}: trees {', '.join(got['trees']) or 'none'}; {len(got['wheels'])} wheels")  # type: ignore[arg-type]
+    print(f"SFTL_HOME {got['home']}: trees {', '.join(got['trees']) or 'none'}; {len(got['wheels'])} wheels")
     check_sources(rows, args.home)
     if args.quick and not args.rows:
         # a spread: each category, rows whose truth the sources hold, every other one (several releases)
@@ -483,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     started = time.perf_counter()
     seen_sources: set[tuple[str, str]] = set()
-    warm, rest = [], []
+    warm: list[tuple[Row, str]] = []
+    rest: list[tuple[Row, str]] = []
     for row, m in jobs:
         tag = (row.sources_note, m)
         (rest if tag in seen_sources else warm).append((row, m))
@@ -516,8 +518,8 @@ def main(argv: list[str] | None = None) -> int:
                       + ("; screening GIVEN (the labelled category): localization alone" if args.given_category
                          else "; end to end (screening included)")]
     out += table("all rows (a row whose truth the sources lack counts as a miss)", results, methods)
-    held = [r for r in results if r.row.in_sources]
-    out += table(f"rows whose truth file is in the sources ({len({r.row.key for r in held})} rows)", held, methods)
+    in_sources = [r for r in results if r.row.in_sources]
+    out += table(f"rows whose truth file is in the sources ({len({r.row.key for r in in_sources})} rows)", in_sources, methods)
     out += table("rows with seen truth", [r for r in results if not r.row.inferred], methods)
     out += table("rows with inferred truth", [r for r in results if r.row.inferred], methods)
     for method in methods[:1] if not args.given_category else ():

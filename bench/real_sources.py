@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_HOME = Path(os.environ.get("SFTL_BENCH_HOME", "/work/cache/home-bench"))
@@ -72,7 +73,7 @@ def link_wheels(home: Path, wheels_from: Path) -> list[str]:
     """Symlink every complete `<fw>-<ver>/` folder of `wheels_from` (one holding a .whl) into the home's cache."""
     dest = wheels_dir(home)
     dest.mkdir(parents=True, exist_ok=True)
-    linked = []
+    linked: list[str] = []
     if not wheels_from.is_dir() or wheels_from.resolve() == dest.resolve():
         return linked
     for folder in sorted(wheels_from.iterdir()):
@@ -211,7 +212,7 @@ def register_trees(home: Path, trees_dir: Path, fetch: bool) -> dict[str, Path]:
 
 
 def provision(home: Path = DEFAULT_HOME, wheels_from: Path = DEFAULT_WHEELS_FROM,
-              trees_dir: Path = DEFAULT_TREES_DIR, fetch: bool = False) -> dict[str, object]:
+              trees_dir: Path = DEFAULT_TREES_DIR, fetch: bool = False) -> dict[str, Any]:
     """Make `home` hold the benchmark's sources; returns what it holds (trees, wheel releases)."""
     home.mkdir(parents=True, exist_ok=True)
     link_wheels(home, wheels_from)
@@ -232,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     got = provision(args.home, args.wheels_from, args.trees, args.fetch)
     print(f"SFTL_HOME={got['home']}")
-    print(f"  trees: {', '.join(f'{k} ({v})' for k, v in got['trees'].items()) or 'none'}")  # type: ignore[union-attr]
-    print(f"  wheels: {', '.join(got['wheels']) or 'none'}")  # type: ignore[arg-type]
+    print(f"  trees: {', '.join(f'{k} ({v})' for k, v in got['trees'].items()) or 'none'}")
+    print(f"  wheels: {', '.join(got['wheels']) or 'none'}")
     return 0
 
 
