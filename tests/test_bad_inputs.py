@@ -38,6 +38,9 @@ FILES: dict[str, str] = {
     "empty.jsonl": "",
     "garbage.jsonl": "this is not json\n",
     "array.jsonl": "[1, 2]\n",
+    "labels_empty_root.jsonl": json.dumps({"url": f"https://github.com/{REPO}/issues/15", "category": "mme",
+                                           "truth_files": ["torch/a.py"], "source_root": "dir",
+                                           "issue": make_issue(REPO, 15)}) + "\n",
     "syntax_error.py": "import torch\ndef f(:\n",
     "no_snippet.json": _issue(14, body="It breaks, no code."),
 }
@@ -73,6 +76,7 @@ CASES: list[tuple[list[str], int, str]] = [
     (["eval", "{empty.jsonl}"], BAD_USAGE, "empty"),
     (["eval", "{garbage.jsonl}"], BAD_USAGE, "no usable label line"),
     (["eval", "{array.jsonl}"], BAD_USAGE, "expected a JSON object, got an array"),
+    (["eval", "{labels_empty_root.jsonl}"], BAD_USAGE, "source_root"),
     (["screen", "--train", "{garbage.jsonl}", "--precision", "2"], BAD_USAGE, "--precision"),
     (["triage", REPO, "--offline", "--since", "2030-01-01"], NO_RESULT, "none of the 3 stored open issues"),
     (["triage", "nobody/nothing", "--offline"], NO_RESULT, "no stored open issues"),

@@ -334,9 +334,12 @@ def _resolve_issues(
     try:
         for row in rows:
             root = _root(row, base)
-            if root is not None and not Path(root).is_dir():
-                skipped.append(SkippedRow(row.line, row.url, f"source_root {root} is not a directory"))
-                continue
+            if root is not None:
+                try:  # an empty or unrelated tree skips its row with the reason, as --source-root is refused
+                    check_source_root(root, flag="source_root")
+                except InputError as exc:
+                    skipped.append(SkippedRow(row.line, row.url, str(exc)))
+                    continue
             try:
                 if row.issue is not None:
                     issue = issue_from_json(row.issue)
