@@ -164,8 +164,10 @@ _EXC_LINE = re.compile(
 )
 # right after the frames any dotted CamelCase name is the exception (BackendCompilerFailed, KeyboardInterrupt)
 _EXC_AFTER_FRAMES = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s?(?P<msg>.*))?$")
+# the dotted prefix is matched whole and only from where a name starts (never again from inside a chain
+# of it, and never given back): `a.a.a...` over 200k characters stays linear instead of quadratic
 _ERROR_ANYWHERE = re.compile(
-    r"(?P<type>\b(?:[a-z_][\w]*\.)*[A-Z][A-Za-z]*(?:Error|Exception)):\s+(?P<msg>[^\n]+)"
+    r"(?P<type>(?<![\w.])(?:[A-Za-z_]\w*+\.)*+[A-Z][A-Za-z]*(?:Error|Exception)):\s+(?P<msg>[^\n]+)"
 )
 _LOG_LINE = re.compile(
     r"^\s*(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d|[IWEF]\d{4} \d\d:\d\d|\[[IWEF] |[IWEF] (?:tensorflow|external|\S+\.cc:\d+\])"
