@@ -27,7 +27,8 @@ _GENERIC = {
     "utils", "init", "torch", "tensorflow", "python", "type", "types", "when", "with", "from", "that", "this",
     "after", "before", "fails", "failed", "failure", "using", "caused", "does", "have", "into", "support",
 }  # fmt: skip
-_EXC_OWNER_RE = re.compile(r"\b([A-Za-z_]\w*)(?:\.\w+)*\.\w*(?:Error|Exception)\b")
+# a dotted name, matched whole (no backtracking into the chain); the exception type is checked after
+_DOTTED_RE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)((?:\.\w+)++)")
 _GUARD_RE = re.compile(r"hasattr\(|sys\.platform|platform\.system|os\.name|IS_WINDOWS|_IS_WINDOWS|is_available\(|IS_LINUX|IS_MACOS")
 
 
@@ -68,9 +69,9 @@ def foreign_package(missing: Missing, ev: _Ev, issue: Issue | None, framework: s
             return m.group(1)
     # a dotted exception type of another package wrapping the error (triton.compiler.errors.CompilationError)
     text = issue.text if issue is not None else ev.message
-    for m in _EXC_OWNER_RE.finditer(text):
-        top = m.group(1)
-        if top not in own and top not in ("builtins", "exceptions") and (is_stdlib(top) is False) and "." in m.group(0):
+    for m in _DOTTED_RE.finditer(text):
+        top, last = m.group(1), m.group(2).rsplit(".", 1)[-1]
+        if last.endswith(("Error", "Exception")) and top not in own and top not in ("builtins", "exceptions") and not is_stdlib(top):
             return top
     return None
 

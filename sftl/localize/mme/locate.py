@@ -96,10 +96,11 @@ _MISSING_WORDS = re.compile(r"(?i)attributeerror|importerror|modulenotfounderror
 def _cut_traceback(code: Code, ev: _Ev, issue: Issue) -> Localization | None:
     """A traceback cut before its error line, read from its frames' source lines and the title: the innermost
     framework frame whose line reads a name the title names (the title saying it is a missing-name error)."""
-    if not _MISSING_WORDS.search(issue.title):
+    title = issue.title[:300]  # a title is short; a pasted wall of text is no title to read names from
+    if not _MISSING_WORDS.search(title):
         return None
-    quoted = re.findall(r"[`'\"]([A-Za-z_][\w.]*)[`'\"]", issue.title)
-    words = re.findall(r"\b([A-Za-z_]\w*(?:\.\w+)+|\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*)\b", issue.title)
+    quoted = re.findall(r"[`'\"]([A-Za-z_][\w.]*)[`'\"]", title)
+    words = re.findall(r"\b([A-Za-z_]\w*(?:\.\w+)+|\w*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*)\b", title)
     names = [n.rsplit(".", 1)[-1] for n in dict.fromkeys(quoted + words) if len(n.rsplit(".", 1)[-1]) >= 3]
     names = [n for n in names if not _MISSING_WORDS.fullmatch(n)]
     frames = [(n, f, p) for n, f, p in reversed(ev.framework_frames) if f.function not in ("__getattr__", "__getattribute__")]
