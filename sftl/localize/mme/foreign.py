@@ -17,7 +17,7 @@ import sys
 
 from sftl.localize.mme.evidence import Missing, _Ev, _frame_source, _suspect
 from sftl.localize.pycode import FRAMEWORK_PACKAGES, Code
-from sftl.model import Issue, Suspect
+from sftl.model import Frame, Issue, Suspect
 
 # stdlib modules whose import has side effects (opens a browser, a window, prints): never imported to check a name
 _NO_IMPORT = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "__main__", "__hello__", "__phello__"}
@@ -140,9 +140,15 @@ def rank_referrers(
     out: list[Suspect] = []
     fw = [(n, f, p) for n, f, p in reversed(ev.framework_frames) if f.function not in ("__getattr__", "__getattribute__")]
     if fw:
-        first = next(((n, f, p) for n, f, p in fw if rx.search(_frame_source(code, p, f)) or re.search(rf"\.{re.escape(name)}\b", _frame_source(code, p, f))), fw[0])
+        def refers(n: int, f: Frame, p: str) -> bool:
+            line = _frame_source(code, p, f)
+            return bool((rx.pattern and rx.search(line)) or re.search(rf"\.{re.escape(name)}\b", line))
+
+        referring = next(((n, f, p) for n, f, p in fw if refers(n, f, p)), None)
+        first = referring or fw[0]
         n, f, p = first
-        out.append(_suspect(p, 0.8, f"traceback frame {n} ({f.function}) refers to {owner}.{name}; {why_missing}: the framework's reference is the fault"))
+        how = f"refers to {owner}.{name}" if referring else f"is the innermost framework frame, the last before {owner}'s code"
+        out.append(_suspect(p, 0.8, f"traceback frame {n} ({f.function}) {how}; {why_missing}: the framework's use is the fault"))
         for rank, (n2, f2, p2) in enumerate(x for x in fw if x is not first):
             out.append(_suspect(p2, 0.3 / (rank + 1), f"traceback frame {n2} ({f2.function}) leads to the reference"))
         return out
