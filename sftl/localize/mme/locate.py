@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from sftl.localize.mme.attribute import _attribute
+from sftl.localize.mme.attribute import _attribute, _attribute_patterns
 from sftl.localize.mme.evidence import (
     _Ev,
     _evidence,
@@ -15,6 +15,7 @@ from sftl.localize.mme.evidence import (
     guess_framework,
     parse_missing,
 )
+from sftl.localize.mme.foreign import foreign_package
 from sftl.localize.mme.modules import _import_name, _module_attribute, _no_module
 from sftl.localize.pycode import Code
 from sftl.model import Extraction, Issue, Localization, Outcome, Suspect
@@ -65,7 +66,10 @@ def localize_sftl(
     source = python_files_of_the_era(source)
     code = Code(source)
     note = ""
-    if extraction.environment.version is None and missing.owner and missing.kind in ("attribute", "type-attribute"):
+    guessed = extraction.environment.version is None and missing.kind in ("attribute", "type-attribute")
+    if guessed and missing.owner and not foreign_package(missing, ev, issue, framework):
+        # one pass over the files for this check and the searches the attribute ranker makes
+        code.defer_prefetch(_attribute_patterns(missing.owner, missing.name, missing.suggestion))
         later = _release_that_has(code, source, missing.owner)
         if later is not None:
             note = (
