@@ -284,7 +284,8 @@ def metrics(results: Sequence[Result]) -> dict[str, Any]:
         "mrr": sum(1.0 / x for x in ranks if x) / n if n else 0.0,
         "located": sum(r.outcome == "located" for r in results),
         "abstained": sum(r.outcome == "abstained" for r in results),
-        "skipped": sum(r.outcome not in ("located", "abstained") for r in results),
+        "skipped": sum(r.outcome == "skipped" for r in results),
+        "failed": sum(r.outcome not in ("located", "abstained", "skipped") for r in results),
     }
 
 
@@ -298,13 +299,13 @@ def cells(results: Sequence[Result]) -> dict[str, list[Result]]:
 
 
 def table(title: str, results: Sequence[Result], methods: Sequence[str]) -> list[str]:
-    lines = [title, f"  {'cell':<17}{'method':<7}{'n':>4}  {'top1':>5} {'top3':>5} {'top5':>5} {'top10':>5}  {'MRR':>5}  located/abst/skip"]
+    lines = [title, f"  {'cell':<17}{'method':<7}{'n':>4}  {'top1':>5} {'top3':>5} {'top5':>5} {'top10':>5}  {'MRR':>5}  located/abst/skip/FAILED"]
     for method in methods:
         for name, cell in cells([r for r in results if r.method == method]).items():
             m = metrics(cell)
             t = m["top"]
             lines.append(f"  {name:<17}{method:<7}{m['n']:>4}  {t['1']:>5.2f} {t['3']:>5.2f} {t['5']:>5.2f} {t['10']:>5.2f}"
-                         f"  {m['mrr']:>5.2f}  {m['located']}/{m['abstained']}/{m['skipped']}")
+                         f"  {m['mrr']:>5.2f}  {m['located']}/{m['abstained']}/{m['skipped']}/{m['failed']}")
     return lines
 
 
@@ -506,6 +507,16 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 results.append(r)
                 print(f"  {r.method:<6} {r.row.key:<32} rank {r.rank or '-':>2}  {r.seconds:5.1f}s  {outcome_text(r)[:70]}", flush=True)
+        # a crash of sftl itself (no JSON; e.g. a module of the shared tree caught mid-edit) is retried once
+        failed = [i for i, r in enumerate(results) if r.outcome == "error"]
+        if failed:
+            time.sleep(5)
+            retried = list(pool.map(lambda i: job((results[i].row, results[i].method)), failed))
+            for i, r in zip(failed, retried, strict=True):
+                if r is not None:
+                    results[i] = r
+            still = sum(1 for i in failed if results[i].outcome == "error")
+            print(f"  retried {len(failed)} failed locates once: {len(failed) - still} recovered, {still} still failing", flush=True)
     elapsed = time.perf_counter() - started
     if not_run:
         print(f"  --deadline {args.deadline:.0f}s: {len(not_run)} locates not run, left out of every figure below: "
@@ -557,6 +568,10 @@ def main(argv: list[str] | None = None) -> int:
                    f"median {statistics.median(times):.2f}s wall, CLI start included "
                    f"(runs {', '.join(f'{t:.2f}' for t in times)}; target <= 1 s)")
     out += headline(results, timings, args.given_category)
+    crashed = [r for r in results if r.outcome not in ("located", "abstained", "skipped")]
+    if crashed:
+        out.append(f"WARNING: {len(crashed)} locates FAILED (sftl crashed or timed out; counted as misses), e.g. "
+                   f"{crashed[0].method} {crashed[0].row.key}: {crashed[0].reason[:160]}")
     if args.compare is not None:
         out += compare_lines(results, args.compare)
     print("\n".join(out))
