@@ -361,3 +361,15 @@ def test_cut_traceback_whose_title_names_no_missing_name_abstains() -> None:
     loc = _cut("importing torch hangs, then fails")
     assert loc.outcome == Outcome.ABSTAINED
     assert "ends before its error line" in loc.reason
+
+
+def test_a_deprecated_stdlib_module_is_read_without_a_warning() -> None:
+    # warnings are errors here: importing `crypt` to check the name must not warn
+    body = _tb(
+        ("/tmp/run.py", 3, "<module>", "h = hash_password(p)"),
+        (f"{SITE}/torch/_dynamo/bytecode_cache.py", 16, "load", "crypt.METHOD_BLOWFISH2"),
+        error="AttributeError: module 'crypt' has no attribute 'METHOD_BLOWFISH2'",
+    )
+    loc = _locate("stdlib_platform_name", "hashing fails", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert "standard library" in loc.suspects[0].reason and "has no METHOD_BLOWFISH2" in loc.suspects[0].reason

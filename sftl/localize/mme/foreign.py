@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import re
 import sys
+import warnings
 
 from sftl.localize.mme.evidence import Missing, _Ev, _frame_source, _suspect
 from sftl.localize.pycode import FRAMEWORK_PACKAGES, Code
@@ -41,16 +42,18 @@ def stdlib_status(module: str, name: str) -> str:
     top = module.split(".")[0]
     if top in _NO_IMPORT or not is_stdlib(module):
         return "unknown"
-    try:
-        # a submodule first: whether `import importlib` binds `abc` depends on what else was imported
-        if importlib.util.find_spec(f"{module}.{name}") is not None:
-            return "submodule"
-    except (ImportError, ValueError):
-        pass
-    try:
-        mod = importlib.import_module(module)
-    except Exception:  # noqa: BLE001  # a platform-only module (winreg on Linux) cannot be read here
-        return "unknown"
+    with warnings.catch_warnings():  # a deprecated module (crypt) warns when imported
+        warnings.simplefilter("ignore")
+        try:
+            # a submodule first: whether `import importlib` binds `abc` depends on what else was imported
+            if importlib.util.find_spec(f"{module}.{name}") is not None:
+                return "submodule"
+        except Exception:  # noqa: BLE001  # finding it imports the parent, which may fail on this platform
+            pass
+        try:
+            mod = importlib.import_module(module)
+        except Exception:  # noqa: BLE001  # a platform-only module (winreg on Linux) cannot be read here
+            return "unknown"
     return "present" if hasattr(mod, name) else "absent"
 
 
@@ -111,10 +114,8 @@ def _import_time_use(code: Code, path: str, pattern: re.Pattern[str]) -> tuple[b
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             body = node.body if isinstance(node.body, list) else [node.body]
             bodies.append((body[0].lineno, max(b.end_lineno or b.lineno for b in body)))
-        elif isinstance(node, (ast.If, ast.IfExp, ast.Try)) and _GUARD_RE.search(ast.unparse(getattr(node, "test", node))[:300]):
-            guards.append((node.lineno, node.end_lineno or node.lineno))
-        elif isinstance(node, ast.Try):
-            guards.append((node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, ast.Try) or (isinstance(node, (ast.If, ast.IfExp)) and _GUARD_RE.search(ast.unparse(node.test)[:300])):
+            guards.append((node.lineno, node.end_lineno or node.lineno))  # a platform/feature test, or try/except
     at_import = any(not any(a <= h <= b for a, b in bodies) for h in hits)
     guarded = all(any(a <= h <= b for a, b in guards) or _GUARD_RE.search(lines[h - 1]) for h in hits)
     return at_import, guarded
