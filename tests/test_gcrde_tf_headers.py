@@ -189,3 +189,18 @@ def test_a_gpu_header_holding_the_kernels_ranks_above_the_inferred_cu_cc(site: S
     got = paths(loc)
     assert got[0] == K + "topk_op_gpu.h" and "holds the GPU kernels" in loc.suspects[0].reason
     assert got.index(K + "topk_op_gpu.cu.cc") == 1 and "inferred" in loc.suspects[1].reason
+
+
+def test_an_api_exported_from_a_generated_wrapper_names_its_raw_op(tmp_path: Path) -> None:
+    from sftl.localize.gcrde import tf_raw_ops
+    from sftl.sources import LocalTree
+
+    ops = tmp_path / "tensorflow" / "python" / "ops"
+    ops.mkdir(parents=True)
+    (ops / "gen_linalg_ops.py").write_text(
+        "@_dispatch.add_fallback_dispatch_list\n@tf_export('linalg.solve', v1=['linalg.solve', 'matrix_solve'])\n"
+        "def matrix_solve(matrix, rhs, adjoint=False, name=None):\n"
+        "  _, _, _op, _outputs = _op_def_library._apply_op_helper(\n        \"MatrixSolve\", matrix=matrix, rhs=rhs)\n")
+    tree = LocalTree(tmp_path, "tensorflow")
+    assert tf_raw_ops("tensorflow.linalg.solve", tree) == ("MatrixSolve",)  # not 'Solve' by name rules
+    assert tf_raw_ops("tensorflow.linalg.solve") == ("Solve",)  # without the sources: the name rule

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import weakref
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -104,7 +105,7 @@ def tf_raw_ops(api: str, source: SourceProvider | None = None) -> tuple[str, ...
         return _TF_OPS[snake]
     base = snake[len("reduce_"):] if snake.startswith("reduce_") else snake
     if source is not None:
-        found = _tf_ops_from_python(api, source)
+        found = _tf_ops_from_python(api, source) or _tf_gen_export(api, source)
         if found:
             return found
         generated = _tf_gen_ops(source)  # the release's gen_*_ops.py: python name -> op ("lrn" -> "LRN")
@@ -141,17 +142,50 @@ def _tf_ops_from_python(api: str, source: SourceProvider) -> tuple[str, ...]:
     return ()
 
 
+def _tf_gen_export(api: str, source: SourceProvider) -> tuple[str, ...]:
+    """An API exported straight from a generated wrapper (`@tf_export('linalg.solve', ...)` above
+    `def matrix_solve(` in gen_linalg_ops.py): the raw op that wrapper runs."""
+    exported = api.split(".", 1)[1] if "." in api else api
+    for prefix in ("compat.v1.", "compat.v2."):
+        exported = exported.removeprefix(prefix)
+    decorator = re.compile(r"@tf_export\(\s*['\"]" + re.escape(exported) + r"['\"][^\n]*\n(?:@[^\n]*\n)*def (\w+)\(")
+    for text in _gen_texts(source).values():
+        m = decorator.search(text) if exported in text else None
+        if m:
+            op = _tf_gen_ops(source).get(m.group(1))
+            if op:
+                return (op,)
+    return ()
+
+
 _GEN_OP = re.compile(r'(?:_apply_op_helper\(\s*|execute\(\s*b|FastPathExecute\(\s*_ctx,\s*)"(\w+)"')
+
+
+_GEN_MEMO: weakref.WeakKeyDictionary[object, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def _gen_texts(source: SourceProvider) -> dict[str, str]:
+    """The release's generated `gen_*_ops.py` wrappers, read once per provider."""
+    try:
+        return _GEN_MEMO[source]
+    except (KeyError, TypeError):
+        pass
+    texts = {}
+    for path in source.list_files():
+        base = path.rsplit("/", 1)[-1]
+        if path.startswith("tensorflow/python/ops/") and base.startswith("gen_") and base.endswith(".py"):
+            texts[path] = source.read_text(path) or ""
+    try:
+        _GEN_MEMO[source] = texts
+    except TypeError:
+        pass
+    return texts
 
 
 def _tf_gen_ops(source: SourceProvider) -> dict[str, str]:
     """Python function name -> raw op name, read from the generated `gen_*_ops.py` wrappers."""
     out: dict[str, str] = {}
-    for path in source.list_files():
-        base = path.rsplit("/", 1)[-1]
-        if not (path.startswith("tensorflow/python/ops/") and base.startswith("gen_") and base.endswith(".py")):
-            continue
-        text = source.read_text(path) or ""
+    for text in _gen_texts(source).values():
         for chunk in text.split("\ndef ")[1:]:
             fname = chunk.split("(", 1)[0].strip()
             m = _GEN_OP.search(chunk)
