@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 
 from sftl.model import Extraction
+from sftl.screen.one_device import CUDA_FAILURE, one_device_failure
 from sftl.screen.one_device import POINTS as ONE_DEVICE_POINTS
-from sftl.screen.one_device import one_device_failure
 from sftl.screen.sections import Sections
 
 GCRDE_RULE_MIN = 2.5  # device-comparison evidence needed (see gcrde_evidence)
@@ -113,7 +113,8 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
 
 
 _ENV_MENTION = re.compile(
-    r"(?i)\b(?:cuda|cudnn|cuda\s*/\s*cudnn)\s*(?:version|toolkit|runtime|driver)?\s*[:=]?\s*v?\d+(?:\.\d+)*"
+    # a device string ('cuda:0', "cuda:1") is a device, not a CUDA version
+    r"(?i)\b(?!cuda:\d+\b(?!\.\d))(?:cuda|cudnn|cuda\s*/\s*cudnn)\s*(?:version|toolkit|runtime|driver)?\s*[:=]?\s*v?\d+(?:\.\d+)*"
     r"|\b(?:geforce\s+)?(?:gtx|rtx|tesla|quadro|titan)\s*\w*|\b(?:a100|v100|k80|p100|t4|h100)\b|cu\d{3}\b"
 )
 _CPU = re.compile(r"(?i)\bcpus?\b|cpu:0|tensorflow-cpu|\.cpu\(\)")
@@ -335,7 +336,13 @@ _EXPECT = re.compile(r"\bexpect\w*|\bshould\b|\bwould like\b|\bsupposed to\b|\bo
 
 
 def _same_on_both(sentence: str) -> bool:
-    """'happens on both CPU and CUDA' -- unless the sentence says the devices differ; 'CPU and GPU agree' always."""
+    """'happens on both CPU and CUDA' -- unless the sentence says the devices differ; 'CPU and GPU agree' always.
+
+    A sentence that goes on to contrast the devices ("both raise for 2x2; for 3x3 the CPU raises while the GPU
+    returns") is no agreement."""
+    hit = _both_hit(sentence)
+    if hit and _has("pair", sentence[hit.end():]):
+        return False
     if _AGREE.search(sentence) and not _EXPECT.search(sentence) and not _CONDITIONAL.search(sentence):
         return True
     return _has("both", sentence) and not _DEVDIFF.search(sentence)
@@ -351,6 +358,87 @@ _ACROSS_DEVICES = re.compile(r"\b(?:between|across) (?:the )?(?:two )?devices\b|
                              r"\bdepend(?:s|ing)? on (?:the )?device\b")
 # device-mismatch errors name devices and "mismatch" without comparing results
 _DEVICE_MISMATCH = re.compile(r"same device|device mismatch|found at least two devices|devices? (?:do not|don't) match")
+
+
+# A result called wrong (not an error raised): a title naming one device with these words says the result
+# is wrong there ("Wrong results for topk on CUDA", "cuda softmax is incorrect for large tensors")
+_WRONG_RESULT = re.compile(
+    r"\bwrong\b|\bincorrect\w*|\bbuggy\b|\bbroken\b|\bgarbage\b|\bcorrupt\w*|\bbogus\b|\binaccura\w*|\bnonsens\w*|"
+    r"\bignor(?:es|ed|ing) (?:the )?['\"`]?nans?\b|\bsilently\b"
+)
+# "bug" names a wrong result only in a title that names no failure (a crash, an error, a hang is no result)
+_BUG_WORD = re.compile(r"\bbugs?\b")
+_TITLE_FAILURE = re.compile(
+    r"\berror\w*|\bexception\b|\bcrash\w*|\bfail\w*|\braise\w*|\bassert\w*|\babort\w*|\bsegfault\w*|"
+    r"segmentation|\bhang\w*|\bfreez\w*|\bkill\w*|\bwarn\w*|\bleak\w*"
+)
+# a title about training, mixed precision, set-up or several GPUs: a wrong loss or a wrong install is no op's result
+_TITLE_NOT_AN_OP = re.compile(
+    r"\binstall\w*|\bimport\w*|\bsupport\w*|\bavailable\b|\bdetect\w*|\bdriver\b|\bbuild\w*|\bcompil\w*|"
+    r"\bamp\b|autocast|mixed[- ]precision|\bloss(?:es)?\b|\btrain\w*|\bepochs?\b|\bcheckpoint\w*|\bdistributed\b|"
+    r"\bddp\b|\bmulti-?gpus?\b|\bnccl\b|\bversion\b"
+)
+# the snippet or its output shows the op running on the GPU
+_OUT_GPU_TENSOR = re.compile(r"device='(?:cuda|mps)|\.cuda\(\)|\.to\(\s*['\"](?:cuda|mps)")
+# output lines that are console output, not the reporter's words: tracebacks, error and log lines, prompts, prints
+_NOT_PROSE = re.compile(
+    r"^\s*(?:traceback\b|file \"|at \S|\w*(?:error|exception|warning|exit)\b[^ ]*:|\d{4}-\d\d-\d\d|[ewif]\d{4} |"
+    r"[ewif] (?:tensorflow|external|third_party)/|>>>|\.\.\.|in \[\d+\]|out\[\d+\]|={3,}|-{3,}|\$ |tensor\(|"
+    r"\[\w+\]\s)",
+    re.I,
+)
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_CODE_LINE = re.compile(r"^(?:[\w.\[\], ]+\s*[-+*/]?=[^=]|(?:import|from|def|class|for|if|with|print|return|assert)\b)")
+
+
+def output_prose(output: str) -> list[str]:
+    """The output section's lines that read as the reporter's sentences ("CPU result is correct.") rather than
+    console output: a pasted observation often holds both, and a sentence about the devices is evidence
+    wherever the reporter put it."""
+    keep = []
+    for line in output.split("\n"):
+        text = line.strip().strip("()").strip()
+        if not text or _NOT_PROSE.match(text):
+            continue
+        words = _WORD.findall(text)
+        letters = sum(len(w) for w in words)
+        visible = sum(1 for ch in text if not ch.isspace())
+        if len(words) >= 3 and letters >= 0.5 * visible and not _CODE_LINE.match(text):
+            keep.append(text)
+    return keep
+
+
+# "CPU result:", "out_gpu =", "GPU  Result": a printed value labelled by device (not a time, a count, a memory figure)
+_NOT_RESULT = r"(?:time|times|speed|elapsed|memory|mem|usage|util\w*|load|num|count|devices?|name|version|available|took)"
+_LABEL_LINE = re.compile(
+    rf"(?im)^\W*(?:(?!{_NOT_RESULT}\b)\w+[_ ])?(cpu|gpu|cuda|mps)(?:[_ ](?!{_NOT_RESULT}\b)\w+)?"
+    r"\s*(?:[:=]|(?:results?|outputs?|out)\b)\W*(.*)$"
+)
+_DEVICE_SUFFIX = re.compile(r",?\s*device='[^']*'|,?\s*dtype=[\w.]+|\s+")
+
+
+def labelled_results_differ(output: str) -> bool:
+    """Does the output label a CPU result and a GPU result ("CPU: tensor([1.])", "GPU Result" above its value)
+    whose printed values differ?"""
+    lines = output.split("\n")
+    values: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        m = _LABEL_LINE.match(line)
+        if not m:
+            continue
+        side = "cpu" if m.group(1).lower() == "cpu" else "gpu"
+        value = m.group(2).strip()
+        if not value:  # the label on its own line: the value follows, up to the next blank or labelled line
+            rest = []
+            for nxt in lines[i + 1:]:
+                if not nxt.strip() or _LABEL_LINE.match(nxt):
+                    break
+                rest.append(nxt)
+            value = " ".join(rest)
+        value = _DEVICE_SUFFIX.sub("", value)
+        if re.search(r"\d", value) and side not in values:
+            values[side] = value
+    return len(values) == 2 and values["cpu"] != values["gpu"]
 
 
 def _implicit_comparison(text: str) -> bool:
@@ -373,8 +461,10 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     implicit_sents = sum(1 for x in _SENT.split(sections.description) if x.strip() and _implicit_comparison(x))
     title = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", _HIDDEN_GPU.sub(" use the cpu ", _UNTESTED.sub(
         " ", _DETERMINISM_ON.sub(" ", sections.title))))).lower()
+    # the reporter's sentences pasted among the output ("CPU result is correct.") are read with the description
+    described = "\n".join([sections.description, *output_prose(sections.output)])
     desc_raw = _NO_GPU.sub(" ", _ENV_MENTION.sub(" ", _HIDDEN_GPU.sub(" use the cpu ", _UNTESTED.sub(
-        " ", _DETERMINISM_ON.sub(" ", sections.description)))))
+        " ", _DETERMINISM_ON.sub(" ", described)))))
     sents = [x.lower() for x in _SENT.split(desc_raw) if x.strip()]
     narrative = f"{title}\n{desc_raw.lower()}"
     t_cpu, t_gpu = _devices(title)
@@ -386,6 +476,11 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
         t_cpu = t_gpu = False  # speed, placement or run-to-run variation, not results across devices
     if _same_on_both(title):  # "softmax returns NaN on both CPU and CUDA" names two devices that agree
         t_cpu = t_gpu = False
+    # "Wrong results for topk on CUDA": the title calls the result wrong on one device, the other implied right
+    title_wrong = _WRONG_RESULT.search(title) is not None or (
+        _BUG_WORD.search(title) is not None and _TITLE_FAILURE.search(title) is None)
+    title_wrong_on = ("gpu" if t_gpu else "cpu") if t_cpu != t_gpu and title_wrong and not (
+        CUDA_FAILURE.search(title) or _TITLE_NOT_AN_OP.search(title) or _has("axis", title) or _has("setup", title)) else ""
     f["title_both"] = float(t_cpu and t_gpu)
     f["title_diff"] = float(_has("diff", title))
     f["title_one_device"] = float(t_cpu != t_gpu)
@@ -439,6 +534,15 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     elif adjacent:
         pts += 1.5 if adjacent >= 2 else 1.0
         why.append("adjacent sentences contrast CPU and GPU")
+    if title_wrong_on == "gpu":
+        pts += 1.5
+        why.append("the title calls the result wrong on the GPU")
+        if code_gpu or _OUT_GPU_TENSOR.search(sections.output):
+            pts += 1.0
+            why.append("the snippet shows it on the GPU")
+    elif title_wrong_on == "cpu":
+        pts += 1.0
+        why.append("the title calls the result wrong on the CPU")
     if code_cpu and code_gpu:
         pts += 1.5
         why.append("the snippet runs on both devices")
@@ -451,6 +555,10 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     if out_both:
         pts += 1.0
         why.append("the output shows a CPU result and a GPU result")
+    f["labelled_differ"] = float(labelled_results_differ(sections.output))
+    if f["labelled_differ"]:
+        pts += 1.5
+        why.append("the CPU and GPU results it labels differ")
     if f["asym"]:
         pts += 1.0
         why.append("works on one device, not the other")
