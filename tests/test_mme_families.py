@@ -373,3 +373,9 @@ def test_a_deprecated_stdlib_module_is_read_without_a_warning() -> None:
     loc = _locate("stdlib_platform_name", "hashing fails", body)
     assert loc.outcome == Outcome.LOCATED, loc.reason
     assert "standard library" in loc.suspects[0].reason and "has no METHOD_BLOWFISH2" in loc.suspects[0].reason
+
+
+def test_a_user_package_owner_no_framework_file_uses_stays_a_user_error() -> None:
+    loc = _locate("third_party_owner", "training fails", "AttributeError: 'mymodels.Net' object has no attribute 'head'\n")
+    assert loc.outcome == Outcome.ABSTAINED
+    assert "user" in loc.reason

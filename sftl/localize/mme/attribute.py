@@ -72,7 +72,9 @@ def _attribute(
         pkg = re.escape(package)
         users = rf"^\s*(?:import\s+{pkg}\b|from\s+{pkg}[\w.]*\s+import\b)"
         ranked = rank_referrers(code, ev, issue, owner or package, name, foreign_why, rf"\.{re.escape(name)}\b(?!\s*=)" if ev.framework_frames else "", users, package)
-        return _located(ranked, top, min_score=0.5)
+        if any(r.score >= 0.5 for r in ranked):
+            return _located(ranked, top, min_score=0.5)
+        # no framework file the report points at uses the package: the usual reading (a user error) stands
     if owner in _BUILTIN_OWNERS or (owner and not candidates and not others and not missing.suggestion):
         if _user_frame(ev):
             return Localization("sftl", (), Outcome.ABSTAINED, f"'{owner}' has no '{name}' in user code: a user error, not a framework fault")
