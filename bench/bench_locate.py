@@ -3,8 +3,12 @@
 Reads ../shared/data/dev/{mme_injected,localize}.jsonl at run time (never copied into the project).
 Each injected row names the method removed from its class; the bench builds that mutated source
 tree as an overlay over the installed torch 2.13.0 / tensorflow-cpu 2.21.0 Python files, turns
-the row into an issue (title, body with the snippet and traceback) and localizes it with both
-methods. Prints top-1/3/5 and MRR per framework and method.
+the row into an issue (title, body with the snippet and traceback; never the row's summary) and
+localizes it with both methods. Prints top-1/3/5 and MRR per framework and method.
+
+With SFTL_HOME set, the overlay names that home's wheel cache, so the MME localizer also reads the
+releases before and after the installed one (a deletion must still rank the owner, not the referrer):
+`SFTL_HOME=/work/cache/home .venv/bin/python bench/bench_locate.py`.
 """
 
 from __future__ import annotations
