@@ -29,6 +29,21 @@ CPU_WORKS = re.compile(
     r"|\(?but not (?:on |with )?(?:the )?cpu\)?|\bnot (?:on|with) (?:the )?cpu\b|\bcpu[- ]only\b[^.;\n]{0,30}(?:works?|fine)",
     re.I,
 )
+# the CPU named with its failure denied: "on CPU there does not seem to be a problem", "the CPU kernel has no such
+# out-of-bounds read", "this does not happen on the CPU" (no _RAISES check: the failure word is negated)
+CPU_FINE = re.compile(
+    r"\bcpu\b[^.;\n]{0,60}?(?:\bno such\b|\b(?:does|did|do)(?: not|n't) (?:seem to )?(?:be (?:a |an |any )?(?:problem|issue)|"
+    r"happen|occur|crash|fail|raise|error|reproduce)|\bthere (?:is|was) no (?:problem|issue|error|crash))"
+    r"|\b(?:no (?:such )?(?:problem|issue|error|crash)s?|(?:does|did)(?: not|n't) (?:happen|occur|reproduce|crash|fail))"
+    r"[^.;\n]{0,20}\b(?:on|with|for|using) (?:the )?cpu\b",
+    re.I,
+)
+# a CUDA set-up failure reads like a kernel's error ("CUDA error: no kernel image is available"): never a discrepancy
+_SETUP_ERROR = re.compile(
+    r"cuda error: (?:no kernel image|initialization error|invalid device ordinal|all cuda-capable devices|"
+    r"cuda driver version|unknown error|out of memory|no cuda gpus)[^\n]*",
+    re.I,
+)
 # the reverse: the CPU crashes while the GPU returns
 CPU_FAILURE = re.compile(r"segmentation fault|core dumped|floating point exception|illegal instruction|stack overflow",
                          re.I)
@@ -56,10 +71,11 @@ def one_device_failure(text: str) -> str:
     """Why the text reads as one device raising while the other returns a result, else ""."""
     if _BOTH.search(text) or _OOM.search(text):
         return ""
-    fail = CUDA_FAILURE.search(text)
+    fail = CUDA_FAILURE.search(_SETUP_ERROR.sub(" ", text))
     if fail:
         rest = text[: fail.start()] + " " + text[fail.end():]
-        ok = next((m for m in CPU_WORKS.finditer(rest) if _NEGATED.match(m.group(0)) or not _RAISES.search(_clause(rest, m))), None)
+        ok = next((m for m in CPU_WORKS.finditer(rest) if _NEGATED.match(m.group(0)) or not _RAISES.search(_clause(rest, m))),
+                  None) or CPU_FINE.search(rest)
         if ok:
             return f"CUDA raises ({fail.group(0).strip()!r}) while the CPU returns ({ok.group(0).strip()!r})"
         return ""
