@@ -8,7 +8,11 @@ Two methods share the evidence reading (`evidence`):
 * `sftl` (`locate.py`): resolves the owner to the class that defines it (imports, re-exports,
   aliases, receiver annotations; `classes.py`), walks its class hierarchy to the class that should
   define the name (`attribute.py`), covers the module/import/overload variants of the error
-  (`modules.py`), and abstains on user errors.
+  (`modules.py`), and abstains on user errors. It ranks the file that *refers* to the name when the
+  evidence says the owner is not at fault: an owner outside the framework (`foreign.py`), a name
+  renamed, moved or never defined across the cached releases before and after (`releases.py`), a
+  circular import (`modules.py`); the class that never sets a name its base promises (`state.py`);
+  the framework's model of a Python type (`models.py`).
 """
 
 from __future__ import annotations

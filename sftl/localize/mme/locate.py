@@ -1,4 +1,4 @@
-"""Our MME method: route the parsed error to the ranker of its kind (attribute, module attribute, missing module, imported name)."""
+"""Our MME method: pick the release's Python files, read the error (or a cut traceback), and route it to the ranker of its kind."""
 
 from __future__ import annotations
 
