@@ -379,3 +379,8 @@ def test_a_user_package_owner_no_framework_file_uses_stays_a_user_error() -> Non
     loc = _locate("third_party_owner", "training fails", "AttributeError: 'mymodels.Net' object has no attribute 'head'\n")
     assert loc.outcome == Outcome.ABSTAINED
     assert "user" in loc.reason
+
+
+def test_activation_checkpointing_is_no_unpickling() -> None:
+    loc = _locate("unpickled_state", "update fails", _averaged_report("avg = torch.utils.checkpoint.checkpoint(make_average, model)"))
+    assert all("__setstate__" not in s.reason for s in loc.suspects)

@@ -5,7 +5,7 @@ definition is missing; the object still lacks it when
 
 * a class between the owner and that base overrides the assigning method (`__init__`, `step`)
   without calling the base's, so the assignment never runs for the owner's objects; or
-* the object was unpickled (`torch.load`, `pickle`, `load_state_dict`), which skips `__init__`,
+* the object was unpickled (`torch.load`, `pickle`, `load_state_dict`, `copy.deepcopy`), which skips `__init__`,
   and no `__setstate__` in the hierarchy gives the name a default (an object saved by an older
   release, before the attribute existed).
 """
@@ -18,7 +18,9 @@ import re
 from sftl.localize.pycode import ClassRef, Code, dotted
 
 _UNPICKLED_RE = re.compile(
-    r"\btorch\.load\b|\bpickle\.loads?\b|\bjoblib\.load\b|__setstate__|\bload_state_dict\b|\bunpickl|\bcheckpoint",
+    # `checkpoint` alone is no evidence: torch.utils.checkpoint recomputes activations, it unpickles nothing
+    r"\btorch\.load\b|\b(?:c?pickle|cloudpickle|dill)\.loads?\b|\bjoblib\.load\b|__setstate__|\bload_state_dict\b"
+    r"|\bunpickl|\bdeepcopy\b",
     re.I,
 )
 
