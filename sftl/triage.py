@@ -685,7 +685,17 @@ def write_report(report: TriageReport, out_dir: str | Path) -> dict[str, Path]:
         ("html", render_html(report)),
         ("json", json.dumps(to_jsonable(report), indent=2, ensure_ascii=False)),
     ):
-        tmp = paths[kind].with_suffix(paths[kind].suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(paths[kind])  # atomic: a reader never sees half a report
+        import os
+        import tempfile
+
+        # a temporary of its own (two runs writing one --out never share one), renamed into place: atomic
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{paths[kind].name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)  # a report to share, not mkstemp's 0600
+            os.replace(tmp, paths[kind])
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return paths
