@@ -909,7 +909,7 @@ class GitHubClient:
                 down = False
                 self._note_limits(resp)
                 status = resp.status_code
-                if status < 300 and expect_json and not stream and not _is_json(resp.content):
+                if status < 300 and status != 204 and expect_json and not stream and not _is_json(resp.content):
                     problem = f"a malformed JSON answer ({len(resp.content)} bytes, truncated?)"
                     status = 0  # retried like a 5xx below
                 elif status < 300 or status == 304 or (not allow_redirects and status in _REDIRECTS):
