@@ -167,3 +167,54 @@ def test_a_cuda_device_string_names_the_gpu() -> None:
            "With the tensor on torch.device('cuda:0') the result is correct:\n"
            "tensor([[inf+0.j], [0.3679-3.2e-08j]], device='cuda:0')")
     assert is_gcrde(report("torch.exp of complex infinity chokes in some cases", code, out))
+
+
+# -- family: the title names one device and a difference ("a different shape on cuda", "NaN on GPU only") ----
+
+BOTH_SNIPPET = """
+import torch
+x = torch.tensor([[1, 2], [1, 2], [3, 4]])
+print(torch.unique(x, dim=0))
+print(torch.unique(x.cuda(), dim=0))
+"""
+BOTH_OUT = "tensor([[1, 2],\n        [3, 4]])\ntensor([[1, 2],\n        [1, 2],\n        [3, 4]], device='cuda:0')"
+
+
+@pytest.mark.parametrize("title", [
+    "torch.unique(dim=0) returns a different shape on cuda",
+    "unique(dim=0) result differs on GPU for repeated rows",
+    "unique(dim=0) keeps duplicates on GPU only",
+])
+def test_a_title_naming_one_device_and_a_difference_is_a_discrepancy(title: str) -> None:
+    assert is_gcrde(report(title, BOTH_SNIPPET, BOTH_OUT))
+
+
+@pytest.mark.parametrize("title", [
+    "torch.unique(dim=0) on cuda differs from numpy.unique",
+    "torch.unique(dim=0) gives a different shape on cuda after upgrading to 2.5",
+    "torch.unique(dim=0) output on GPU differs between eager and torch.compile",
+    "torch.unique(dim=0) on GPU gives different results every run",
+])
+def test_a_difference_against_something_else_than_the_cpu_is_no_discrepancy(title: str) -> None:
+    gpu_only = "import torch\nx = torch.tensor([[1, 2], [1, 2]], device='cuda')\nprint(torch.unique(x, dim=0))"
+    assert not is_gcrde(report(title, gpu_only, "tensor([[1, 2]], device='cuda:0')"))
+
+
+# -- family: a title calling the result wrong, over a snippet that runs it on both devices ------------------
+
+
+def test_a_wrong_result_title_over_a_snippet_on_both_devices_is_a_discrepancy() -> None:
+    got = rules(report("torch.unique(dim=0) produces incorrect results", BOTH_SNIPPET, BOTH_OUT))
+    assert "the title calls the result wrong" in got.gcrde_why
+    assert got.gcrde >= scr.GCRDE_RULE_MIN
+
+
+@pytest.mark.parametrize("title", [
+    "torch.unique(dim=0) produces incorrect results compared to numpy",
+    "torch.unique(dim=0) produces incorrect results with torch.compile",
+    "torch.unique(dim=0) produces different results every run",
+    "torch.unique(dim=0) produces incorrect results during training",
+])
+def test_a_wrong_result_title_against_another_reference_is_no_discrepancy(title: str) -> None:
+    # both devices in the snippet, but the title measures against something else
+    assert not is_gcrde(report(title, BOTH_SNIPPET, "tensor([[1, 2],\n        [3, 4]])"))

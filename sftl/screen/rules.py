@@ -365,6 +365,9 @@ _DEVICE_MISMATCH = re.compile(r"same device|device mismatch|found at least two d
 _WRONG_RESULT = re.compile(
     r"\bwrong\b|\bincorrect\w*|\bbuggy\b|\bbroken\b|\bgarbage\b|\bcorrupt\w*|\bbogus\b|\binaccura\w*|\bnonsens\w*|"
     r"\bignor(?:es|ed|ing) (?:the )?['\"`]?nans?\b|\bsilently\b"
+    # "returns a different shape on cuda", "result differs on GPU", "NaN on GPU only": the other device implied
+    r"|\bdiffer\w*|\bdifferent\b|\bmismatch\w*|\binconsisten\w*|\bdiscrepan\w*|"
+    r"\b(?:gpu|cuda|mps|cpu) only\b|\bonly (?:on|with) (?:the )?(?:gpu|cuda|mps|cpu)\b"
 )
 # "bug" names a wrong result only in a title that names no failure (a crash, an error, a hang is no result)
 _BUG_WORD = re.compile(r"\bbugs?\b")
@@ -377,6 +380,12 @@ _TITLE_NOT_AN_OP = re.compile(
     r"\binstall\w*|\bimport\w*|\bsupport\w*|\bavailable\b|\bdetect\w*|\bdriver\b|\bbuild\w*|\bcompil\w*|"
     r"\bamp\b|autocast|mixed[- ]precision|\bloss(?:es)?\b|\btrain\w*|\bepochs?\b|\bcheckpoint\w*|\bdistributed\b|"
     r"\bddp\b|\bmulti-?gpus?\b|\bnccl\b|\bversion\b"
+)
+# a title measuring against something other than the other device (NumPy, another release, eager, the docs)
+_OTHER_REFERENCE = re.compile(
+    r"(?<!\.)\b(?:numpy|scipy|jax)\b|\bonnx\w*|tensorrt|openvino|\bmatlab\b|\breference\b|\bdocs?\b|documentation|"
+    r"\bversions?\b|\brelease\b|\bupgrad\w*|\bupdat\w*|\bnightly\b|\beager\b|\bgraph mode\b|\bcompile\w*|\bjit\b|"
+    r"\bscript\w*|\btrac(?:e|ed|ing)\b|\bexport\w*|\bquantiz\w*|\bpython\b|\b(?:pytorch|tensorflow|torch|tf) \d"
 )
 # the snippet or its output shows the op running on the GPU
 _OUT_GPU_TENSOR = re.compile(r"device='(?:cuda|mps)|\.cuda\(\)|\.to\(\s*['\"](?:cuda|mps)")
@@ -480,7 +489,8 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     title_wrong = _WRONG_RESULT.search(title) is not None or (
         _BUG_WORD.search(title) is not None and _TITLE_FAILURE.search(title) is None)
     title_wrong_on = ("gpu" if t_gpu else "cpu") if t_cpu != t_gpu and title_wrong and not (
-        CUDA_FAILURE.search(title) or _TITLE_NOT_AN_OP.search(title) or _has("axis", title) or _has("setup", title)) else ""
+        CUDA_FAILURE.search(title) or _TITLE_NOT_AN_OP.search(title) or _OTHER_REFERENCE.search(title)
+        or _has("axis", title) or _has("setup", title)) else ""
     f["title_both"] = float(t_cpu and t_gpu)
     f["title_diff"] = float(_has("diff", title))
     f["title_one_device"] = float(t_cpu != t_gpu)
@@ -546,6 +556,10 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     if code_cpu and code_gpu:
         pts += 1.5
         why.append("the snippet runs on both devices")
+        if title_wrong and not (t_cpu or t_gpu) and not (
+                _TITLE_NOT_AN_OP.search(title) or _OTHER_REFERENCE.search(title) or _has("axis", title) or title_nondet):
+            pts += 1.0  # "torch.norm produces incorrect results" over a snippet that runs it on both devices
+            why.append("the title calls the result wrong")
     elif code_gpu and n_cpu:
         pts += 1.0
         why.append("the snippet moves to GPU; the text names CPU")
