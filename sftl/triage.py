@@ -148,10 +148,12 @@ def _error_row(issue: Issue, reason: str) -> dict[str, Any]:
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """Worker initializer: end this worker as soon as the driver is gone, however it went (`kill -9` included).
+    """Worker initializer: end this worker as soon as the driver (`parent_pid`) is gone, however it went
+    (`kill -9` included).
 
-    Linux delivers SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); elsewhere, and for a driver
-    that died before the prctl took effect, a daemon thread polls the parent every half second."""
+    Linux delivers SIGKILL on the death of the worker's parent (prctl PR_SET_PDEATHSIG: the driver, or a
+    forkserver that ends with it); a daemon thread also polls, every half second, that the parent is the one
+    the worker started with and the driver still runs (other platforms, and a death before the prctl)."""
     import ctypes
     import os
     import signal
@@ -163,13 +165,26 @@ def die_with_parent(parent_pid: int) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
         except (OSError, AttributeError):
             pass
-    if os.getppid() != parent_pid:
+    started_under = os.getppid()
+
+    def gone() -> bool:
+        if os.getppid() != started_under:
+            return True
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass  # alive, someone else's (a reused pid at worst)
+        return False
+
+    if gone():
         os._exit(1)
 
     def watch() -> None:
         while True:
             time.sleep(0.5)
-            if os.getppid() != parent_pid:
+            if gone():
                 os._exit(1)
 
     threading.Thread(target=watch, name="sftl-parent-watch", daemon=True).start()

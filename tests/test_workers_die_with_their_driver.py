@@ -19,19 +19,8 @@ REPO = "kill/repo"
 
 
 def _children(pid: int) -> set[int]:
-    """Live (not zombie) processes whose parent is `pid`."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[1]) == pid:
-            found.add(int(entry))
-    return found
+    """Live (not zombie) descendants of `pid` (a forkserver's workers are its grandchildren)."""
+    return {p for p in _descendants(pid) if _alive(p)}
 
 
 def _alive(pid: int) -> bool:
@@ -40,6 +29,22 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def _descendants(pid: int) -> set[int]:
+    below, grew = {pid}, True
+    while grew:
+        grew = False
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in below:
+                try:
+                    ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                except OSError:
+                    continue
+                if ppid in below:
+                    below.add(int(entry))
+                    grew = True
+    return below - {pid}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -73,22 +78,6 @@ def test_kill_9_of_triage_leaves_no_worker_alive(sftl_home: Path, tmp_path: Path
     for w in left:  # clean up before failing, so one failure does not leak into the rest of the suite
         os.kill(w, signal.SIGKILL)
     assert not left, f"workers {left} outlived their killed driver"
-
-
-def _descendants(pid: int) -> set[int]:
-    below, grew = {pid}, True
-    while grew:
-        grew = False
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) not in below:
-                try:
-                    ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                except OSError:
-                    continue
-                if ppid in below:
-                    below.add(int(entry))
-                    grew = True
-    return below - {pid}
 
 
 @pytest.mark.slow
