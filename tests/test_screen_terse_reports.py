@@ -218,3 +218,32 @@ def test_a_wrong_result_title_over_a_snippet_on_both_devices_is_a_discrepancy() 
 def test_a_wrong_result_title_against_another_reference_is_no_discrepancy(title: str) -> None:
     # both devices in the snippet, but the title measures against something else
     assert not is_gcrde(report(title, BOTH_SNIPPET, "tensor([[1, 2],\n        [3, 4]])"))
+
+
+# -- family: the title says what one device does, over a snippet that runs both -----------------------------
+
+TF_BOTH = """
+import tensorflow as tf
+params = tf.constant([1.0, 2.0, 3.0])
+for device in ("/CPU:0", "/GPU:0"):
+    with tf.device(device):
+        print(device, tf.gather(params, [0, 7]))
+"""
+
+
+@pytest.mark.parametrize("title", [
+    "tf.gather produces zeros for out-of-range indices on GPU",
+    "tf.math.floormod not throwing a division-by-zero error on GPU for int64",
+])
+def test_a_title_naming_what_one_device_does_over_a_snippet_on_both_is_a_discrepancy(title: str) -> None:
+    out = "/CPU:0 InvalidArgumentError: indices[1] = 7 is not in [0, 3)\n/GPU:0 tf.Tensor([1. 0.], shape=(2,), dtype=float32)"
+    assert is_gcrde(report(title, TF_BOTH, out))
+
+
+@pytest.mark.parametrize("title", [
+    "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+    "tf.gather raises an error on GPU",
+    "tf.gather on GPU after updating to 2.16",
+])
+def test_a_title_naming_one_device_is_no_discrepancy_when_it_is_an_error_or_another_axis(title: str) -> None:
+    assert not is_gcrde(report(title, TF_BOTH, "InvalidArgumentError: indices[1] = 7 is not in [0, 3)"))

@@ -368,6 +368,8 @@ _WRONG_RESULT = re.compile(
     # "returns a different shape on cuda", "result differs on GPU", "NaN on GPU only": the other device implied
     r"|\bdiffer\w*|\bdifferent\b|\bmismatch\w*|\binconsisten\w*|\bdiscrepan\w*|"
     r"\b(?:gpu|cuda|mps|cpu) only\b|\bonly (?:on|with) (?:the )?(?:gpu|cuda|mps|cpu)\b"
+    # "floormod not throwing a division-by-zero error on GPU": the check the other device makes is missing
+    r"|\b(?:not|n't|never|no longer|without) (?:\w+ )?(?:throw|rais|report|flag)\w*"
 )
 # "bug" names a wrong result only in a title that names no failure (a crash, an error, a hang is no result)
 _BUG_WORD = re.compile(r"\bbugs?\b")
@@ -556,6 +558,12 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     if code_cpu and code_gpu:
         pts += 1.5
         why.append("the snippet runs on both devices")
+        if t_cpu != t_gpu and not title_wrong_on and not (
+                _TITLE_FAILURE.search(title) or _TITLE_NOT_AN_OP.search(title) or _OTHER_REFERENCE.search(title)
+                or CUDA_FAILURE.search(title) or _DEVICE_MISMATCH.search(title) or _has("axis", title)
+                or _has("setup", title) or "same" in title or "type" in title):
+            pts += 1.0  # "tf.gather produces zeros for invalid indices on GPU" over a snippet run on both devices
+            why.append("the title names what one device does; the snippet runs both")
         if title_wrong and not (t_cpu or t_gpu) and not (
                 _TITLE_NOT_AN_OP.search(title) or _OTHER_REFERENCE.search(title) or _has("axis", title) or title_nondet):
             pts += 1.0  # "torch.norm produces incorrect results" over a snippet that runs it on both devices
