@@ -226,3 +226,19 @@ def test_an_expected_small_value_is_no_value_dependence() -> None:
 
     assert cue("max |cpu - gpu| is 0.0121 (expected a very small value)") == ""
     assert cue("the CUDA result is off for small values of x")
+
+
+def test_calls_reading_the_difference_of_the_two_results_are_no_subject() -> None:
+    from sftl.localize.gcrde import torch_ops
+
+    code = ("import torch\nm = torch.nn.GroupNorm(4, 32)\ncpu = m(x)\ngpu = m.cuda()(x.cuda())\n"
+            "print(torch.abs(cpu - gpu.cpu()).max())\n")
+    issue = Issue(repo="pytorch/pytorch", number=1, title="Different results on CPU and GPU", body="")
+    ex = Extraction(Snippet(code, "t"), None, Environment(framework="pytorch"),
+                    apis=("torch.nn.GroupNorm", "torch.abs", "torch.Tensor.max"))
+    ops = {o.name: o.weight for o in torch_ops(issue, ex, {"group_norm", "native_group_norm", "abs", "max"}, None)[0]}
+    assert ops["group_norm"] > 0.8 and ops["abs"] < 0.3 and ops["max"] < 0.3
+    # the same call as the subject of a line of its own is the op under test
+    code2 = "import torch\ny = torch.abs(x.cuda())\nprint(y)\n"
+    ex2 = Extraction(Snippet(code2, "t"), None, Environment(framework="pytorch"), apis=("torch.abs",))
+    assert torch_ops(issue, ex2, {"abs"}, None)[0][0].weight > 0.8

@@ -222,6 +222,21 @@ def _inflected(name: str, title: set[str]) -> bool:
                                   for end in ("ing", "ed", "es", "s"))
 
 
+# a line that reads the two devices' results against each other: a difference or a comparison, printed or asserted
+_COMPARING_LINE = re.compile(r"\b(?:print|assert|allclose|isclose|assert_close|assertEqual)\b")
+_DIFFERENCE = re.compile(r"\w[\w.()\[\]]*\s*-\s*\w|==|!=")
+
+
+def _only_comparing(leaf: str, code: str) -> bool:
+    """Whether every call of `leaf` in the snippet sits on a line comparing the devices' results (abs, max, sum of a
+    difference inside print/assert), so it reads the outcome instead of being tested."""
+    if len(leaf) < 2 or not code:
+        return False
+    call = re.compile(r"(?:\.|\btorch\.)" + re.escape(leaf) + r"\s*\(")
+    lines = [ln for ln in code.splitlines() if call.search(ln)]
+    return bool(lines) and all(_COMPARING_LINE.search(ln) and _DIFFERENCE.search(ln) for ln in lines)
+
+
 _SUPPORTING = 0.6  # a snippet call beside the op the title names
 _MODE_ARG = re.compile(r"\bmode\s*=\s*['\"]([\w-]+)['\"]")
 
@@ -276,6 +291,8 @@ def torch_ops(
             leaf.strip("_").lower() in title or any(n.strip("_") in title or (focus and _inflected(n, title)) for n in names)
         )
         incidental = leaf in _TORCH_INCIDENTAL and not in_title
+        if focus and not in_title and not incidental and _only_comparing(leaf, snippet):
+            incidental = True  # (out_cpu - out_gpu.cpu()).abs().max(): reading the difference, not the op under test
         base = 0.15 if incidental else 0.9 - 0.04 * min(real, 5)
         if in_title:
             base = 1.0
