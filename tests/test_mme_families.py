@@ -384,3 +384,26 @@ def test_a_user_package_owner_no_framework_file_uses_stays_a_user_error() -> Non
 def test_activation_checkpointing_is_no_unpickling() -> None:
     loc = _locate("unpickled_state", "update fails", _averaged_report("avg = torch.utils.checkpoint.checkpoint(make_average, model)"))
     assert all("__setstate__" not in s.reason for s in loc.suspects)
+
+
+# -- a compiled module's name some builds lack -------------------------------------------------------
+
+
+def test_a_name_only_some_builds_bind_ranks_the_caller_not_the_stub() -> None:
+    body = _tb(
+        ("/tmp/run.py", 2, "<module>", "print(torch.cuda.device_count())"),
+        (f"{SITE}/torch/cuda/__init__.py", 13, "device_count", "return torch._C._cuda_getDeviceCount()"),
+        error="AttributeError: module 'torch._C' has no attribute '_cuda_getDeviceCount'",
+    )
+    loc = _locate("compiled_stub", "device_count fails on a CPU build", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torch/cuda/__init__.py"
+    assert "only some builds" in loc.suspects[0].reason
+    assert loc.suspects[-1].path == "torch/_C/__init__.pyi" and loc.suspects[-1].score < 0.35
+
+
+def test_a_name_only_some_builds_bind_asked_by_user_code_abstains() -> None:
+    body = _tb(("/tmp/run.py", 2, "<module>", "torch._C._cuda_getDeviceCount()"), error="AttributeError: module 'torch._C' has no attribute '_cuda_getDeviceCount'")
+    loc = _locate("compiled_stub", "fails on a CPU build", body)
+    assert loc.outcome == Outcome.ABSTAINED
+    assert "installed build lacks it" in loc.reason

@@ -71,6 +71,8 @@ def _module_attribute(
     user = _user_frame(ev)
     if missing.circular and not user:
         return _circular(code, ev, module, name, path, sub, top)
+    if path.endswith(".pyi"):
+        return _compiled_module_attribute(code, ev, module, name, path, binds, user, version, top)
     condition = _binding_condition(code, path, name) if binds else None
     if binds and condition:
         # bound only under a module-level `if` (a platform/build check): absent where it is false
@@ -232,6 +234,32 @@ def _foreign_module_attribute(
     if not ranked:
         return Localization("sftl", (), Outcome.ABSTAINED, f"{not_ours}, and no framework file refers to {module}.{name}")
     return _located(ranked, top, min_score=0.5)
+
+
+def _compiled_module_attribute(
+    code: Code, ev: _Ev, module: str, name: str, stub: str, declared: bool, user: bool, version: str, top: int
+) -> Localization:
+    """`module 'torch._C' has no attribute '_cuda_getDeviceCount'`: a compiled module has no Python source to fix.
+
+    Its stub declaring the name says some builds (CUDA, distributed, a platform) bind it and the one
+    that ran did not: the framework code calling it without a build check is the fault.
+    """
+    what = (
+        f"{module} is compiled; its stub ({stub}) declares {name}, so only some builds of {version} bind it"
+        if declared
+        else f"{module} is compiled and its stub ({stub}) does not declare {name}"
+    )
+    if user:
+        return Localization("sftl", (), Outcome.ABSTAINED, f"{what}; the error comes from user code: the installed build lacks it")
+    caller = _caller(code, ev, name)
+    frames = [(n, f, p) for n, f, p in reversed(ev.framework_frames) if not p.endswith(".pyi")]
+    referrer = (caller[0], caller[1], caller[2]) if caller is not None else (frames[0] if frames else None)
+    if referrer is None:
+        return Localization("sftl", (), Outcome.ABSTAINED, f"{what}; no framework frame calls it")
+    n, f, p = referrer
+    out = [_suspect(p, 0.7, f"traceback frame {n} ({f.function}) uses {module}.{name} without checking the build; {what}")]
+    out.append(_suspect(stub, 0.1, f"the stub of {module}; the binding itself is C++"))
+    return _located(out, top)
 
 
 def _circular(code: Code, ev: _Ev, module: str, name: str, path: str, sub: str | None, top: int) -> Localization:
