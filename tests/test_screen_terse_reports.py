@@ -247,3 +247,14 @@ def test_a_title_naming_what_one_device_does_over_a_snippet_on_both_is_a_discrep
 ])
 def test_a_title_naming_one_device_is_no_discrepancy_when_it_is_an_error_or_another_axis(title: str) -> None:
     assert not is_gcrde(report(title, TF_BOTH, "InvalidArgumentError: indices[1] = 7 is not in [0, 3)"))
+
+
+@pytest.mark.parametrize("title", [
+    "torch.cuda.current_device() returns the wrong device index",
+    "wrong GPU memory reported for my tensor on cuda",
+    "wrong results on GPU when two CUDA streams write the same tensor",
+    "my custom CUDA kernel gives wrong results",
+    "wrong results on GPU with DataParallel",
+])
+def test_a_wrong_title_about_the_devices_own_bookkeeping_or_the_reporters_kernel_is_no_discrepancy(title: str) -> None:
+    assert not is_gcrde(report(title, GPU_SNIPPET, GPU_OUT))

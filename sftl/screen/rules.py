@@ -381,7 +381,11 @@ _TITLE_FAILURE = re.compile(
 _TITLE_NOT_AN_OP = re.compile(
     r"\binstall\w*|\bimport\w*|\bsupport\w*|\bavailable\b|\bdetect\w*|\bdriver\b|\bbuild\w*|\bcompil\w*|"
     r"\bamp\b|autocast|mixed[- ]precision|\bloss(?:es)?\b|\btrain\w*|\bepochs?\b|\bcheckpoint\w*|\bdistributed\b|"
-    r"\bddp\b|\bmulti-?gpus?\b|\bnccl\b|\bversion\b"
+    r"\bddp\b|\bmulti-?gpus?\b|\bnccl\b|\bversion\b|dataparallel|\bfsdp\b|"
+    # the device's own bookkeeping (its index, name, memory, streams, graphs), or the reporter's own kernel
+    r"\btorch\.cuda\.|\bcuda\.(?:current|device|get|set|mem|max)|current_device|device[ _](?:index|name|count|id|ordinal|"
+    r"capability|properties)|\bmemory\b|nvidia-smi|\bstreams?\b|cuda ?graphs?|\bcustom\b|\bextensions?\b|"
+    r"load_inline|\btriton\b|\bnumba\b|\bcupy\b"
 )
 # a title measuring against something other than the other device (NumPy, another release, eager, the docs)
 _OTHER_REFERENCE = re.compile(
