@@ -34,7 +34,12 @@ diluted by long tracebacks and IDF vanishes in a corpus where every report says 
   comparing sentence +2, else adjacent contrasting sentences +1/+1.5; snippet on both devices +1.5
   (GPU snippet, CPU in the text +1); CPU, GPU and a difference word +1; device-labelled outputs +1;
   "works on one device" +1; results changing after `.to("cuda")` or with the GPU hidden +2 (title) / +1
-  (sentence), at most +3; negatives: same on both (or "CPU and GPU agree") -4, speed -3, out of memory -3,
+  (sentence), at most +3; a title calling the result wrong (or different) on one device, not about training,
+  set-up, the device's bookkeeping or another reference +1.5 on the GPU (+1 with the snippet or output on the GPU)
+  / +1 on the CPU; a wrong-result title, or one saying what one device does, over a snippet on both devices +1;
+  device-labelled results ("CPU result", "out_gpu =") that differ +1.5; one device raising while the other
+  returns +3 (`one_device`); the reporter's sentences pasted among the output are read with the description;
+  negatives: same on both (or "CPU and GPU agree") -4, speed -3, out of memory -3,
   placement -3, nondeterminism -2 (-4 when the title is about run-to-run variation, whose devices then do
   not count; "deterministic = True" is not nondeterminism), set-up failure -2, other comparison axis
   (XLA, compile, NumPy/SciPy reference) -1.5, build -1. A device named as untested ("CPU not tested") is
