@@ -58,6 +58,7 @@ _URL_RE = re.compile(rf"^https?://(?:www\.)?github\.com/({_REPO_RE})/(issues|pul
 _REPO_URL_RE = re.compile(rf"/repos/({_REPO_RE})(?:/|$)")
 _HTML_URL_RE = re.compile(rf"^https?://[^/]+/({_REPO_RE})/(?:issues|pull)/(\d+)")
 _log = logging.getLogger("sftl")  # waits are announced here; the CLI prints them on stderr
+_CONNECT_TIMEOUT_S = 10.0  # GitHub accepts a connection in well under a second; longer is a network down
 _ANNOUNCE_WAIT_S = 1.0  # a wait this long or longer is said on stderr; shorter ones pass unnoticed
 _SECONDARY_DEFAULT_WAIT = 60.0  # GitHub: wait at least a minute when no Retry-After is given
 _PULL_URL_RE = re.compile(rf"^https?://[^/]+/{_REPO_RE}/pulls?/\d+")  # an html_url of a pull request
@@ -876,10 +877,11 @@ class GitHubClient:
     ) -> requests.Response:
         """GET with retries: connection failures, timeouts, 5xx and (with `expect_json`) a 2xx body that is not
         JSON (a truncated page) are retried with backoff; connection failures only within `settings.net_wait`
-        seconds of waiting in all (the network is down: say so soon). Each wait is announced on the `sftl` logger."""
+        seconds of waiting in all, connection attempts that timed out included (the network is down: say so soon). Each wait is announced on the `sftl` logger."""
         attempt = 0
         limited = 0
         down_waited = 0.0  # seconds waited on connection failures for this request
+        connect_timeout = min(self.settings.http_timeout, _CONNECT_TIMEOUT_S)
         host = urlsplit(url).netloc
         while True:
             # known exhaustion from the previous answer: wait before spending a request
@@ -891,11 +893,15 @@ class GitHubClient:
             try:
                 self.stats.requests += 1
                 resp = self.session.get(
-                    url, headers=headers, timeout=(self.settings.http_timeout, self.settings.http_timeout),
+                    url, headers=headers, timeout=(connect_timeout, self.settings.http_timeout),
                     allow_redirects=allow_redirects, stream=stream,
                 )
                 if not stream:
                     _ = resp.content  # read the body inside the timeout/retry net
+            except requests.ConnectTimeout:  # no answer to the connection itself: the network is down
+                problem = f"no connection within {connect_timeout:g} s"
+                down = True
+                down_waited += connect_timeout
             except requests.Timeout:
                 problem = f"timed out after {self.settings.http_timeout:g} s"
             except requests.exceptions.ChunkedEncodingError as exc:
@@ -962,7 +968,7 @@ class GitHubClient:
             out_of_time = down and down_waited + pause > self.settings.net_wait
             if attempt >= self.settings.max_retries or out_of_time:
                 hint = (
-                    "network down? use --offline to work from the store" if down or problem.startswith("timed out")
+                    "network down? use --offline to work from the store" if down or problem.startswith(("timed out", "no conn"))
                     else "GitHub is failing; try again later"
                 )
                 raise GitHubError(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import socket
+import sys
 import time
 from pathlib import Path
 
@@ -43,3 +45,32 @@ def test_fetch_still_fails_and_the_wait_is_bounded(stored: None, monkeypatch: py
     lines = err.getvalue().splitlines()
     assert lines[-1].startswith("sftl: cannot fetch issue o/r#1 from 127.0.0.1:9") and "network down?" in lines[-1]
     assert all(line.startswith("sftl: waiting for 127.0.0.1:9") for line in lines[:-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="relies on Linux dropping SYNs to a full backlog")
+def test_connections_that_never_complete_are_bounded_by_the_net_wait(stored: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)  # never accepted: once the backlog is full, further connections hang unanswered
+    port = srv.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(c)
+    monkeypatch.setenv("SFTL_HTTP_TIMEOUT", "1")
+    monkeypatch.setenv("SFTL_NET_WAIT", "2.5")
+    err = io.StringIO()
+    started = time.monotonic()
+    try:
+        code = main(["--api-url", f"http://127.0.0.1:{port}", "fetch", "o/r#1"], out=io.StringIO(), err=err)
+    finally:
+        for c in fillers:
+            c.close()
+        srv.close()
+    assert code == 3 and time.monotonic() - started < 8
+    assert "no connection within 1 s" in err.getvalue().splitlines()[-1]
