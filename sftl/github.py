@@ -869,6 +869,9 @@ class GitHubClient:
                 f"GitHub rate limit exhausted until {_http_date(reset_at)} (in {wait:.0f} s) while fetching {what}"
                 f"{self._rate_limit_hint()}; what was stored is kept"
             )
+        if wait >= _ANNOUNCE_WAIT_S:
+            _log.warning("waiting for GitHub's rate limit to reset at %s (%.0f s) before fetching %s",
+                         _http_date(reset_at), wait, what)
         self._wait(wait)
 
     def _send(
