@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     elif args.format == "markdown":
         ctx.out.write(render_markdown(payload, report))
     else:
-        ctx.out.write(render_text(payload, report))
+        ctx.out.write(render_text(payload, report, cut=160 if ctx.is_terminal(ctx.out) else None))
     return EXIT_NO_RESULT if payload["outcome"] == "skipped" else EXIT_OK
 
 
@@ -79,8 +79,8 @@ def _env_line(env: dict[str, Any]) -> str:
     return line
 
 
-def render_text(payload: dict[str, Any], report: Report) -> str:
-    """What a maintainer reads in a terminal."""
+def render_text(payload: dict[str, Any], report: Report, cut: int | None = 160) -> str:
+    """What a maintainer reads in a terminal: the error and replay lines cut at `cut` (whole when None: a pipe)."""
     iss, scr = payload["issue"], payload["screening"]
     lines = [
         f"{iss['repo']}#{iss['number']}: {iss['title']}",
@@ -91,10 +91,10 @@ def render_text(payload: dict[str, Any], report: Report) -> str:
     tb = ex.traceback
     err = ex.error_line or (f"{tb.exception}: {tb.message}" if tb else "")
     if err:
-        lines.append(f"  error        {err.strip()[:160]}")
+        lines.append(f"  error        {err.strip()[:cut]}")
     if payload["replay"] is not None:
         rep = payload["replay"]
-        lines.append(f"  replay       {rep.get('verdict')}: {rep.get('reason', '')[:160]}")
+        lines.append(f"  replay       {rep.get('verdict')}: {rep.get('reason', '')[:cut]}")
     lines.append(f"  outcome      {payload['outcome']} ({payload['method']}): {payload['reason']}")
     if payload["suspects"]:
         lines.append("  suspects")

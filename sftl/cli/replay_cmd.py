@@ -234,6 +234,7 @@ def _print_nan(ctx: Context, nan: dict[str, Any] | None) -> None:
 
 def _print_replay(ctx: Context, replay: Any) -> None:
     out = ctx.out
+    cut = 160 if ctx.is_terminal(out) else None  # long lines are cut on a terminal only
     env = replay.environment
     out.write(f"verdict: {replay.verdict.value}\n  {replay.reason}\n")
     if env.backend:
@@ -243,7 +244,7 @@ def _print_replay(ctx: Context, replay: Any) -> None:
     for run in replay.runs:
         line = f"{run.device.value}: {run.outcome.value}"
         if run.exception:
-            line += f"  {run.exception}: {(run.message or '').splitlines()[0][:160] if run.message else ''}"
+            line += f"  {run.exception}: {(run.message or '').splitlines()[0][:cut] if run.message else ''}"
         elif run.message:
             line += f"  {run.message}"
         out.write(line + (f"  ({run.seconds:.2f} s{', cached' if run.details.get('cached') else ''})\n"
@@ -253,7 +254,7 @@ def _print_replay(ctx: Context, replay: Any) -> None:
             out.write(f"  containment degraded: {'; '.join(contained['degraded'])}\n")
         if run.stdout_tail.strip():
             tail = run.stdout_tail.strip().splitlines()[-5:]
-            out.write("  stdout: " + "\n          ".join(t[:160] for t in tail) + "\n")
+            out.write("  stdout: " + "\n          ".join(t[:cut] for t in tail) + "\n")
     if replay.first_divergent_op:
         out.write(f"first divergent operator: {replay.first_divergent_op}\n")
 
