@@ -99,6 +99,8 @@ CASES: list[tuple[list[str], int, str]] = [
     (["fuzz", "bmm", "--jobs", "0"], BAD_USAGE, "--jobs"),
     (["nan-search", "{missing}.py"], BAD_USAGE, "no such script"),
     (["nan-search", "{syntax_error.py}", "--budget", "-1"], BAD_USAGE, "budget"),
+    (["sources", "fetch", "pytorch==abc"], BAD_USAGE, "cannot read a version"),
+    (["history", "import", "{garbage.jsonl}"], BAD_USAGE, "malformed JSON"),
     (["no-such-command"], BAD_USAGE, "invalid choice"),
 ]
 
