@@ -224,7 +224,9 @@ _PLACEMENT = re.compile(
     # MPS/GPU op coverage: "not currently supported on the MPS backend and will fall back to run on the CPU"
     r"|fall(?:s|ing)? ?back to (?:run (?:on )?)?(?:the )?cpu|not (?:currently |yet )?(?:supported|implemented) (?:on|for) (?:the )?(?:mps|gpu|cuda)"
 )
-_BUILD = re.compile(r"(?i)\bcmake\b|\bbazel\b|build(?:ing)? from source|compil(?:e|ing|ation) (?:from|pytorch|tensorflow)")
+# cmake/bazel as words, not as parts of a path ("/home/u/pytorch-cmake/aten/...", "bazel-out/k8-opt/bin/tensorflow/...")
+_BUILD = re.compile(r"(?i)(?<![-/\w.])(?:cmake|bazel)\b(?![-\w.]*/)|build(?:ing)? from source|"
+                    r"compil(?:e|ing|ation) (?:from|pytorch|tensorflow)")
 _SENT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z`(])|\n+")
 
 
