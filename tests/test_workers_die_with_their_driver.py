@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,11 +18,8 @@ import pytest
 from tests.ghserver import make_issue
 
 REPO = "kill/repo"
-
-
-def _children(pid: int) -> set[int]:
-    """Live (not zombie) descendants of `pid` (a forkserver's workers are its grandchildren)."""
-    return {p for p in _descendants(pid) if _alive(p)}
+SFTL = [sys.executable, "-c", "from sftl.cli import entry; entry()"]
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
 def _alive(pid: int) -> bool:
@@ -32,6 +31,7 @@ def _alive(pid: int) -> bool:
 
 
 def _descendants(pid: int) -> set[int]:
+    """Live descendants of `pid` (a forkserver's workers are its grandchildren)."""
     below, grew = {pid}, True
     while grew:
         grew = False
@@ -44,81 +44,80 @@ def _descendants(pid: int) -> set[int]:
                 if ppid in below:
                     below.add(int(entry))
                     grew = True
-    return below - {pid}
+    return {p for p in below - {pid} if _alive(p)}
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_kill_9_of_triage_leaves_no_worker_alive(sftl_home: Path, tmp_path: Path) -> None:
-    lines = tmp_path / "issues.jsonl"
-    bodies = ["torch.histc gives different counts on CUDA than on CPU", "module 'torch' has no attribute 'foo'"]
-    lines.write_text("\n".join(
-        json.dumps(make_issue(REPO, n, body=f"{bodies[n % 2]} (case {n})\n```python\nimport torch\nprint({n})\n```"))
-        for n in range(1, 41)) + "\n")
-    sftl = [sys.executable, "-c", "from sftl.cli import entry; entry()"]
-    env = {**os.environ, "SFTL_HOME": str(sftl_home)}
-    subprocess.run([*sftl, "import", str(lines)], env=env, check=True, capture_output=True)
-    proc = subprocess.Popen([*sftl, "--offline", "triage", REPO, "--jobs", "2", "--out", str(tmp_path / "r")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+@contextmanager
+def _running(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen([*SFTL, *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        workers: set[int] = set()
-        while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            workers = _children(proc.pid)
-            time.sleep(0.05)
-        assert len(workers) >= 2, "triage never started its two workers"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        deadline = time.monotonic() + 10
-        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = [w for w in workers if _alive(w)]
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
-    for w in left:  # clean up before failing, so one failure does not leak into the rest of the suite
-        os.kill(w, signal.SIGKILL)
+            proc.wait()
+
+
+def _kill_9_then_survivors(proc: subprocess.Popen[bytes], ready: Callable[[set[int]], bool], settle_s: float,
+                           grace_s: float) -> list[int]:
+    """Wait until `ready(descendants)`, kill -9 the driver, and return the descendants still alive after
+    `grace_s` (killed here, so a failure does not leak processes into the rest of the suite)."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None and not ready(seen):
+        seen |= _descendants(proc.pid)
+        time.sleep(0.05)
+    assert proc.poll() is None and ready(seen), "the command never started its workers, or finished first"
+    time.sleep(settle_s)
+    seen |= _descendants(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + grace_s
+    while any(_alive(p) for p in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in seen if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    return left
+
+
+def _import_backlog(home: Path, tmp_path: Path, body: Callable[[int], str]) -> dict[str, str]:
+    lines = tmp_path / "issues.jsonl"
+    lines.write_text("\n".join(json.dumps(make_issue(REPO, n, body=body(n))) for n in range(1, 41)) + "\n")
+    env = {**os.environ, "SFTL_HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run([*SFTL, "import", str(lines)], env=env, check=True, capture_output=True)
+    return env
+
+
+def test_kill_9_of_triage_leaves_no_worker_alive(sftl_home: Path, tmp_path: Path) -> None:
+    bodies = ["torch.histc gives different counts on CUDA than on CPU", "module 'torch' has no attribute 'foo'"]
+    env = _import_backlog(sftl_home, tmp_path,
+                          lambda n: f"{bodies[n % 2]} (case {n})\n```python\nimport torch\nprint({n})\n```")
+    with _running(["--offline", "triage", REPO, "--jobs", "2", "--out", str(tmp_path / "r")], env) as proc:
+        left = _kill_9_then_survivors(proc, lambda seen: len(seen) >= 2, settle_s=0.0, grace_s=10)
     assert not left, f"workers {left} outlived their killed driver"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_kill_9_of_triage_on_ray_leaves_no_ray_process_alive(sftl_home: Path, tmp_path: Path) -> None:
     pytest.importorskip("ray")
-    lines = tmp_path / "issues.jsonl"
-    lines.write_text("\n".join(json.dumps(make_issue(REPO, n, body=f"torch.histc differs on CUDA and CPU ({n})"))
-                               for n in range(1, 41)) + "\n")
-    sftl = [sys.executable, "-c", "from sftl.cli import entry; entry()"]
-    env = {**os.environ, "SFTL_HOME": str(sftl_home), "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run([*sftl, "import", str(lines)], env=env, check=True, capture_output=True)
-    proc = subprocess.Popen([*sftl, "--offline", "triage", REPO, "--jobs", "2", "--executor", "ray",
-                             "--out", str(tmp_path / "r")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    seen: set[int] = set()
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None:
-            seen |= _descendants(proc.pid)
-            names = {Path(f"/proc/{p}/cmdline").read_bytes()[:40] for p in seen if _alive(p)}
-            if any(b"Agent" in n for n in names) and any(b"ray::" in n and b"Agent" not in n for n in names):
-                break  # the agents and a worker are up
-            time.sleep(0.2)
-        seen |= _descendants(proc.pid)
-        assert proc.poll() is None, "triage finished before it could be killed"
-        time.sleep(1.0)  # the reaper notes the descendants every half second
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        deadline = time.monotonic() + 15
-        while any(_alive(p) for p in seen) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = [p for p in seen if _alive(p)]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    for p in left:
-        os.kill(p, signal.SIGKILL)
+    env = _import_backlog(sftl_home, tmp_path, lambda n: f"torch.histc differs on CUDA and CPU ({n})")
+
+    def agents_and_a_worker_up(seen: set[int]) -> bool:
+        names = set()
+        for p in seen:
+            try:
+                names.add(Path(f"/proc/{p}/cmdline").read_bytes()[:40])
+            except OSError:
+                continue
+        return any(b"Agent" in n for n in names) and any(b"ray::" in n and b"Agent" not in n for n in names)
+
+    argv = ["--offline", "triage", REPO, "--jobs", "2", "--executor", "ray", "--out", str(tmp_path / "r")]
+    with _running(argv, env) as proc:  # the reaper notes the descendants every half second: let it see them
+        left = _kill_9_then_survivors(proc, agents_and_a_worker_up, settle_s=1.0, grace_s=15)
     assert not left, f"Ray processes {left} outlived their killed driver"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_kill_9_of_eval_leaves_no_worker_alive(sftl_home: Path, tmp_path: Path) -> None:
     fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "eval"
     rows = [json.loads(line) for line in (fixtures / "labels_small.jsonl").read_text().splitlines() if line.strip()]
@@ -129,28 +128,9 @@ def test_kill_9_of_eval_leaves_no_worker_alive(sftl_home: Path, tmp_path: Path) 
                 issue = dict(row["issue"], number=row["issue"]["number"] * 100 + copy)
                 fh.write(json.dumps({**row, "url": row["url"] + f"{copy:02d}", "issue": issue,
                                      "source_root": str(fixtures / "tree")}) + "\n")
-    sftl = [sys.executable, "-c", "from sftl.cli import entry; entry()"]
     env = {**os.environ, "SFTL_HOME": str(sftl_home)}
-    proc = subprocess.Popen([*sftl, "--offline", "eval", str(labels), "--jobs", "2", "--method", "sftl,vsm,paper",
-                             "--no-plots", "--out", str(tmp_path / "ev")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        workers: set[int] = set()
-        while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            workers = _children(proc.pid)
-            time.sleep(0.05)
-        assert len(workers) >= 2, "eval never started its two workers"
-        time.sleep(0.5)  # past the workers' initializer
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        deadline = time.monotonic() + 10
-        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = [w for w in workers if _alive(w)]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    for w in left:
-        os.kill(w, signal.SIGKILL)
+    argv = ["--offline", "eval", str(labels), "--jobs", "2", "--method", "sftl,vsm,paper", "--no-plots",
+            "--out", str(tmp_path / "ev")]
+    with _running(argv, env) as proc:  # settle: past the spawned workers' initializer
+        left = _kill_9_then_survivors(proc, lambda seen: len(seen) >= 2, settle_s=0.5, grace_s=10)
     assert not left, f"eval workers {left} outlived their killed driver"
