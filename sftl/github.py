@@ -878,9 +878,12 @@ class GitHubClient:
         self, url: str, headers: dict[str, str], what: str, *, allow_redirects: bool = True, stream: bool = False,
         expect_json: bool = False,
     ) -> requests.Response:
-        """GET with retries: connection failures, timeouts, 5xx and (with `expect_json`) a 2xx body that is not
-        JSON (a truncated page) are retried with backoff; connection failures only within `settings.net_wait`
-        seconds of waiting in all, connection attempts that timed out included (the network is down: say so soon). Each wait is announced on the `sftl` logger."""
+        """GET with retries.
+
+        Connection failures, timeouts, 5xx and (with `expect_json`) a 2xx body that is not JSON (a truncated
+        page) are retried with backoff. Connection failures are retried only within `settings.net_wait`
+        seconds of waiting in all, connection attempts that timed out included: the network is down, say so
+        soon. Each wait of a second or more is announced on the `sftl` logger."""
         attempt = 0
         limited = 0
         down_waited = 0.0  # seconds waited on connection failures for this request
@@ -907,11 +910,9 @@ class GitHubClient:
                 down_waited += connect_timeout
             except requests.Timeout:
                 problem = f"timed out after {self.settings.http_timeout:g} s"
-            except requests.exceptions.ChunkedEncodingError as exc:
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
                 problem = f"connection failed ({type(exc).__name__})"
-            except requests.ConnectionError as exc:
-                problem = f"connection failed ({type(exc).__name__})"
-                down = True
+                down = isinstance(exc, requests.ConnectionError)  # a body cut mid-way is no network down
             except requests.RequestException as exc:
                 raise GitHubError(f"cannot fetch {what}: {exc}") from exc
             else:
