@@ -242,3 +242,13 @@ def test_calls_reading_the_difference_of_the_two_results_are_no_subject() -> Non
     code2 = "import torch\ny = torch.abs(x.cuda())\nprint(y)\n"
     ex2 = Extraction(Snippet(code2, "t"), None, Environment(framework="pytorch"), apis=("torch.abs",))
     assert torch_ops(issue, ex2, {"abs"}, None)[0][0].weight > 0.8
+
+
+def test_ops_read_from_python_are_ordered_by_the_api_not_by_the_body(tree: LocalTree) -> None:
+    from sftl.localize.gcrde import torch_ops
+
+    # Eddy's forward reaches eddy_with_indices before eddy; the API's own name leads, helper tensors never count
+    issue = Issue(repo="pytorch/pytorch", number=1, title="Different results between CPU and CUDA", body="")
+    ex = Extraction(None, None, Environment(framework="pytorch"), apis=("torch.nn.Eddy",))
+    ops = torch_ops(issue, ex, {"eddy", "eddy_with_indices", "arange"}, None, tree)[0]
+    assert [o.name for o in ops] == ["eddy", "eddy_with_indices"]

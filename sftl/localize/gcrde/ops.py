@@ -286,6 +286,11 @@ def torch_ops(
         names = torch_op_names(api)
         if source is not None and api.startswith("torch.nn."):
             read = python_ops(api, source, written_mode)
+            # the release's own calls decide which ops; the table's order (the usual 2-d kernel first) and the
+            # name of the API rank them, the body's order does not (a helper arange() comes before the op)
+            leaf_snake = _snake(leaf)
+            read = tuple(sorted(read, key=lambda n, table=names: (
+                table.index(n) if n in table else len(table), n.startswith("_"), n != leaf_snake)))
             names = tuple(dict.fromkeys((*read, *names)))
         in_title = leaf not in _NEVER_SUBJECT and (
             leaf.strip("_").lower() in title or any(n.strip("_") in title or (focus and _inflected(n, title)) for n in names)

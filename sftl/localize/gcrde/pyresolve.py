@@ -30,7 +30,8 @@ _NOT_OPS = frozenset(
     "ones tensor _assert device dtype Size finfo iinfo get_default_dtype is_autocast_enabled sym_int sym_float "
     "_C _overrides no_grad _check _check_value _infer_size _enum_to_reduction dim size numel contiguous view "
     "reshape new_empty new_zeros new_full to type is_floating_point is_complex unsqueeze squeeze expand "
-    "floor ceil are_deterministic_algorithms_enabled".split()  # shape arithmetic and flags, not the op's kernel
+    "floor ceil are_deterministic_algorithms_enabled arange linspace logspace eye full empty_like zeros_like "
+    "ones_like".split()  # shape arithmetic, flags and helper tensors, not the op's kernel
 )
 _MEMO: weakref.WeakKeyDictionary[object, dict[str, str | None]] = weakref.WeakKeyDictionary()
 
