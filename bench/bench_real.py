@@ -438,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="parallel locates (at most 2)")
     ap.add_argument("--deadline", type=float, default=0.0, metavar="SECONDS",
                     help="start no locate after this long; the figures say how many were not run (default: none)")
-    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per locate (the first over a tree builds its index)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per locate (default 600)")
+    ap.add_argument("--warm-timeout", type=float, default=1800.0,
+                    help="seconds for the first locate over each source, which builds its indexes (default 1800)")
     ap.add_argument("--given-category", action="store_true",
                     help="store each row's labelled category as its screening: measures localization alone")
     ap.add_argument("--locate-env", action="append", default=[], metavar="NAME=VALUE",
@@ -493,12 +495,16 @@ def main(argv: list[str] | None = None) -> int:
         seen_sources.add(tag)
     not_run: list[tuple[Row, str]] = []
 
+    first_over_source = {(row.key, m) for row, m in warm}
+
     def job(row_method: tuple[Row, str]) -> Result | None:
         row, method = row_method
         if args.deadline and time.perf_counter() - started > args.deadline:
             not_run.append(row_method)
             return None
-        return run_locate(row, method, work, args.home, base_db, extra, args.timeout, args.given_category, args.locate_env)
+        # the first locate over a source builds its indexes (BERT embeds a whole release): it gets longer
+        limit = args.warm_timeout if (row.key, method) in first_over_source else args.timeout
+        return run_locate(row, method, work, args.home, base_db, extra, limit, args.given_category, args.locate_env)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for batch in (warm, rest):
