@@ -81,3 +81,17 @@ def test_suspects_carry_their_features(fixtures_dir: Path) -> None:
     wrapper = next(s for s in loc.suspects if s.path.endswith("cuda/TensorTopK.cpp"))
     assert wrapper.features["role_wrapper"] == 1.0 and wrapper.features["defines_dispatch"] == 1.0
     assert wrapper.features["call_distance"] == 0.0 and top.features["call_distance"] == pytest.approx(1 / 3, abs=1e-3)
+
+
+def test_an_active_model_reorders_the_localizers_suspects_and_says_why(fixtures_dir: Path) -> None:
+    tree = LocalTree(fixtures_dir / "gcrde_roles", "pytorch", "2.6.0")
+    issue = Issue(repo="pytorch/pytorch", number=1, title="topk wrong on CUDA", body="")
+    ex = Extraction(None, None, Environment(framework="pytorch"), apis=("torch.topk",))
+    wrapper_first = LinearRanker(features=("role_wrapper", "hand_rel"), weights={"role_wrapper": 5.0, "hand_rel": 1.0})
+    try:
+        ranker.use(wrapper_first)
+        top = localize_gcrde(issue, ex, tree).suspects[0]
+        assert top.path.endswith("cuda/TensorTopK.cpp") and "ranker: role_wrapper +" in top.reason
+    finally:
+        ranker.reset()
+    assert localize_gcrde(issue, ex, tree).suspects[0].path.endswith("cuda/TensorTopK.cu")  # the shipped one is inactive

@@ -128,6 +128,11 @@ def use(model: LinearRanker | None, path: Path = ARTEFACT) -> None:
     _LOADED[path] = (model, {"active": model is not None})
 
 
+def reset() -> None:
+    """Forget models loaded or set by `use`: the artefact is read again on the next `load`."""
+    _LOADED.clear()
+
+
 def rank_of(paths: Sequence[str], truth: Iterable[str]) -> int | None:
     wanted = set(truth)
     return next((i for i, p in enumerate(paths, 1) if p in wanted), None)
