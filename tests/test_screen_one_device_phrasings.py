@@ -52,3 +52,15 @@ def test_a_denied_failure_of_the_gpu_is_not_the_cpus() -> None:
     # the CPU is not named: nothing says the other device works
     assert one_device_failure("RuntimeError: CUDA error: an illegal memory access was encountered\n"
                               "There does not seem to be a problem with smaller inputs.") == ""
+
+
+def test_a_kernel_error_after_a_set_up_error_is_read_where_it_stands() -> None:
+    text = ("First try: RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+            "After reinstalling: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+            "The same script returns a result on CPU.")
+    why = one_device_failure(text)
+    assert "CUDA raises ('CUDA error: a')" in why and "returns a result on CPU" in why  # the second line's error
+
+
+def test_text_without_any_failure_is_not_one_sided() -> None:
+    assert one_device_failure("On CPU the result is 1.0, on CUDA it is 2.0; works fine otherwise.") == ""

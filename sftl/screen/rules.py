@@ -342,12 +342,12 @@ def _same_on_both(sentence: str) -> bool:
 
     A sentence that goes on to contrast the devices ("both raise for 2x2; for 3x3 the CPU raises while the GPU
     returns") is no agreement."""
-    hit = _both_hit(sentence)
-    if hit and _has("pair", sentence[hit.end():]):
+    agree = (_AGREE.search(sentence) is not None and not _EXPECT.search(sentence) and not _CONDITIONAL.search(sentence)) or (
+        _has("both", sentence) and not _DEVDIFF.search(sentence))
+    if not agree:
         return False
-    if _AGREE.search(sentence) and not _EXPECT.search(sentence) and not _CONDITIONAL.search(sentence):
-        return True
-    return _has("both", sentence) and not _DEVDIFF.search(sentence)
+    hit = _both_hit(sentence)
+    return not (hit and _has("pair", sentence[hit.end():]))
 
 
 def _both_hit(sentence: str) -> re.Match[str] | None:
@@ -437,6 +437,9 @@ _DEVICE_SUFFIX = re.compile(r",?\s*device='[^']*'|,?\s*dtype=[\w.]+|\s+")
 def labelled_results_differ(output: str) -> bool:
     """Does the output label a CPU result and a GPU result ("CPU: tensor([1.])", "GPU Result" above its value)
     whose printed values differ?"""
+    low = output.lower()
+    if "cpu" not in low or not any(w in low for w in _GPU_WORDS):
+        return False
     lines = output.split("\n")
     values: dict[str, str] = {}
     for i, line in enumerate(lines):
