@@ -237,6 +237,11 @@ def _only_comparing(leaf: str, code: str) -> bool:
     return bool(lines) and all(_COMPARING_LINE.search(ln) and _DIFFERENCE.search(ln) for ln in lines)
 
 
+def _by_table(read: tuple[str, ...], table: tuple[str, ...], leaf: str) -> tuple[str, ...]:
+    """Python-read ops in the table's order, then public before private, the API's own name first among equals."""
+    return tuple(sorted(read, key=lambda n: (table.index(n) if n in table else len(table), n.startswith("_"), n != leaf)))
+
+
 _SUPPORTING = 0.6  # a snippet call beside the op the title names
 _MODE_ARG = re.compile(r"\bmode\s*=\s*['\"]([\w-]+)['\"]")
 
@@ -288,9 +293,7 @@ def torch_ops(
             read = python_ops(api, source, written_mode)
             # the release's own calls decide which ops; the table's order (the usual 2-d kernel first) and the
             # name of the API rank them, the body's order does not (a helper arange() comes before the op)
-            leaf_snake = _snake(leaf)
-            read = tuple(sorted(read, key=lambda n, table=names: (
-                table.index(n) if n in table else len(table), n.startswith("_"), n != leaf_snake)))
+            read = _by_table(read, names, _snake(leaf))
             names = tuple(dict.fromkeys((*read, *names)))
         in_title = leaf not in _NEVER_SUBJECT and (
             leaf.strip("_").lower() in title or any(n.strip("_") in title or (focus and _inflected(n, title)) for n in names)
