@@ -58,6 +58,15 @@ _URL_RE = re.compile(rf"^https?://(?:www\.)?github\.com/({_REPO_RE})/(issues|pul
 _REPO_URL_RE = re.compile(rf"/repos/({_REPO_RE})(?:/|$)")
 _HTML_URL_RE = re.compile(rf"^https?://[^/]+/({_REPO_RE})/(?:issues|pull)/(\d+)")
 _log = logging.getLogger("sftl")  # waits are announced here; the CLI prints them on stderr
+_UNREACHABLE: dict[str, float] = {}  # host -> when a request to it gave up on a network that is down
+_UNREACHABLE_FOR_S = 60.0  # within this, further requests to that host fail at once instead of waiting again
+
+
+def forget_unreachable_hosts() -> None:
+    """Start afresh: the CLI calls this per command, so one command's outage is not the next one's."""
+    _UNREACHABLE.clear()
+
+
 _CONNECT_TIMEOUT_S = 10.0  # GitHub accepts a connection in well under a second; longer is a network down
 _ANNOUNCE_WAIT_S = 1.0  # a wait this long or longer is said on stderr; shorter ones pass unnoticed
 _SECONDARY_DEFAULT_WAIT = 60.0  # GitHub: wait at least a minute when no Retry-After is given
@@ -889,6 +898,11 @@ class GitHubClient:
         down_waited = 0.0  # seconds waited on connection failures for this request
         connect_timeout = min(self.settings.http_timeout, _CONNECT_TIMEOUT_S)
         host = urlsplit(url).netloc
+        gave_up = _UNREACHABLE.get(host)
+        if gave_up is not None and time.monotonic() - gave_up < _UNREACHABLE_FOR_S:
+            # this process found the network down a moment ago: one command waits once, not per request
+            raise GitHubError(f"cannot fetch {what} from {host}: unreachable {time.monotonic() - gave_up:.0f} s ago "
+                              "(network down? use --offline to work from the store)")
         while True:
             # known exhaustion from the previous answer: wait before spending a request
             if self._remaining == 0 and self._reset_at and self._reset_at > self._clock():
@@ -919,6 +933,7 @@ class GitHubClient:
                 down = False
                 self._note_limits(resp)
                 status = resp.status_code
+                _UNREACHABLE.pop(host, None)
                 if status < 300 and status != 204 and expect_json and not stream and not _is_json(resp.content):
                     problem = f"a malformed JSON answer ({len(resp.content)} bytes, truncated?)"
                     status = 0  # retried like a 5xx below
@@ -971,6 +986,8 @@ class GitHubClient:
             pause = self._backoff(attempt)
             out_of_time = down and down_waited + pause > self.settings.net_wait
             if attempt >= self.settings.max_retries or out_of_time:
+                if down:
+                    _UNREACHABLE[host] = time.monotonic()
                 hint = (
                     "network down? use --offline to work from the store" if down or problem.startswith(("timed out", "no conn"))
                     else "GitHub is failing; try again later"

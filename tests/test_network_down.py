@@ -74,3 +74,17 @@ def test_connections_that_never_complete_are_bounded_by_the_net_wait(stored: Non
         srv.close()
     assert code == 3 and time.monotonic() - started < 8
     assert "no connection within 1 s" in err.getvalue().splitlines()[-1]
+
+
+def test_one_command_waits_for_a_down_network_once(stored: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SFTL_BACKOFF", "1")
+    monkeypatch.setenv("SFTL_NET_WAIT", "5")  # the second pause (1-3 s) always fits: at least one wait is said
+    err = io.StringIO()
+    started = time.monotonic()
+    main(["locate", "o/r#1"], out=io.StringIO(), err=err)  # the issue, then a release's commit and sources
+    waits = [line for line in err.getvalue().splitlines() if line.startswith("sftl: waiting for")]
+    assert waits and all("while fetching issue o/r#1" in line for line in waits), err.getvalue()
+    assert time.monotonic() - started < 15
+    err = io.StringIO()  # the next command tries again
+    main(["similar", "o/r#1"], out=io.StringIO(), err=err)
+    assert "sftl: waiting for 127.0.0.1:9" in err.getvalue()

@@ -246,6 +246,9 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None, err: IO[
         return EXIT_USAGE
     ctx_err = err or sys.stderr
     notes = _notes_to(ctx_err)
+    github = sys.modules.get("sftl.github")  # loaded by an earlier command in this process (tests, scripts)
+    if github is not None:
+        github.forget_unreachable_hosts()
     try:
         ctx = Context(settings=make_settings(args), out=out or sys.stdout, err=ctx_err)
         from sftl.cli.sources_cmd import show_downloads
