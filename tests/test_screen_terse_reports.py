@@ -258,3 +258,19 @@ def test_a_title_naming_one_device_is_no_discrepancy_when_it_is_an_error_or_anot
 ])
 def test_a_wrong_title_about_the_devices_own_bookkeeping_or_the_reporters_kernel_is_no_discrepancy(title: str) -> None:
     assert not is_gcrde(report(title, GPU_SNIPPET, GPU_OUT))
+
+
+def test_a_precision_comparison_is_another_axis() -> None:
+    code = "model = model.half().cuda()\nprint(model(x.half().cuda()))"
+    out = "tensor([nan, nan], device='cuda:0', dtype=torch.float16)\nIn float32 the outputs are fine."
+    assert not is_gcrde(report("Inference is wrong when using half precision on GPU", code, out))
+    got = rules(report("Outputs turn nan on GPU", code, out))
+    assert got.flags["axis"] == 1.0
+
+
+def test_log_lines_naming_cpu_instructions_and_a_gpu_device_are_no_comparison() -> None:
+    out = ("This TensorFlow binary is optimized to use available CPU instructions in performance-critical operations.\n"
+           "Created device /job:localhost/replica:0/task:0/device:GPU:0 with 14617 MB memory:  -> device: 0, name: T4\n"
+           "tf.Tensor([[0.1+0.2j]], shape=(1, 1), dtype=complex64)")
+    code = "import tensorflow as tf\nx = tf.random.normal([1, 1000])\nprint(tf.signal.stft(x, 255, 128))"
+    assert not is_gcrde(report("tf.signal.stft gives wrong values for odd frame lengths", code, out))

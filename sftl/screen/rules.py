@@ -211,6 +211,9 @@ _AXIS = re.compile(
     r"(?i)(?:disagree\w*|differ\w*|compar\w*|\bvs\.?|versus|than|from|with) (?:the )?(?:scipy|mpmath|wolfram)\b|"
     r"jit_compile|\bxla\b|\beager\b.{0,40}\bgraph\b|\bgraph\b.{0,40}\beager\b|linux\b.{0,60}\bwindows|"
     r"windows\b.{0,60}\blinux|torch\.compile|inductor|\bnumpy(?:'s)?\.?\w* (?:gives|returns)|than numpy|to numpy\.argmax"
+    # a precision comparison: "in float32 the outputs are fine"
+    r"|\b(?:in|with|using|under) (?:full precision|float32|fp32|float64|fp64|double(?: precision)?)\b[^.\n]{0,40}"
+    r"\b(?:fine|correct\w*|ok|expected|works?|right)\b"
 )
 # "runs on the CPU instead of the GPU", "GPU not detected": where it runs, not what it computes
 _PLACEMENT = re.compile(
@@ -307,7 +310,8 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
     "setup": ("cudnn", "is_available", "dynamic library", "dll", "nccl", "deadlock", "illegal", "assert", "compiled",
               "driver", "kernel", "initiali", "cuda error", "cublas", "segmentation", "core dumped", "could not run",
               "not implemented", "notimplemented", "registered"),
-    "axis": ("jit_compile", "xla", "eager", "windows", "compile", "inductor", "numpy", "scipy", "mpmath", "wolfram"),
+    "axis": ("jit_compile", "xla", "eager", "windows", "compile", "inductor", "numpy", "scipy", "mpmath", "wolfram",
+             "float32", "fp32", "float64", "fp64", "double", "full precision"),
     "build": ("cmake", "bazel", "build", "compil"),
     "placement": ("instead", "only", "still", "always", "on cpu", "on the cpu", "not", "never", "n't", "unable", "no gpu",
                   "no cuda", "usage", "placement", "fall"),
@@ -382,7 +386,7 @@ _TITLE_FAILURE = re.compile(
 # a title about training, mixed precision, set-up or several GPUs: a wrong loss or a wrong install is no op's result
 _TITLE_NOT_AN_OP = re.compile(
     r"\binstall\w*|\bimport\w*|\bsupport\w*|\bavailable\b|\bdetect\w*|\bdriver\b|\bbuild\w*|\bcompil\w*|"
-    r"\bamp\b|autocast|mixed[- ]precision|\bloss(?:es)?\b|\btrain\w*|\bepochs?\b|\bcheckpoint\w*|\bdistributed\b|"
+    r"\bamp\b|autocast|mixed[- ]precision|half[- ]precision|\bloss(?:es)?\b|\btrain\w*|\bepochs?\b|\bcheckpoint\w*|\bdistributed\b|"
     r"\bddp\b|\bmulti-?gpus?\b|\bnccl\b|\bversion\b|dataparallel|\bfsdp\b|"
     # the device's own bookkeeping (its index, name, memory, streams, graphs), or the reporter's own kernel
     r"\btorch\.cuda\.|\bcuda\.(?:current|device|get|set|mem|max)|current_device|device[ _](?:index|name|count|id|ordinal|"
