@@ -23,3 +23,13 @@ def sftl_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SFTL_GITHUB_API_URL", "http://127.0.0.1:9")  # closed port: never the internet
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def _network_found_down_is_forgotten() -> None:
+    """A host one test found unreachable (a stopped loopback server) is not skipped by the next one."""
+    import sys
+
+    github = sys.modules.get("sftl.github")
+    if github is not None:
+        github.forget_unreachable_hosts()
