@@ -255,6 +255,8 @@ def test_a_title_naming_one_device_is_no_discrepancy_when_it_is_an_error_or_anot
     "wrong results on GPU when two CUDA streams write the same tensor",
     "my custom CUDA kernel gives wrong results",
     "wrong results on GPU with DataParallel",
+    "DataLoader returns wrong batches on GPU with pin_memory=True",
+    "torch.randn on cuda gives different numbers with the same seed",
 ])
 def test_a_wrong_title_about_the_devices_own_bookkeeping_or_the_reporters_kernel_is_no_discrepancy(title: str) -> None:
     assert not is_gcrde(report(title, GPU_SNIPPET, GPU_OUT))

@@ -391,7 +391,9 @@ _TITLE_NOT_AN_OP = re.compile(
     # the device's own bookkeeping (its index, name, memory, streams, graphs), or the reporter's own kernel
     r"\btorch\.cuda\.|\bcuda\.(?:current|device|get|set|mem|max)|current_device|device[ _](?:index|name|count|id|ordinal|"
     r"capability|properties)|\bmemory\b|nvidia-smi|\bstreams?\b|cuda ?graphs?|\bcustom\b|\bextensions?\b|"
-    r"load_inline|\btriton\b|\bnumba\b|\bcupy\b"
+    r"load_inline|\btriton\b|\bnumba\b|\bcupy\b|"
+    # the data pipeline, and seeded random streams (which differ across devices by design)
+    r"dataloader|pin_memory|num_workers|\bseeds?\b|manual_seed|\brng\b|reproduc\w*"
 )
 # a title measuring against something other than the other device (NumPy, another release, eager, the docs)
 _OTHER_REFERENCE = re.compile(
