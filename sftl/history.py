@@ -21,8 +21,9 @@ TERMS_VERSION = 2  # bump when the terms change: stored terms of another version
 _W_OP, _W_TITLE, _W_SIGNATURE, _W_BODY = 2.0, 1.0, 1.5, 0.3
 MIN_SIMILARITY = 0.25  # a fix less similar than this lends nothing
 MAX_NEIGHBOURS = 10  # the most similar fixes consulted per issue
-# the prior's share in the blend: a file's content score (relative to the best) plus this times its prior
-BLEND_WEIGHT = 0.35
+# the blend's tie band: the largest content gap (a fraction of the leader's content score) the prior
+# can overturn, reached only by a file whose similar fixes give it full support (see `blend`)
+TIE_BAND = 0.10
 KINDS = ("gcrde", "crash", "numerics", "mme", "other")
 
 _STOP = frozenset(
@@ -270,12 +271,14 @@ class SimilarFix:
 
 @dataclass(frozen=True)
 class FilePrior:
-    """One file of the tree at hand that similar fixes changed: its prior score (0..1] and why."""
+    """One file of the tree at hand that similar fixes changed: its prior score (0..1], relative to the
+    issue's best file; its support (0..1], absolute: how strongly similar fixes point at it; and why."""
 
     path: str
     score: float
     fixes: tuple[SimilarFix, ...]  # most similar first
     mapped_from: str | None = None  # the fix's path when the file has moved since (matched by name)
+    support: float = 0.0  # sum over its fixes of similarity / sqrt(files that fix changed), at most 1
 
     @property
     def reason(self) -> str:
@@ -527,7 +530,8 @@ def compute_prior(
     The fixes come as `candidates` (records with their terms), or as an `index` with `load`
     (index keys -> records, asked only for the few most similar). A file's score sums the
     similarities of the fixes that changed it, each divided by the square root of how many files
-    that fix changed, scaled so the best is 1. A file missing from the tree is mapped by its name
+    that fix changed, scaled so the best is 1; its support is that sum unscaled (capped at 1), so a
+    prior built of weakly similar fixes stays weak however it ranks its files. A file missing from the tree is mapped by its name
     (the nearest folder among several; not for generic names like __init__.py) or dropped, and the
     notes say which.
     """
@@ -573,16 +577,30 @@ def compute_prior(
         notes.append("not in this tree (dropped): " + ", ".join(sorted(set(dropped))))
     top = max(raw.values(), default=0.0)
     files = tuple(sorted(
-        (FilePrior(p, round(s / top, 4), tuple(why[p]), moved.get(p)) for p, s in raw.items()),
+        (FilePrior(p, round(s / top, 4), tuple(why[p]), moved.get(p), round(min(1.0, s), 4)) for p, s in raw.items()),
         key=lambda fp: (-fp.score, fp.path),
     )) if top > 0 else ()
     return HistoryPrior(files, tuple(neighbours), considered, tuple(notes))
 
 
-def blend(loc: Localization, prior: HistoryPrior, top: int, weight: float = BLEND_WEIGHT) -> Localization:
-    """Re-rank a localization with the prior: each file's content score relative to the best one,
-    plus `weight` times its prior score (files only the prior names enter with the prior alone).
-    Scores stay on the content's scale; a suspect the prior moved says why."""
+def blend(loc: Localization, prior: HistoryPrior, top: int, band: float = TIE_BAND) -> Localization:
+    """Re-rank a localization with the prior as a tie-breaker among near-equal content evidence.
+
+    The rule: a suspect's blended score is its content score relative to the leader's, plus
+    `band` times its prior support (`FilePrior.support`: the similarities of the earlier fixes that
+    changed it, each shared among the files that fix changed, capped at 1). So
+    - the prior lifts only files the content ranking already holds (candidates), and a lifted file
+      passes another only where their content scores differ by less than `band` x its support: a
+      file can reach the top only from within `band` of the leader's content score;
+    - a confident content leader (ahead of the runner-up by `band` of its score or more) is never
+      displaced, and fixes of weak similarity (support 0.3) overturn only gaps three times smaller;
+    - a file only the prior names has no content evidence for it; the content ranking read the tree
+      and ranked others, so it enters after every content suspect (filling a short list), never above one.
+    The reason: the history is a few hundred fixes matched on wording (similarities mostly 0.25-0.5),
+    the content evidence reads the tree at hand; a few similar fixes are evidence about which of two
+    equally plausible files, not against what the tree says. Scores stay on the content's scale; a
+    suspect the prior supports says why (`changed by the fix of #N (similar: ...; 0.71)`).
+    """
     if not prior.files or not loc.suspects:
         return replace(loc, suspects=loc.suspects[:top])
     best = max(s.score for s in loc.suspects) or 1.0
@@ -592,23 +610,25 @@ def blend(loc: Localization, prior: HistoryPrior, top: int, weight: float = BLEN
     for i, s in enumerate(loc.suspects):
         fp = by_path.get(s.path)
         seen.add(s.path)
-        if fp is None:
+        if fp is None or fp.support <= 0:
             rows.append((s.score / best, i, s))
             continue
-        combined = s.score / best + weight * fp.score
+        combined = s.score / best + band * fp.support
         rows.append((combined, i, replace(s, score=round(combined * best, 4), reason=f"{s.reason}; {fp.reason}")))
-    for j, fp in enumerate(prior.files):
-        if fp.path in seen:
-            continue
-        combined = weight * fp.score
-        rows.append((combined, len(loc.suspects) + j, Suspect(fp.path, round(combined * best, 4), None, fp.reason)))
     rows.sort(key=lambda r: (-r[0], r[1]))
-    suspects = tuple(s for _, _, s in rows[:top])
+    suspects = [s for _, _, s in rows[:top]]
+    floor = min((s.score for s in suspects), default=0.0)
+    for fp in prior.files:  # prior-only files, after every content suspect, most supported first
+        if len(suspects) >= top:
+            break
+        if fp.path not in seen and fp.support > 0:
+            floor = min(floor, round(best * band * fp.support, 4))
+            suspects.append(Suspect(fp.path, floor, None, fp.reason))
     lifted = sum(1 for s in suspects if "changed by " in s.reason)
     note = f"history: {len(prior.neighbours)} similar earlier fix(es) of {prior.considered}, {lifted} suspect(s) they changed"
     if prior.notes:
         note += "; " + "; ".join(prior.notes)
-    return replace(loc, suspects=suspects, reason=f"{loc.reason} ({note})"[:2000])
+    return replace(loc, suspects=tuple(suspects), reason=f"{loc.reason} ({note})"[:2000])
 
 
 # -- counting -------------------------------------------------------------------------------------

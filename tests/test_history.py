@@ -10,9 +10,19 @@ from pathlib import Path
 import pytest
 
 from sftl.cli import main
-from sftl.history import compute_prior, fix_terms, fixed_before, parse_fix
+from sftl.history import (
+    TIE_BAND,
+    FilePrior,
+    HistoryPrior,
+    SimilarFix,
+    blend,
+    compute_prior,
+    fix_terms,
+    fixed_before,
+    parse_fix,
+)
 from sftl.history_io import candidates, history_prior, import_fixes
-from sftl.model import Environment, Extraction, FixRecord, Issue
+from sftl.model import Environment, Extraction, FixRecord, Issue, Localization, Outcome, Suspect
 from sftl.store import SCHEMA_VERSION, Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,30 +148,91 @@ def test_only_a_device_in_common_lends_nothing() -> None:
     assert compute_prior(issue, ex, [(rec, fix_terms(rec))], ["aten/src/ATen/native/cuda/Loss.cu"]).files == ()
 
 
-def test_locate_lifts_a_file_a_similar_earlier_fix_changed_and_says_why(sftl_home: Path, tmp_path: Path) -> None:
-    target = "aten/src/ATen/native/cpu/HistogramKernel.cpp"
+def test_locate_lifts_a_near_tie_a_similar_earlier_fix_changed_keeps_the_confident_leader_and_says_why(
+    sftl_home: Path, tmp_path: Path,
+) -> None:
+    # content: SummaryOps.cu 0.80 leads by far; HistogramKernel.cpp 0.52 and Histogram.cpp 0.51 are a near tie
+    target, leader = "aten/src/ATen/native/Histogram.cpp", "aten/src/ATen/native/cuda/SummaryOps.cu"
     base = ["locate", str(HISTC), "--source-root", str(MINI), "--offline", "--json", "--top", "5"]
     code, out, _ = run(*base)
     assert code == 0
     before = [s["path"] for s in json.loads(out)["suspects"]]
-    assert before.index(target) > 0
+    assert before[0] == leader and before.index(target) == 2
     history = write_jsonl(tmp_path / "h.jsonl", [
         fix(87657, "2024-02", [target], "torch.histc puts values on the upper edge in the wrong bin",
             ["torch.histc"], device="cpu", kind="gcrde"),
+        # a fix of the same op that changed a file far below the leader: it cannot displace it
+        fix(87001, "2024-03", ["aten/src/ATen/native/cuda/Loops.cuh"], "torch.histc wrong bin", ["torch.histc"]),
         # as similar, but fixed after the report was filed: never counts
-        fix(99001, "2026-12", ["aten/src/ATen/native/cuda/Loops.cuh"], "torch.histc upper edge wrong bin", ["torch.histc"]),
+        fix(99001, "2026-12", ["aten/src/ATen/native/cpu/Loops.h"], "torch.histc upper edge wrong bin", ["torch.histc"]),
     ])
     assert run("history", "import", str(history))[0] == 0
     code, out, _ = run(*base)
     report = json.loads(out)
     after = [s["path"] for s in report["suspects"]]
-    assert after.index(target) < before.index(target)
+    assert after[0] == leader and after.index(target) == 1  # lifted over its near tie, not over the leader
+    assert after.index("aten/src/ATen/native/cuda/Loops.cuh") == before.index("aten/src/ATen/native/cuda/Loops.cuh")
     reason = next(s["reason"] for s in report["suspects"] if s["path"] == target)
     assert "changed by the fix of #87657 (similar: histc" in reason
     assert not any("99001" in s["reason"] for s in report["suspects"])
-    assert "history: 1 similar earlier fix(es)" in report["reason"]
+    assert "history: 2 similar earlier fix(es)" in report["reason"]
     code, out, _ = run(*base, "--no-history")
     assert [s["path"] for s in json.loads(out)["suspects"]] == before
+
+
+def _loc(*scores: tuple[str, float]) -> Localization:
+    return Localization("sftl", tuple(Suspect(p, v, None, "content") for p, v in scores), Outcome.LOCATED, "ops: x")
+
+
+def _prior(*supports: tuple[str, float], similarity: float = 0.9) -> HistoryPrior:
+    near = SimilarFix(parse_fix(fix(7, "2019-03", [p for p, _ in supports], "histc wrong bins")), similarity, ("histc",))
+    top = max(v for _, v in supports)
+    return HistoryPrior(tuple(FilePrior(p, v / top, (near,), None, v) for p, v in supports), (near,), 1)
+
+
+def test_the_prior_breaks_a_near_tie_among_content_candidates_and_says_why() -> None:
+    loc = _loc(("a.cu", 0.80), ("b.cpp", 0.79), ("c.h", 0.50))
+    got = blend(loc, _prior(("b.cpp", 0.9)), top=3)
+    assert [s.path for s in got.suspects] == ["b.cpp", "a.cu", "c.h"]
+    assert "changed by the fix of #7 (similar: histc; 0.90)" in got.suspects[0].reason
+    assert got.suspects[1] == loc.suspects[0]  # the content suspects it does not support are left as they were
+    assert "history: 1 similar earlier fix(es) of 1, 1 suspect(s) they changed" in got.reason
+
+
+@pytest.mark.parametrize("support", [0.25, 0.5, 1.0])
+def test_a_confident_content_leader_is_never_displaced_by_the_prior(support: float) -> None:
+    # the runner-up trails by exactly the band: no support, however strong, lifts it past the leader
+    loc = _loc(("a.cu", 0.80), ("b.cpp", 0.80 * (1 - TIE_BAND)), ("c.h", 0.30))
+    got = blend(loc, _prior(("b.cpp", support), ("c.h", support)), top=3)
+    assert [s.path for s in got.suspects] == ["a.cu", "b.cpp", "c.h"]
+
+
+def test_weakly_similar_fixes_overturn_only_a_smaller_gap() -> None:
+    loc = _loc(("a.cu", 0.80), ("b.cpp", 0.78))  # 2.5% apart
+    assert [s.path for s in blend(loc, _prior(("b.cpp", 0.2)), top=2).suspects] == ["a.cu", "b.cpp"]  # lifts 2%
+    assert [s.path for s in blend(loc, _prior(("b.cpp", 0.4)), top=2).suspects] == ["b.cpp", "a.cu"]  # lifts 4%
+
+
+def test_a_file_only_the_prior_names_enters_after_every_content_suspect() -> None:
+    loc = _loc(("a.cu", 0.80), ("b.cpp", 0.05))
+    prior = _prior(("new.cu", 1.0), ("other.cu", 0.5))
+    got = blend(loc, prior, top=4)
+    assert [s.path for s in got.suspects] == ["a.cu", "b.cpp", "new.cu", "other.cu"]
+    assert [s.score for s in got.suspects] == sorted((s.score for s in got.suspects), reverse=True)
+    assert [s.path for s in blend(loc, prior, top=2).suspects] == ["a.cu", "b.cpp"]  # never above a content suspect
+
+
+def test_support_is_absolute_a_weakly_similar_fix_stays_weak_for_its_best_file() -> None:
+    rec = parse_fix(fix(8, "2019-03", ["aten/src/ATen/native/cuda/SummaryOps.cu", "aten/src/ATen/native/Histogram.cpp",
+                                       "aten/src/ATen/native/cpu/HistogramKernel.cpp", "aten/src/ATen/native/Loss.cpp"],
+                        "histc and nll_loss and cross_entropy and bincount fail with bfloat16 inputs",
+                        ["torch.histc", "torch.nn.functional.nll_loss", "torch.bincount"]))
+    issue, ex = issue_of("torch.histc counts on CUDA", apis=("torch.histc",))
+    prior = compute_prior(issue, ex, [(rec, fix_terms(rec))], list(rec.files))
+    sim = prior.neighbours[0].similarity
+    assert sim < 0.9
+    assert all(f.score == 1.0 for f in prior.files)  # relative: each is the issue's best
+    assert all(abs(f.support - sim / 2) < 1e-3 for f in prior.files)  # absolute: the similarity, shared by 4 files
 
 
 def test_an_older_store_gains_the_history_tables_and_keeps_its_issues(tmp_path: Path) -> None:
@@ -228,7 +299,7 @@ def test_the_issue_own_fix_never_counts_even_for_an_undated_issue() -> None:
 
 @pytest.mark.parametrize(("fixed_on", "lifted"), [("2024-02", True), ("2026-12", False)])
 def test_eval_history_scores_the_prior_time_respectingly(sftl_home: Path, tmp_path: Path, fixed_on: str, lifted: bool) -> None:
-    target = "aten/src/ATen/native/cpu/HistogramKernel.cpp"
+    target = "aten/src/ATen/native/Histogram.cpp"  # third, in a near tie with the second
     issue = json.loads(HISTC.read_text(encoding="utf-8"))  # filed 2026-11-04
     labels = write_jsonl(tmp_path / "labels.jsonl", [{"url": issue["html_url"], "category": "gcrde", "truth_files": [target],
                                                       "issue": issue, "source_root": str(MINI)}])
@@ -238,8 +309,8 @@ def test_eval_history_scores_the_prior_time_respectingly(sftl_home: Path, tmp_pa
     code, out, err = run("eval", str(labels), "--methods", "sftl", "--history", "--no-plots", "--json", "--out", str(tmp_path / "o"))
     assert code == 0, err
     loc = json.loads(out)["localization"]
-    plain, with_history = loc["sftl"]["all/all"]["top"]["1"], loc["sftl+history"]["all/all"]["top"]["1"]
-    assert plain == 0.0 and with_history == (1.0 if lifted else 0.0)
+    plain, with_history = loc["sftl"]["all/all"]["mrr"], loc["sftl+history"]["all/all"]["mrr"]
+    assert plain == pytest.approx(1 / 3) and with_history == pytest.approx(1 / 2 if lifted else 1 / 3)
 
 
 def test_the_kept_index_follows_the_store_and_a_damaged_one_is_rebuilt(tmp_path: Path) -> None:
