@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,6 +224,38 @@ def _base_version(version: str | None) -> str | None:
 
 
 def open_framework_source(
+    extraction: Extraction,
+    settings: Settings,
+    source_root: str | Path | None,
+    offline: bool,
+    needs_cxx: bool = False,
+    created_at: str | None = None,
+) -> tuple[SourceProvider | None, str]:
+    """The framework's sources at the report's release: (provider, a note) or (None, why not).
+
+    As `_open_release_source` picks them; for a discrepancy (`needs_cxx`) whose pick holds no C++
+    kernels (a wheel, the installed release), the C++ of the nearest registered tree or cached
+    archive of another release is layered under the pick's own Python files, and the note names
+    that release; when none exists the note names the one command that fetches the right one.
+    """
+    from sftl import sources
+
+    source, why = _open_release_source(extraction, settings, source_root, offline, needs_cxx, created_at)
+    if source is None or not needs_cxx or source_root is not None:
+        return source, why
+    version = extraction.environment.version
+    release = _base_version(version) if version and re.match(r"\d+\.\d+", version) else None
+    release = release or _base_version(getattr(source, "installed_version", None) or source.version)
+    # what `sftl sources fetch` reads online: the report's version, else the default branch when it was filed
+    fetch = version or (f"main ({created_at[:10]})" if created_at else release)
+    try:
+        source, note = sources.with_nearest_kernels(source, settings, release, fetch)
+    except SftlError as exc:  # an unreadable stand-in only loses the fallback
+        note = f"no other release's C++ sources could be read: {exc}"
+    return source, "; ".join(x for x in (why, note) if x)
+
+
+def _open_release_source(
     extraction: Extraction,
     settings: Settings,
     source_root: str | Path | None,

@@ -55,3 +55,32 @@ def test_a_date_past_the_known_releases_reads_the_installed_release(sftl_home: P
     reason = report.localization.reason
     assert "current when it was filed" not in reason
     assert "names no pytorch version; read the installed" in reason
+
+
+def test_a_versionless_report_past_the_table_reads_the_nearest_trees_kernels_and_says_so(
+        sftl_home: Path, fixtures_dir: Path) -> None:
+    """No version, filed after every release sftl knows: the installed release stands in; it holds no
+    kernels, so the C++ of the nearest registered tree is read under its Python files, and the reason names it."""
+    import pytest
+
+    pytest.importorskip("torch")
+    settings = load_settings(offline=True)
+    register_tree(settings, "pytorch", "1.4.0", fixtures_dir / "legacy_tree_1_4")
+    with Store(settings.db_path) as store:
+        report = locate(_report("2099-01-01T00:00:00Z"), settings, store, offline=True)
+    loc = report.localization
+    assert loc.outcome is Outcome.LOCATED, loc.reason
+    assert loc.suspects and all(s.path.startswith("aten/") for s in loc.suspects[:1])
+    assert "C++/CUDA of pytorch 1.4.0, another release than the one read for the report" in loc.reason
+
+
+def test_a_versionless_report_with_no_kernels_anywhere_names_the_one_fetch(sftl_home: Path) -> None:
+    import pytest
+
+    pytest.importorskip("torch")
+    settings = load_settings(offline=True)
+    with Store(settings.db_path) as store:
+        report = locate(_report("2099-01-01T00:00:00Z"), settings, store, offline=True)
+    loc = report.localization
+    assert loc.outcome is Outcome.SKIPPED
+    assert "nor of any other release; `sftl sources fetch 'pytorch==main (2099-01-01)'`" in loc.reason

@@ -381,6 +381,45 @@ def test_the_reports_own_python_files_win_over_a_stand_in_tree(tmp_path: Path, f
     assert both.list_files().count("torch/nn/modules/module.py") == 1
 
 
+def test_a_nearer_releases_python_files_win_over_a_stand_in_tree_when_the_reports_own_are_missing(
+        tmp_path: Path, fixtures_dir: Path) -> None:
+    """The layer rule, for every localizer: Python files come from the release nearest the report first.
+    No wheel of 0.4.0: the cached 1.0.1 wheel (nearer than the 2.6.0 tree) gives the Python files, the tree the C++."""
+    import shutil
+
+    from sftl.sources import register_tree
+
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    tree = tmp_path / "tree"
+    shutil.copytree(fixtures_dir / "sources" / "mini_pytorch", tree)
+    (tree / "torch/nn/modules").mkdir(parents=True, exist_ok=True)
+    (tree / "torch/nn/modules/module.py").write_text("class Module:\n    def newer_method(self): ...\n")
+    register_tree(settings, "pytorch", "2.6.0", tree)
+    make_wheel(wheel_cache_dir(settings, "pytorch", "1.0.1"), "torch-1.0.1-cp37-cp37m-manylinux1_x86_64.whl")
+    src = open_source("pytorch", "0.4.0", settings)
+    assert isinstance(src, LayeredSource) and src.version == "0.4.0" and src.era_release == "1.0.1"
+    assert src.read_text("torch/nn/modules/module.py") == "class Module:\n    pass\n"
+    assert src.release_of("torch/nn/modules/module.py") == "1.0.1"
+    assert src.release_of("aten/src/ATen/native/cuda/SummaryOps.cu") == "2.6.0"
+    assert "- func: histc.out" in (src.read_text(NATIVE_FUNCTIONS) or "")  # the tree's yaml, with its kernels
+
+
+def test_a_wheel_alone_gets_the_nearest_trees_kernels_under_its_python_files(tmp_path: Path, fixtures_dir: Path) -> None:
+    from sftl.sources import holds_kernel_sources, register_tree, with_nearest_kernels
+
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    wheel = WheelSource(make_wheel(tmp_path / "w", "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl"), "pytorch", "2.3.0")
+    assert not holds_kernel_sources(wheel)  # headers only
+    same, note = with_nearest_kernels(wheel, settings, "2.3.0")
+    assert same is wheel and "`sftl sources fetch pytorch==2.3.0`" in note
+    register_tree(settings, "pytorch", "1.13.1", fixtures_dir / "sources" / "mini_pytorch")
+    register_tree(settings, "pytorch", "2.6.0", fixtures_dir / "sources" / "mini_pytorch")
+    both, note = with_nearest_kernels(wheel, settings, "2.3.0")
+    assert holds_kernel_sources(both) and "C++/CUDA of pytorch 2.6.0, another release" in note
+    assert isinstance(both, LayeredSource) and both.release_of("torch/nn/modules/module.py") == "2.3.0"
+    assert both.release_of("aten/src/ATen/native/cuda/SummaryOps.cu") == "2.6.0"
+
+
 def test_a_nearest_tree_is_named_in_the_localization(tmp_path: Path, fixtures_dir: Path) -> None:
     from sftl.localize.gcrde import localize_gcrde
     from sftl.model import Environment, Extraction, Issue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import sys
 import zipfile
@@ -781,7 +782,9 @@ def _open_cached(framework: str, version: str, settings: Settings) -> SourceProv
                 pass  # an unreadable later wheel only loses that hint
         # the report's own Python files win over the stand-in's (an MME is about that release's code);
         # the stand-in's C++ wins, to stay consistent with its own kernels and yaml
-        own_python: list[SourceProvider] = [PythonFilesOf(p) for p in layers]
+        # and so do the era wheel's (a release nearer the report's than the tree's): Python files are read
+        # from the release nearest the report first, whatever layer holds the C++
+        own_python: list[SourceProvider] = [PythonFilesOf(p) for p in [*layers, *([era] if era else [])]]
         layered = LayeredSource([*own_python, tree, *layers, *([era] if era else [])], successors=successors)
         layered.version = version
         layered.era_release = era_release
@@ -795,6 +798,61 @@ def _open_cached(framework: str, version: str, settings: Settings) -> SourceProv
     if not layers:
         return None
     return layers[0] if len(layers) == 1 else LayeredSource(layers)
+
+
+_KERNEL_SUFFIXES = (".cu", ".cpp", ".cc", ".cu.cc")
+
+
+def holds_kernel_sources(source: SourceProvider) -> bool:
+    """True when the provider holds C++/CUDA kernel files (.cu/.cpp/.cc under the kernel folders), which wheels lack."""
+    prefixes = CXX_PREFIXES.get(source.framework, ())
+    return any(p.startswith(prefixes) and p.endswith(_KERNEL_SUFFIXES) for p in source.list_files())
+
+
+def nearest_kernel_source(settings: Settings, framework: str, release: str | None) -> SourceProvider | None:
+    """The registered tree or cached release archive nearest `release` (None: the newest) that holds C++
+    kernels; never a download. A tree wins over an archive of the same release."""
+    from sftl.sources.archive import cached_archive, list_archives
+
+    framework = normalize_framework(framework)
+    found: dict[str, SourceProvider] = {}
+    for _folder, info in list_archives(settings):
+        number = info.version or ""
+        if info.framework == framework and re.fullmatch(r"\d+\.\d+(?:\.\d+)?", number) and number not in found:
+            archive = cached_archive(settings, framework, info.ref, number, info.reason)
+            if archive is not None:
+                found[number] = archive
+    for number, root in registered_trees(settings, framework).items():
+        if re.fullmatch(r"\d+\.\d+(?:\.\d+)?", number):
+            found[number] = LocalTree(root, framework, number, cache_dir=settings.cache_dir)
+    if not found:
+        return None
+    best = nearest_version(release, found) if release else max(found, key=version_key)
+    return found[best] if best is not None else None
+
+
+def with_nearest_kernels(
+    source: SourceProvider, settings: Settings, release: str | None, fetch_version: str | None = None
+) -> tuple[SourceProvider, str]:
+    """`source` when it holds C++ kernels; else its own Python files over the C++ of the nearest registered
+    tree or cached archive of another release (`release`: the report's, or the one standing for it), with a
+    note naming that release; `source` unchanged and a note of the one command that fetches the report's
+    own (`fetch_version`, as `sftl sources fetch` reads it) when no release's C++ is at hand."""
+    if holds_kernel_sources(source):
+        return source, ""
+    framework = source.framework
+    shown = (release or "").split("+", 1)[0] or None
+    stand_in = nearest_kernel_source(settings, framework, shown)
+    if stand_in is None:
+        spec = shlex.quote(f"{framework}=={fetch_version or shown or 'VERSION'}")
+        return source, (f"no C++/CUDA kernel sources of {framework} {shown or ''} at hand, nor of any other release; "
+                        f"`sftl sources fetch {spec}` fetches them (one archive, online)").replace("  ", " ")
+    layered = LayeredSource([PythonFilesOf(source), stand_in, source])
+    layered.version = source.version
+    note = (f"C++/CUDA of {framework} {stand_in.version}, another release than the one read for the report "
+            f"({shown or 'unknown'}), whose kernels are not at hand")
+    layered.description = f"{source.description} (Python files) + {stand_in.description} (C++/CUDA of {stand_in.version})"
+    return layered, note
 
 
 def _nearest_cached_wheel(settings: Settings, framework: str, version: str, tree_release: str) -> Path | None:
