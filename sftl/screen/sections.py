@@ -43,6 +43,25 @@ _EXPECTED_HEADING = re.compile(r"(?i)expected (?:behaviou?r|result|output)")
 _FEATURE_HEADING = re.compile(r"(?i)the feature, motivation and pitch|feature request|🚀")
 _DOCS_HEADING = re.compile(r"(?i)the doc issue|📚|documentation issue")
 _ENV_START = re.compile(r"^\s*(?:Collecting environment information|PyTorch version: )")
+_IPY_IN = re.compile(r"^\s*In \[\d*\]:\s?(.*)$")
+_IPY_MORE = re.compile(r"^\s*\.{3,}:\s?(.*)$")
+
+
+def ipython_to_script(text: str) -> tuple[str, str] | None:
+    """An IPython session (`In [3]: ...` / `   ...: ...`) -> (its input as a script, what it printed); None otherwise."""
+    lines = text.split("\n")
+    if not any(_IPY_IN.match(line) for line in lines):
+        return None
+    code: list[str] = []
+    printed: list[str] = []
+    for line in lines:
+        m = _IPY_IN.match(line) or _IPY_MORE.match(line)
+        if m:
+            code.append(m.group(1))
+        elif not re.match(r"^\s*Out\[\d*\]:\s*$", line):
+            printed.append(re.sub(r"^\s*Out\[\d*\]:\s?", "", line))
+    script = "\n".join(code).strip("\n")
+    return (script, "\n".join(printed).strip("\n")) if script else None
 
 
 @dataclass(frozen=True)
@@ -123,6 +142,12 @@ def read_sections(title: str, body: str, error_line: str | None = None) -> Secti
                     desc.append(line)
                     if in_expected:
                         expected.append(line)
+            continue
+        session = ipython_to_script(seg.text)
+        if session:
+            code.append(session[0])
+            if session[1].strip():
+                out.append(session[1])
             continue
         script = doctest_to_script(seg.text)
         if script:
