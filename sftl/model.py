@@ -115,6 +115,9 @@ class Environment:
     os: str | None = None
     gpu: str | None = None
     missing: tuple[str, ...] = ()
+    # the version as the report's template field wrote it, when it says more than `version`
+    # ('master (Dec 2018)', '1.4/1.5 era (Mar 2020)', 'r2.2 (built from source)'): sftl.releases reads it
+    version_text: str | None = None
 
 
 @dataclass(frozen=True)
