@@ -583,8 +583,21 @@ def _version_in(value: str | None) -> str | None:
     m = _DESCRIBE.search(value)
     if m:
         return m.group("v")
-    m = re.search(r"(?<![\w.])v?(" + VERSION + r")", value)
+    m = re.search(r"(?<![\w.])v?(" + VERSION + r")", value) or re.match(r"\s*r(\d+\.\d+)\b", value)  # r2.2: a branch
     return m.group(1) if m else None
+
+
+def _version_text(text: str, framework: str | None, version: str | None) -> str | None:
+    """The template's version field as written, when it says more than the number read from it (a branch,
+    a date, an era, two lines): `sftl.releases` reads it; None when the field is absent or is that number."""
+    label = {"pytorch": r"PyTorch version", "tensorflow": r"(?:TensorFlow|TF) version"}.get(framework or "")
+    value = _field(label, text) if label else None
+    if not value:
+        return None
+    value = " ".join(value.split())[:160]
+    if version is not None and re.fullmatch(r"v?" + re.escape(version), value):
+        return None
+    return value
 
 
 def parse_environment(text: str, framework_hint: str | None = None) -> Environment:
@@ -628,7 +641,7 @@ def parse_environment(text: str, framework_hint: str | None = None) -> Environme
     env = {"framework": framework, "version": version, "python": python, "cuda": cuda, "cudnn": cudnn,
            "os": os_name, "gpu": gpu}
     missing = tuple(k for k, v in env.items() if not v)
-    return Environment(missing=missing, **env)
+    return Environment(missing=missing, version_text=_version_text(text, framework, version), **env)
 
 
 # words before a version naming a release other than the one the report runs on
