@@ -583,7 +583,7 @@ def _version_in(value: str | None) -> str | None:
     m = _DESCRIBE.search(value)
     if m:
         return m.group("v")
-    m = re.search(r"(?<![\w.])v?(" + VERSION + r")", value) or re.match(r"\s*r(\d+\.\d+)\b", value)  # r2.2: a branch
+    m = re.match(r"\s*r(\d+\.\d+)\b", value) or re.search(r"(?<![\w.])v?(" + VERSION + r")", value)  # r2.2: a branch
     return m.group(1) if m else None
 
 
