@@ -240,7 +240,11 @@ def open_framework_source(
     """
     from sftl import sources
 
+    read_as = ""
+    if source_root is None:
+        extraction, created_at, read_as = _read_version_text(extraction, created_at)
     source, why = _open_release_source(extraction, settings, source_root, offline, needs_cxx, created_at)
+    why = "; ".join(x for x in (read_as, why) if x)
     if source is None or not needs_cxx or source_root is not None:
         return source, why
     version = extraction.environment.version
@@ -253,6 +257,39 @@ def open_framework_source(
     except SftlError as exc:  # an unreadable stand-in only loses the fallback
         note = f"no other release's C++ sources could be read: {exc}"
     return source, "; ".join(x for x in (why, note) if x)
+
+
+def _read_version_text(extraction: Extraction, created_at: str | None) -> tuple[Extraction, str | None, str]:
+    """The template's version as written (`Environment.version_text`) read by `sftl.releases`: a line
+    ('1.4/1.5 era' -> the line it resolves to), a major line with a date ('TF 1.x (2018)' -> the release
+    out then), a development branch's date ('master (Dec 2018)', earlier than the filing date); returns
+    the extraction with that version, the date to read a versionless report at, and a note."""
+    from sftl.errors import SourceError
+    from sftl.releases import read_spelling, resolve
+
+    env = extraction.environment
+    text, framework = env.version_text, env.framework or _framework_from_frames(extraction)
+    if not text or framework is None:
+        return extraction, created_at, ""
+    try:
+        spelling = read_spelling(framework, text)
+    except SourceError:
+        return extraction, created_at, ""
+    if spelling.until and (created_at is None or spelling.until < created_at):
+        created_at = spelling.until  # the date the version names, when earlier than the filing
+    if spelling.kind == "development" and env.version is None and spelling.until:
+        return extraction, created_at, f"version {text!r}: the development branch on {spelling.until[:10]}"
+    if spelling.kind not in ("minor", "major"):
+        return extraction, created_at, ""
+    try:
+        res = resolve(framework, text, None, created_at=created_at, offline=True)
+    except SourceError:
+        return extraction, created_at, ""
+    version = res.series if spelling.kind == "minor" else res.version
+    if not version or version == env.version:
+        return extraction, created_at, ""
+    new_env = replace(env, version=version)
+    return replace(extraction, environment=new_env), created_at, f"version {text!r} read as {version} ({res.reason})"
 
 
 def _open_release_source(

@@ -5,7 +5,14 @@
 - a release, as built or installed: `2.1.0`, `v2.1.0`, `2.1.0+cu121`, `2.1.0+cpu`, `torch==2.1.0`,
   `tensorflow-gpu 2.4.1`, `0.4.1.post2` -> the tag `v2.1.0` (a local build's `+suffix` names its CUDA,
   not its code);
-- a line: `2.1`, `2.20`, `tf 2.16`, `r2.2` -> the newest `vX.Y.z` sftl knows, else `vX.Y.0`;
+- a line: `2.1`, `2.20`, `tf 2.16`, `r2.2`, `1.10 era (Oct 2021)` -> the newest `vX.Y.z` out by the report's
+  date (or the date the text names, when earlier), else the newest sftl knows, else `vX.Y.0`; a line not yet
+  released by that date was a pre-release of it: its first release, said so. A cached `X.Y.z` serves a line
+  (`sftl.sources.open_source`);
+- two lines: `1.4/1.5 era` -> the later (the newest code known to hold the bug, nearest its fix), unless
+  it was not out yet by the date: then the earlier;
+- a major line: `TF 1.x (2018 thread)` -> the newest `1.x` release out by the date (several dates in
+  the text: the earliest; later ones say how long it lasted);
 - a pre-release: `2.16.0-rc1`, `1.15.0rc2`, `2.0a` -> its tag (`v2.16.0-rc1`, `v2.0.0-alpha0`);
 - a source build: `2.2.0a0+git2ef35a0`, `2.2.0a0+2ef35a0` -> that commit;
 - a nightly: `1.13.0.dev20220826`, `tf-nightly 2.5.0.dev20201028`, `2.12.0-dev20230201` -> the default
@@ -48,6 +55,7 @@ class Resolution:
     version: str | None  # the release number the ref stands for ('2.1.0'; a source build's base version)
     reason: str  # one line for the report: the spelling, what it means, the ref read
     exact: bool = True  # False: a stand-in (offline, a nightly read at the release current that day)
+    series: str | None = None  # '1.10' when the report named a line, not a release: any cached 1.10.z serves it
 
     @property
     def is_commit(self) -> bool:
@@ -140,9 +148,12 @@ def release_tag(framework: str, version: str) -> str:
     return "v" + ".".join(parts[:3])
 
 
-def newest_patch(framework: str, major_minor: str) -> str | None:
-    """'2.1' -> '2.1.2': the newest X.Y.z release sftl knows, None when it knows none."""
-    line = [v for v, _ in release_dates(framework) if v.split(".")[:2] == major_minor.split(".")[:2]]
+def newest_patch(framework: str, major_minor: str, until: str | None = None) -> str | None:
+    """'2.1' -> '2.1.2': the newest X.Y.z release sftl knows (published by `until`, an ISO date, when given),
+    None when it knows none."""
+    day = _iso_day(until) if until else None
+    line = [v for v, d in release_dates(framework)
+            if v.split(".")[:2] == major_minor.split(".")[:2] and (day is None or d <= day)]
     return max(line, key=version_key) if line else None
 
 
@@ -174,6 +185,8 @@ _RELEASE = re.compile(rf"^v?({_NUMBER})(?:\.post\d+)?(?:\+[\w.]+)?\b", re.IGNORE
 _PRERELEASE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)-?(a|alpha|b|beta)(\d*)$", re.IGNORECASE)
 _DEVELOPMENT_WORD = re.compile(r"\b(?:master|main|nightly|trunk|head)\b", re.IGNORECASE)
 _BRANCH = re.compile(r"^r(\d+\.\d+)\b", re.IGNORECASE)  # TensorFlow's release branches
+_LINES = re.compile(r"^v?\d+\.\d+(?:\s*(?:/|or)\s*v?\d+\.\d+)+(?![\d.])", re.IGNORECASE)  # '1.4/1.5', '2.1 or 2.2'
+_MAJOR = re.compile(r"^v?(\d+)\.x\b", re.IGNORECASE)  # '1.x'
 _DEVELOPMENT = re.compile(r"^(?:master|main|nightly|head|trunk|latest|dev|source|tf[-_]nightly(?:[-_]gpu)?)\b", re.IGNORECASE)
 
 
@@ -182,17 +195,22 @@ def _month_end(year: int, month: int) -> str:
 
 
 def _date_in(text: str) -> str | None:
-    """'main (2025-09-27)' -> '2025-09-27T23:59:59Z'; 'master (Dec 2018)' -> the month's last second."""
-    m = re.search(r"(\d{4})-(\d{2})-(\d{2})", text)
-    if m and _iso_day(m.group(0)):
-        return f"{m.group(0)}T23:59:59Z"
-    m = re.search(r"\b([A-Za-z]{3})[a-z]*\.?\s+(\d{4})\b", text)
-    if m and m.group(1).lower() in _MONTHS:
-        return _month_end(int(m.group(2)), _MONTHS[m.group(1).lower()])
-    m = re.search(r"\b(\d{4})[-/](\d{1,2})\b", text)
-    if m and 1 <= int(m.group(2)) <= 12:
-        return _month_end(int(m.group(1)), int(m.group(2)))
-    return None
+    """'main (2025-09-27)' -> '2025-09-27T23:59:59Z'; 'master (Dec 2018)' -> the month's last second;
+    '(2018 thread)' -> the year's. Several dates: the earliest (the report ran then; later ones say
+    how long it lasted: 'still present until ... (Jan 2021)')."""
+    found: list[str] = []
+    for m in re.finditer(r"(\d{4})-(\d{2})-(\d{2})", text):
+        if _iso_day(m.group(0)):
+            found.append(f"{m.group(0)}T23:59:59Z")
+    for m in re.finditer(r"\b([A-Za-z]{3})[a-z]*\.?,?\s+(\d{4})\b", text):
+        if m.group(1).lower() in _MONTHS:
+            found.append(_month_end(int(m.group(2)), _MONTHS[m.group(1).lower()]))
+    for m in re.finditer(r"\b(\d{4})[-/](\d{1,2})\b", text):
+        if 1 <= int(m.group(2)) <= 12:
+            found.append(_month_end(int(m.group(1)), int(m.group(2))))
+    for m in re.finditer(r"(?<![\w.#/-])((?:19|20)\d\d)(?![\w.-])", text):  # a year alone: '(2018 thread)'
+        found.append(f"{m.group(1)}-12-31T23:59:59Z")
+    return min(found) if found else None
 
 
 def _earlier(a: str | None, b: str | None) -> str | None:
@@ -216,8 +234,9 @@ class _Spelling:
     kind: str  # "release" | "minor" | "candidate" | "commit" | "nightly" | "development"
     number: str | None = None  # 2.1.0 / 2.1
     commit: str | None = None
-    until: str | None = None  # a nightly's or a dated branch's date
+    until: str | None = None  # a nightly's or a dated branch's date; the date a line's text names
     text: str = ""
+    earlier: str | None = None  # '1.4/1.5': the earlier line, read when the later was not out by the date
 
 
 def read_spelling(framework: str, version: str | None) -> _Spelling:
@@ -250,13 +269,22 @@ def read_spelling(framework: str, version: str | None) -> _Spelling:
         number = m.group(1) if m.group(1).count(".") == 2 else m.group(1) + ".0"
         stage = "alpha" if m.group(2).lower().startswith("a") else "beta"
         return _Spelling("candidate", number, commit=f"{stage}{m.group(3) or '0'}", text=raw)
+    m = _LINES.match(text)
+    if m:  # '1.4/1.5 era': the later line (the newest code known to hold the bug, nearest its fix)
+        lines = sorted(re.findall(r"\d+\.\d+", m.group(0)), key=version_key)
+        return _Spelling("minor", lines[-1], until=_date_in(raw), text=raw, earlier=lines[0])
+    m = _MAJOR.match(text)
+    if m:  # 'TF 1.x (2018 ...)': a major line, no release named: the date decides
+        return _Spelling("major", m.group(1), until=_date_in(raw), text=raw)
     m = _BRANCH.match(text)
     if m:
-        return _Spelling("minor", m.group(1), text=raw)
+        return _Spelling("minor", m.group(1), until=_date_in(raw), text=raw)
     m = _RELEASE.match(text)
     if m:
         number = m.group(1)
-        return _Spelling("minor" if number.count(".") == 1 else "release", number, text=raw)
+        if number.count(".") == 1:  # '1.10 era (Oct 2021)': a line, and when
+            return _Spelling("minor", number, until=_date_in(raw), text=raw)
+        return _Spelling("release", number, text=raw)
     bare = re.sub(r"\(.*?\)", "", raw)
     if _date_in(raw) and not re.search(r"\b\d+\.x\b", raw) and (
             _DEVELOPMENT_WORD.search(raw) or not re.search(r"\d+\.\d+", bare)):
@@ -288,14 +316,50 @@ def resolve(
         why = (f"{shown}: a local build (+{local.group(1)}) of release {base}" if local and "git" not in local.group(1)
                else f"{shown}: release {base}")
         return Resolution(framework, tag, base, f"{why}, tag {tag}")
+    if spelling.kind == "major":
+        assert spelling.number is not None
+        until = _earlier(spelling.until, _timestamp(created_at))
+        major = [v for v, d in release_dates(framework)
+                 if v.split(".")[0] == spelling.number and (until is None or d <= until[:10])]
+        if not major:
+            raise SourceError(f"{shown}: no {framework} {spelling.number}.x release known to sftl"
+                              + (f" out by {until[:10]}" if until else ""))
+        best = max(major, key=version_key)
+        tag = release_tag(framework, best)
+        which = f"the newest out by {until[:10]}" if until else "no date given: the newest sftl knows"
+        return Resolution(framework, tag, best, f"{shown}: a {spelling.number}.x release of no stated number; {which}, "
+                          f"tag {tag}", exact=False)
     if spelling.kind == "minor":
         assert spelling.number is not None
-        newest = newest_patch(framework, spelling.number)
+        line = ".".join(spelling.number.split(".")[:2])
+        until = _earlier(spelling.until, _timestamp(created_at))
+        dated = newest_patch(framework, line, until) if until else None
+        picked = ""
+        if dated is None and until and spelling.earlier:
+            # '1.4/1.5' in March 2020: 1.5 was not out yet, so the earlier line is what ran as a release
+            picked = f"{line} was not yet released on {until[:10]}, so the earlier line {spelling.earlier}; "
+            line = spelling.earlier
+            dated = newest_patch(framework, line, until)
+        elif spelling.earlier:
+            picked = f"the later of the lines named ({spelling.earlier}, {line}), nearest the fix; "
+        if dated is not None:  # '2.1' in a report of 2023-11-01 ran 2.1.0: 2.1.1 was not out yet
+            tag = release_tag(framework, dated)
+            return Resolution(framework, tag, dated,
+                              f"{shown}: {picked}the newest {line}.x release out by {until[:10] if until else '?'}, "
+                              f"tag {tag}", series=line)
+        first = min((v for v, _ in release_dates(framework) if v.split(".")[:2] == line.split(".")), key=version_key,
+                    default=None)
+        if until and first is not None:  # named before its first release: a pre-release of it; the nearest code is that
+            tag = release_tag(framework, first)
+            return Resolution(framework, tag, first, f"{shown}: {picked}{line} was not yet released on {until[:10]} (a "
+                              f"pre-release of it); read its first release, tag {tag}", exact=False, series=line)
+        newest = newest_patch(framework, line)
         if newest is not None:
             tag = release_tag(framework, newest)
-            return Resolution(framework, tag, newest, f"{shown}: the newest {spelling.number}.x release sftl knows, tag {tag}")
-        tag = release_tag(framework, spelling.number)
-        return Resolution(framework, tag, tag[1:], f"{shown}: no {spelling.number}.x release known to sftl, tag {tag}")
+            return Resolution(framework, tag, newest, f"{shown}: the newest {line}.x release sftl knows, tag {tag}",
+                              series=line)
+        tag = release_tag(framework, line)
+        return Resolution(framework, tag, tag[1:], f"{shown}: no {line}.x release known to sftl, tag {tag}", series=line)
     if spelling.kind == "candidate":
         assert spelling.number is not None and spelling.commit is not None
         tag = f"v{spelling.number}-{spelling.commit}"

@@ -702,6 +702,17 @@ def open_source(
     archive = cached_archive(settings, framework, res.ref, release, res.reason)
     if archive is not None:
         return archive
+    if res.series and not any(cached_wheel(settings, framework, key) for key in keys):
+        # '1.10' names a line: a cached 1.10.z serves it, offline and before any download (what it holds
+        # must do: C++ for a discrepancy online; anything offline, the nearest tree layered as usual)
+        same = cached_release_of_line(settings, framework, res.series, created_at,
+                                      kernels_only=bool(needs_cxx) and not offline,
+                                      python_only=needs_cxx is False and not offline)
+        if same is not None and same != release:
+            provider = open_source(framework, same, settings, offline=True, needs_cxx=needs_cxx)
+            provider.description += (f" ({version} names the {res.series} line: read the cached {same}, not "
+                                     f"{release or res.ref} [{res.reason}])")
+            return provider
     if needs_cxx is False and not offline and res.exact and not res.is_commit:
         for key in keys:  # a missing-module error needs Python files only: the release's cached wheel spares a download
             wheel = cached_wheel(settings, framework, key)
@@ -731,6 +742,35 @@ def open_source(
         f"{archive_estimate_mb(framework)} MB), or give a local checkout: "
         f"`sftl sources add {framework}=={release or version} DIR` once, or --source-root DIR"
     )
+
+
+def cached_release_of_line(
+    settings: Settings, framework: str, line: str, until: str | None = None,
+    kernels_only: bool = False, python_only: bool = False,
+) -> str | None:
+    """The newest cached X.Y.z release of the line 'X.Y' (a registered tree, an extracted archive or, unless
+    `kernels_only`, a wheel; `python_only`: no tree), preferring those out by `until` (the report's date)."""
+    from sftl.releases import release_dates
+    from sftl.sources.archive import list_archives
+
+    framework = normalize_framework(framework)
+    found: set[str] = set()
+    if not python_only:
+        found.update(registered_trees(settings, framework))
+    found.update(info.version for _, info in list_archives(settings) if info.framework == framework and info.version)
+    wheels = sources_cache(settings) / "wheels"
+    if not kernels_only and wheels.is_dir():
+        for folder in wheels.glob(f"{framework}-*"):
+            number = folder.name.partition("-")[2]
+            if cached_wheel(settings, framework, number) is not None:
+                found.add(number)
+    mine = [v for v in found if re.fullmatch(r"\d+\.\d+\.\d+", v) and v.split(".")[:2] == line.split(".")[:2]]
+    if not mine:
+        return None
+    dates = dict(release_dates(framework))
+    day = (until or "")[:10]
+    out_by = [v for v in mine if day and v in dates and dates[v] <= day]
+    return max(out_by or mine, key=version_key)
 
 
 def archive_estimate_mb(framework: str) -> int:
