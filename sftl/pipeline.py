@@ -256,6 +256,10 @@ def open_framework_source(
         source, note = sources.with_nearest_kernels(source, settings, release, fetch)
     except SftlError as exc:  # an unreadable stand-in only loses the fallback
         note = f"no other release's C++ sources could be read: {exc}"
+    if source.framework == "pytorch" and not sources.holds_kernel_sources(source):
+        # nothing to rank a PyTorch kernel from: skip, saying what fetches the right sources
+        # (TensorFlow's localizer still reads names and headers)
+        return None, "; ".join(x for x in (why, note) if x)
     return source, "; ".join(x for x in (why, note) if x)
 
 

@@ -885,8 +885,10 @@ def with_nearest_kernels(
     stand_in = nearest_kernel_source(settings, framework, shown)
     if stand_in is None:
         spec = shlex.quote(f"{framework}=={fetch_version or shown or 'VERSION'}")
+        checkout = shlex.quote(f"{framework}=={shown or 'VERSION'}")
         return source, (f"no C++/CUDA kernel sources of {framework} {shown or ''} at hand, nor of any other release; "
-                        f"`sftl sources fetch {spec}` fetches them (one archive, online)").replace("  ", " ")
+                        f"`sftl sources fetch {spec}` fetches them (one archive, online); a checkout serves too: "
+                        f"`sftl sources add {checkout} DIR` once, or --source-root DIR").replace("  ", " ")
     layered = LayeredSource([PythonFilesOf(source), stand_in, source])
     layered.version = source.version
     note = (f"C++/CUDA of {framework} {stand_in.version}, another release than the one read for the report "
