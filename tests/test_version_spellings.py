@@ -101,3 +101,22 @@ def test_a_line_is_served_by_a_cached_release_of_that_line_offline_and_before_a_
     dated = open_source("pytorch", "1.10", offline, needs_cxx=False, created_at="2021-11-20T09:00:00Z")
     assert "torch-1.10.0" in dated.description
     assert "torch-1.10.1" in open_source("pytorch", "1.10", offline, needs_cxx=False).description
+
+
+def test_online_a_discrepancy_is_served_by_a_cached_release_of_the_line_only_when_it_holds_kernels(
+        tmp_path: Path, fixtures_dir: Path) -> None:
+    """Online, a wheel of the line (no C++) does not stand in for the line's archive; a tree of the line does."""
+    from sftl.errors import SourceError
+    from sftl.sources import register_tree
+
+    home = tmp_path / "home"
+    _wheel(home, "1.10.0")
+    online = load_settings({"SFTL_GITHUB_API_URL": "http://127.0.0.1:9"}, home=home, offline=False)
+    with pytest.raises(SourceError, match="no cached sources"):  # the cache-first probe: worth the download
+        open_source("pytorch", "1.10", online, offline=True, needs_cxx=True)
+    # really offline: the wheel of the line is what there is (the nearest tree layered when one exists)
+    assert "torch-1.10.0" in open_source("pytorch", "1.10", load_settings({}, home=home, offline=True),
+                                         needs_cxx=True).description
+    register_tree(online, "pytorch", "1.10.0", fixtures_dir / "sources" / "mini_pytorch")
+    tree = open_source("pytorch", "1.10", online, offline=True, needs_cxx=True)
+    assert "local tree" in tree.description and "read the cached 1.10.0" in tree.description

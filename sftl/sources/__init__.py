@@ -705,9 +705,10 @@ def open_source(
     if res.series and not any(cached_wheel(settings, framework, key) for key in keys):
         # '1.10' names a line: a cached 1.10.z serves it, offline and before any download (what it holds
         # must do: C++ for a discrepancy online; anything offline, the nearest tree layered as usual)
+        # (the pipeline asks the cache first with offline=True while online: a wheel of the line serves a
+        # discrepancy only when sftl really is offline, else the line's archive is worth its download)
         same = cached_release_of_line(settings, framework, res.series, created_at,
-                                      kernels_only=bool(needs_cxx) and not offline,
-                                      python_only=needs_cxx is False and not offline)
+                                      kernels_only=needs_cxx is not False and not settings.offline)
         if same is not None and same != release:
             provider = open_source(framework, same, settings, offline=True, needs_cxx=needs_cxx)
             provider.description += (f" ({version} names the {res.series} line: read the cached {same}, not "
@@ -745,18 +746,15 @@ def open_source(
 
 
 def cached_release_of_line(
-    settings: Settings, framework: str, line: str, until: str | None = None,
-    kernels_only: bool = False, python_only: bool = False,
+    settings: Settings, framework: str, line: str, until: str | None = None, kernels_only: bool = False
 ) -> str | None:
     """The newest cached X.Y.z release of the line 'X.Y' (a registered tree, an extracted archive or, unless
-    `kernels_only`, a wheel; `python_only`: no tree), preferring those out by `until` (the report's date)."""
+    `kernels_only`, a wheel), preferring those out by `until` (the report's date)."""
     from sftl.releases import release_dates
     from sftl.sources.archive import list_archives
 
     framework = normalize_framework(framework)
-    found: set[str] = set()
-    if not python_only:
-        found.update(registered_trees(settings, framework))
+    found: set[str] = set(registered_trees(settings, framework))
     found.update(info.version for _, info in list_archives(settings) if info.framework == framework and info.version)
     wheels = sources_cache(settings) / "wheels"
     if not kernels_only and wheels.is_dir():
