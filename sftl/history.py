@@ -13,6 +13,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from sftl.errors import InputError
+from sftl.github import json_type
 from sftl.model import Category, Extraction, FixRecord, Issue, Localization, Suspect
 
 TERMS_VERSION = 2  # bump when the terms change: stored terms of another version are computed again
@@ -66,7 +67,7 @@ def is_source_file(path: str) -> bool:
 def parse_fix(obj: Any) -> FixRecord:
     """One JSON object in the history format -> FixRecord; InputError says what is wrong with it."""
     if not isinstance(obj, dict):
-        raise InputError(f"expected a JSON object, got {type(obj).__name__}")
+        raise InputError(f"expected a JSON object, got {json_type(obj)}")
     repo = obj.get("repo")
     if not isinstance(repo, str) or not re.fullmatch(r"[\w.-]+/[\w.-]+", repo.strip()):
         raise InputError(f"'repo' must be OWNER/NAME, got {repo!r}")
@@ -103,7 +104,7 @@ def parse_fix(obj: Any) -> FixRecord:
     for name in ("device", "body", "evidence", "issue_created_at"):
         value = obj.get(name)
         if value is not None and not isinstance(value, str):
-            raise InputError(f"'{name}' must be a string or null, got {type(value).__name__}")
+            raise InputError(f"'{name}' must be a string or null, got {json_type(value)}")
         texts[name] = (value or "").strip()
     return FixRecord(
         repo=repo.strip(),

@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "history",
         help="fix records (fixed issues and the files their fixes changed): the history prior of `sftl locate`",
         description="The history `sftl locate` learns from: fixed issues and the source files their fixes changed. "
-        "`locate` ranks higher the files that similar fixes, dated before the issue, changed (--no-history: off).",
+        "`locate` uses the files that similar fixes, dated before the issue, changed to break near-ties between "
+        "content suspects (--no-history: off). With no action: stats.",
     )
     add_common(hist)
     inner = hist.add_subparsers(dest="history_command", metavar="ACTION")
@@ -56,15 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true", help="print the crawl's figures as JSON (requests included)")
     add_common(p)
     p.set_defaults(handler=cmd_crawl)
-    hist.set_defaults(handler=_usage(hist))
-
-
-def _usage(parser: argparse.ArgumentParser) -> Any:
-    def handler(args: argparse.Namespace, ctx: Context) -> int:
-        parser.print_help(ctx.err)
-        return EXIT_USAGE
-
-    return handler
+    # no action: the figures, as `sftl sources` and `sftl cache` show theirs
+    hist.set_defaults(handler=cmd_stats, repo=None, top=15, json=False)
 
 
 def _store(ctx: Context) -> Any:
