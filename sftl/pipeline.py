@@ -241,9 +241,13 @@ def open_framework_source(
     from sftl import sources
 
     read_as = ""
+    as_written = extraction
     if source_root is None:
         extraction, created_at, read_as = _read_version_text(extraction, created_at)
     source, why = _open_release_source(extraction, settings, source_root, offline, needs_cxx, created_at)
+    if source is None and extraction is not as_written:  # that release's sources are not at hand: as if unread
+        source, fallback = _open_release_source(as_written, settings, source_root, offline, needs_cxx, created_at)
+        why = fallback if source is not None else why
     why = "; ".join(x for x in (read_as, why) if x)
     if source is None or not needs_cxx or source_root is not None:
         return source, why
@@ -293,7 +297,7 @@ def _read_version_text(extraction: Extraction, created_at: str | None) -> tuple[
     if not version or version == env.version:
         return extraction, created_at, ""
     new_env = replace(env, version=version)
-    return replace(extraction, environment=new_env), created_at, f"version {text!r} read as {version} ({res.reason})"
+    return replace(extraction, environment=new_env), created_at, f"version read as {version}: {res.reason}"
 
 
 def _open_release_source(

@@ -120,3 +120,13 @@ def test_online_a_discrepancy_is_served_by_a_cached_release_of_the_line_only_whe
     register_tree(online, "pytorch", "1.10.0", fixtures_dir / "sources" / "mini_pytorch")
     tree = open_source("pytorch", "1.10", online, offline=True, needs_cxx=True)
     assert "local tree" in tree.description and "read the cached 1.10.0" in tree.description
+
+
+def test_a_major_lines_release_with_no_sources_falls_back_as_a_versionless_report(tmp_path: Path) -> None:
+    """'1.x (2018 thread)' reads 1.0.0; nothing of it cached offline: read as if no version were given."""
+    pytest.importorskip("torch")
+    settings = load_settings({}, home=tmp_path / "home", offline=True)
+    src, why = open_framework_source(_extraction(None, "1.x (2018 thread; exact version not visible)"), settings, None,
+                                     True, created_at="2019-06-01T09:00:00Z")
+    assert src is not None and "installed" in src.description
+    assert why.startswith("version read as 1.0.0: 1.x (2018 thread") and "read the installed" in why
