@@ -287,8 +287,8 @@ def _read_version_text(extraction: Extraction, created_at: str | None) -> tuple[
         created_at = spelling.until  # the date the version names, when earlier than the filing
     if spelling.kind == "development" and env.version is None and spelling.until:
         return extraction, created_at, f"version {text!r}: the development branch on {spelling.until[:10]}"
-    if spelling.kind not in ("minor", "major"):
-        return extraction, created_at, ""
+    if spelling.kind not in ("minor", "major") or (env.version is not None and spelling.earlier is None):
+        return extraction, created_at, ""  # a number read already stands, unless the text names two lines
     try:
         res = resolve(framework, text, None, created_at=created_at, offline=True)
     except SourceError:

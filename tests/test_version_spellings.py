@@ -32,6 +32,7 @@ SPELLINGS = [
     ("pytorch", PT + "1.7/1.8 era (May 2021)", "2021-05-20T09:00:00Z", "1.7", "v1.8.1", "the later of the lines named (1.7, 1.8)"),
     ("pytorch", PT + "1.12.1 (per maintainer); the reporter printed torch.__version__", "2022-09-01T09:00:00Z", "1.12.1",
      "v1.12.1", "release 1.12.1"),
+    ("pytorch", PT + "1.8.0a0-internal", "2021-02-01T09:00:00Z", "1.8.0a0", "v1.8.0", "release 1.8.0"),  # never the line 1.8
     # a major line: the date decides; a later date in the text ('still open in ...') is not when it ran
     ("tensorflow", TF + "TF 2.x (2021 thread; exact version not visible); still open in Mar 2023", "2021-06-01T09:00:00Z",
      None, "v2.5.0", "a 2.x release of no stated number; the newest out by 2021-06-01"),
