@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sftl.errors import GitHubError, SourceError
+from sftl.errors import GitHubError, InputError, SourceError
 
 if TYPE_CHECKING:
     from sftl.config import Settings
@@ -91,7 +91,7 @@ def normalize_framework(name: str) -> str:
         return "pytorch"
     if low.startswith(("tensorflow", "tf-nightly")) or low == "tf":
         return "tensorflow"
-    raise SourceError(f"unknown framework {name!r}; sftl knows pytorch and tensorflow")
+    raise InputError(f"unknown framework {name!r}; sftl knows pytorch and tensorflow")
 
 
 def version_key(version: str) -> tuple[int, ...]:

@@ -100,6 +100,11 @@ CASES: list[tuple[list[str], int, str]] = [
     (["nan-search", "{missing}.py"], BAD_USAGE, "no such script"),
     (["nan-search", "{syntax_error.py}", "--budget", "-1"], BAD_USAGE, "budget"),
     (["sources", "fetch", "pytorch==abc"], BAD_USAGE, "cannot read a version"),
+    (["sources", "fetch", "nosuch==1.0"], BAD_USAGE, "unknown framework"),
+    (["sources", "add", "nosuch==1.0", "{dir}"], BAD_USAGE, "unknown framework"),
+    (["sources", "add", "pytorch", "{dir}"], BAD_USAGE, "FRAMEWORK==VERSION"),
+    (["sources", "add", "pytorch==2.0", "{missing_dir}"], BAD_USAGE, "not a directory"),
+    (["sources", "add", "pytorch==2.0", "{unrelated}"], BAD_USAGE, "does not look like"),
     (["history", "import", "{garbage.jsonl}"], BAD_USAGE, "malformed JSON"),
     (["no-such-command"], BAD_USAGE, "invalid choice"),
 ]

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from sftl.config import load_settings
-from sftl.errors import SourceError
+from sftl.errors import InputError, SourceError
 from sftl.sources import (
     NATIVE_FUNCTIONS,
     GitHubSource,
@@ -63,7 +63,7 @@ def test_parse_spec_and_release_tag() -> None:
     assert parse_spec("pytorch==1.12.1") == ("pytorch", "1.12.1")
     assert parse_spec("torch==2.0") == ("pytorch", "2.0")
     assert parse_spec("tensorflow-cpu==2.6.0") == ("tensorflow", "2.6.0")
-    with pytest.raises(SourceError, match="FRAMEWORK==VERSION"):
+    with pytest.raises(InputError, match="FRAMEWORK==VERSION"):
         parse_spec("pytorch")
     assert release_tag("pytorch", "1.6.0a0-fb") == "v1.6.0"
     assert release_tag("tensorflow", "2.6") == "v2.6.0"
@@ -98,7 +98,7 @@ def test_local_tree_lists_and_reads(fixtures_dir: Path) -> None:
     assert "aten/src/ATen/native/cuda/SummaryOps.cu" in files
     assert "_histc_cuda" in (tree.read_text("aten/src/ATen/native/cuda/SummaryOps.cu") or "")
     assert tree.read_text("no/such/file.cpp") is None
-    with pytest.raises(SourceError, match="not a directory"):
+    with pytest.raises(InputError, match="not a directory"):
         LocalTree(fixtures_dir / "nope", "pytorch")
 
 
@@ -321,7 +321,7 @@ def test_sources_cli_fetch_and_list(tmp_path: Path, local_index: Path, monkeypat
     assert main(["sources", "list", "--json"], out=out, err=err) == 0
     listed = json.loads(out.getvalue())
     assert listed[0]["framework"] == "pytorch" and listed[0]["kind"] == "wheel"
-    assert main(["sources", "fetch", "pytorch"], out=io.StringIO(), err=err) == 5
+    assert main(["sources", "fetch", "pytorch"], out=io.StringIO(), err=err) == 2  # bad input
     assert sys.executable  # the pip used is this interpreter's
 
 
@@ -354,7 +354,7 @@ def test_registered_trees_serve_their_release_and_the_nearest_ones(tmp_path: Pat
     assert nearest_version("1.0.1", ["1.13.1", "2.6.0"]) == "1.13.1"
     assert nearest_version("2.7", ["1.13.1", "2.6.0"]) == "2.6.0"
     assert nearest_version("1.0", []) is None
-    with pytest.raises(SourceError, match="does not look like"):
+    with pytest.raises(InputError, match="does not look like"):
         register_tree(settings, "pytorch", "1.0", tmp_path)
     assert ("pytorch", "2.6.0", "tree") in {(e.framework, e.version, e.kind) for e in list_cached(settings)}
 
@@ -455,7 +455,7 @@ def test_sources_cli_add(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest
     near = open_source("pytorch", "2.1.0", settings_for({}, home=tmp_path / "home", offline=True))
     assert "nearest registered tree" in near.description and prepare_index(near) > 0
     assert [p.stat().st_mtime_ns for p in saved] == stamps
-    assert main(["sources", "add", "pytorch==2.6.0", str(tmp_path / "missing")], out=out, err=err) == 5
+    assert main(["sources", "add", "pytorch==2.6.0", str(tmp_path / "missing")], out=out, err=err) == 2  # bad input
     out = io.StringIO()
     assert main(["sources", "list", "--json"], out=out, err=err) == 0
     assert json.loads(out.getvalue())[0]["kind"] == "tree"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sftl.errors import SftlError, SourceError
+from sftl.errors import InputError, SftlError, SourceError
 from sftl.releases import (  # re-exported: the release table moved to sftl.releases
     GITHUB_REPOS,
     nearest_version,
@@ -55,7 +55,7 @@ class LocalTree:
     ) -> None:
         self.root = Path(root).expanduser()
         if not self.root.is_dir():
-            raise SourceError(f"source root {self.root} is not a directory")
+            raise InputError(f"source root {self.root} is not a directory")
         self.framework = framework
         self.version = version
         self.description = f"local tree {self.root}"
@@ -169,7 +169,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """'pytorch==1.12.1' -> ('pytorch', '1.12.1')."""
     name, sep, version = spec.partition("==")
     if not sep or not version.strip():
-        raise SourceError(f"expected FRAMEWORK==VERSION (e.g. pytorch==1.12.1), got {spec!r}")
+        raise InputError(f"expected FRAMEWORK==VERSION (e.g. pytorch==1.12.1), got {spec!r}")
     return normalize_framework(name), version.strip()
 
 
@@ -624,7 +624,7 @@ def register_tree(settings: Settings, framework: str, version: str, root: str | 
     framework = normalize_framework(framework)
     tree = LocalTree(root, framework, version)  # validates the directory
     if not any(p.startswith(("aten/", "tensorflow/", "torch/")) for p in tree.list_files()[:5000]):
-        raise SourceError(f"{tree.root} does not look like a {framework} repository (no aten/, torch/ or tensorflow/)")
+        raise InputError(f"{tree.root} does not look like a {framework} repository (no aten/, torch/ or tensorflow/)")
     entry = trees_dir(settings) / f"{framework}-{version}.json"
     _atomic_write(entry, json.dumps({"framework": framework, "version": version, "path": str(tree.root.resolve())}))
     return entry
