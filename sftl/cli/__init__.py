@@ -69,6 +69,13 @@ class Context:
             return Console(file=stream, highlight=False, soft_wrap=False)
         return Console(file=stream, highlight=False, soft_wrap=True, width=_PIPE_WIDTH)
 
+    def progress_bar(self, *columns: Any) -> Any:
+        """A rich progress bar on stderr with these columns, drawn only on a terminal and gone when done."""
+        from rich.progress import Progress
+
+        console = self.console(stderr=True)
+        return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+
     @staticmethod
     def is_terminal(stream: IO[str]) -> bool:
         isatty = getattr(stream, "isatty", None)

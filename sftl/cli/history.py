@@ -142,7 +142,7 @@ def cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from sftl.github import parse_repo
     from sftl.history_crawl import FixCrawlProgress, crawl_fixes
@@ -152,16 +152,9 @@ def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
 
     repo = parse_repo(args.repo)
     since = normalize_since(args.since) if args.since else None
-    console = ctx.console(stderr=True)
-    bar = Progress(
-        TextColumn("[bold]history[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("· {task.fields[found]} fixes"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
+    bar = ctx.progress_bar(
+        TextColumn("[bold]history[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("· {task.fields[found]} fixes"), TimeElapsedColumn(),
     )
     with bar, _store(ctx) as store:
         task = bar.add_task(repo, total=None, found=0)

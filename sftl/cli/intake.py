@@ -136,24 +136,17 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_crawl(args: argparse.Namespace, ctx: Context) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from sftl.intake import CrawlProgress, check_crawl_args, crawl, normalize_since
     from sftl.model import to_jsonable
 
     since = normalize_since(args.since) if args.since else None
     check_crawl_args(args.repo, args.state, args.limit)  # before the progress bar draws anything
-    console = ctx.console(stderr=True)
     # a progress bar only on a terminal: piped stderr gets the one-line summary and errors only
-    bar = Progress(
-        TextColumn("[bold]crawl[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("pages · {task.fields[issues]} issues"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
+    bar = ctx.progress_bar(
+        TextColumn("[bold]crawl[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("pages · {task.fields[issues]} issues"), TimeElapsedColumn(),
     )
     with bar, _store(ctx) as store:
         task = bar.add_task(args.repo, total=None, issues=0)
