@@ -44,7 +44,7 @@ ORDER = [
 # e.g. a module an engineer is adding, are placed only by the package's row above). A package's
 # __init__ is its facade: it may re-export any of its own submodules.
 INNER = {
-    "sftl.extract": ["text", "tracebacks", "environment", "apis"],
+    "sftl.extract": ["text", "tracebacks", "snippets", "environment", "apis"],
     "sftl.screen": ["sections", "one_device", "rules", "documents", "keywords", "learned", "similar", "stage"],
     "sftl.sources": ["wheels", "archive"],
     "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "ranker", "gcrde", "baselines", "dispatch"],
