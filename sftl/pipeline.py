@@ -69,11 +69,15 @@ def locate(
             replay_result = Replay(ReplayEnvironment(env.framework, env.version, None, None, None), (),
                                    Outcome.SKIPPED, f"replay not run: {exc}")
 
-    if screening.category == Category.OTHER:
+    category, lead = screening.category, ""
+    if category == Category.OTHER:
+        lead = _kernel_fault_lead(issue, extraction)
+        category = Category.GCRDE if lead else category
+    if category == Category.OTHER:
         loc = Localization(method, (), Outcome.SKIPPED, _other_reason(screening))
     else:
         source, why = open_framework_source(
-            extraction, settings, source_root, offline or settings.offline, needs_cxx=screening.category == Category.GCRDE,
+            extraction, settings, source_root, offline or settings.offline, needs_cxx=category == Category.GCRDE,
             created_at=issue.created_at,
         )
         if source is None:
@@ -82,7 +86,7 @@ def locate(
             # -- HISTORY HOOK (#18): the files similar earlier fixes changed re-rank the suspects
             history = history and store.count_fixes() > 0
             try:
-                loc = localize(issue, extraction, screening.category, source, max(top, 30) if history else top)
+                loc = localize(issue, extraction, category, source, max(top, 30) if history else top)
                 if history and loc.suspects:
                     from sftl.history_io import apply_history
 
@@ -92,9 +96,30 @@ def locate(
                 loc = Localization(method, (), Outcome.SKIPPED, str(exc))
             if why:
                 loc = replace(loc, reason=f"{loc.reason} ({why})")
+        if lead:
+            loc = replace(loc, reason=f"{lead}; {loc.reason}"[:1000])
     report = Report(issue=issue, extraction=extraction, screening=screening, localization=loc, replay=replay_result)
     store.save_localization(issue.repo, issue.number, report_json(report))
     return report
+
+
+def _kernel_fault_lead(issue: Issue, extraction: Extraction) -> str:
+    """Why a report screened *other* is still localized as a CUDA kernel's fault, else "".
+
+    A CUDA kernel failure (illegal memory access, an invalid launch configuration, a 32-bit index
+    limit) with no word of the CPU is *other* by the settled definition, yet the kernel that raised
+    it is where a maintainer looks: its files are ranked as the GPU side of a discrepancy would be.
+    Needs a snippet (the op under test); the screening stays *other*.
+    """
+    from sftl.screen.one_device import cuda_kernel_fault
+
+    if extraction.snippet is None or extraction.environment.framework not in ("pytorch", "tensorflow"):
+        return ""
+    fault = cuda_kernel_fault(f"{issue.title}\n{issue.body}", extraction.error_line)
+    if not fault:
+        return ""
+    return (f"screened 'other' (a CUDA failure, {fault!r}, with no word of the CPU); "
+            "ranked as a fault of the CUDA kernel that raised it")
 
 
 def _other_reason(screening: Screening) -> str:

@@ -60,10 +60,10 @@ _RAISES = re.compile(r"error|exception|raise|crash|fail|assert", re.I)  # "the C
 _NEGATED = re.compile(r"\(?(?:but )?not\b", re.I)  # "(but not CPU)": what follows is about the failing device
 POINTS = 3.0
 # a literal fragment of every CUDA_FAILURE / CPU_FAILURE alternative (lowercase), for a cheap test before the regexes
-_FAILURE_WORDS = ("illegal", "invalid __global__", "invalid configuration", "too many resources", "unspecified launch",
-                  "misaligned", "device-side assert", "cuda kernel error", "int_max", "int32", "out of bounds",
-                  "out of range", "failed with error code", "cuda error", "segmentation fault", "core dumped",
-                  "floating point exception", "stack overflow")
+_CUDA_FAILURE_WORDS = ("illegal", "invalid __global__", "invalid configuration", "too many resources", "unspecified launch",
+                       "misaligned", "device-side assert", "cuda kernel error", "int_max", "int32", "out of bounds",
+                       "out of range", "failed with error code", "cuda error")
+_FAILURE_WORDS = (*_CUDA_FAILURE_WORDS, "segmentation fault", "core dumped", "floating point exception", "stack overflow")
 _IMA = re.compile(r"\bimas?\b|\bima(?:s|'s)? on\b")
 
 
@@ -95,3 +95,40 @@ def one_device_failure(text: str) -> str:
         if ok:
             return f"the CPU crashes ({fail.group(0).strip()!r}) while CUDA returns ({ok.group(0).strip()!r})"
     return ""
+
+
+_DEVICE_WORD = re.compile(r"\b(?:cuda|gpu)\b", re.I)
+
+
+def cuda_kernel_fault(text: str, error_line: str | None = None) -> str:
+    """The CUDA kernel failure the text reports (illegal memory access, launch configuration, index limits), else "".
+
+    Screened *other* when the report says nothing of the CPU, such a failure still points at the
+    kernel that raised it: `sftl locate` ranks that kernel's files as a lead. Out-of-memory, set-up
+    errors and failures on both devices point at no kernel.
+    """
+    if error_line:  # the error raised decides: an out-of-memory mentioned beside it ("why not OOM?") is not raised
+        if _OOM.search(error_line) or _SETUP_ERROR.search(error_line):
+            return ""
+        fail = _named_failure(error_line)
+        if fail and _DEVICE_WORD.search(text) and not _BOTH.search(text):
+            return fail
+    low = text.lower()
+    if not (any(t in low for t in _CUDA_FAILURE_WORDS) or _IMA.search(low)) or not _DEVICE_WORD.search(text):
+        return ""
+    if _BOTH.search(text) or _OOM.search(text):
+        return ""
+    return _named_failure(_SETUP_ERROR.sub(lambda m: " " * len(m.group(0)), text))
+
+
+def _named_failure(text: str) -> str:
+    """The most specific CUDA failure named in the text: the longest match ("illegal memory access" over
+    "CUDA error: a"); a bare "CUDA error: ..." is named by the rest of its line."""
+    found = list(CUDA_FAILURE.finditer(text))
+    if not found:
+        return ""
+    best = max(found, key=lambda m: len(m.group(0)))
+    if best.group(0).lower().startswith("cuda error:"):
+        end = text.find("\n", best.start())
+        return text[best.start(): end if end >= 0 else len(text)].strip()[:80]
+    return best.group(0).strip()
