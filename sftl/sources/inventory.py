@@ -1,0 +1,269 @@
+"""The source files a release's compiled libraries name (their __FILE__ strings), read from its wheel once and cached beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+# Checks and logs compiled into a release's libraries keep the path of the file they sit in:
+# TORCH_CHECK's "Exception raised from ... at ../aten/src/ATen/native/cuda/SoftMax.cu:268",
+# TensorFlow's LOG/CHECK "tensorflow/core/kernels/linalg/matrix_solve_op.cc". Wheels carry no C++
+# sources, but their libraries name the ones that were built into them: the release's own file list
+# of kernels, read without a source tree (what is named is known to exist; its text is not at hand).
+
+CACHE_NAME = "named-sources-v1.json"
+_FORMAT = 1
+
+# the repository folders each framework's C++ lives in; a named path is cut to start at one of them
+ANCHORS: dict[str, tuple[bytes, ...]] = {
+    "pytorch": (b"aten/src/", b"c10/", b"torch/csrc/", b"caffe2/"),
+    "tensorflow": (b"tensorflow/core/",),
+}
+_SUFFIX = re.compile(r"\.(?:cu\.cc|cu\.h|cc|cu|cuh|cpp|cxx|hpp|h|c|inl|inc)$")
+_TAIL = re.compile(rb"[A-Za-z0-9_./+-]{1,400}")
+_PATH_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+-")
+_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+-")
+# a path built by the build itself (generated code), never a file of the repository
+_GENERATED = ("bazel-out/", "bazel-bin/", "genfiles/", "build/", "_virtual_includes/")  # at a folder boundary
+_CHUNK = 16 << 20
+_OVERLAP = 1024  # longer than any path token kept (_TAIL: 400) plus the left context read (512)
+_LEFT = 512
+
+_MEMO: dict[tuple[str, int, str], frozenset[str]] = {}
+
+
+def is_library(member: str) -> bool:
+    """A shared library member of a wheel (`libx.so`, `libx.so.2`, `_pywrap.cpython-38-x86_64-linux-gnu.so`)."""
+    base = member.rsplit("/", 1)[-1]
+    return not member.endswith("/") and (base.endswith(".so") or ".so." in base)
+
+
+def _normalise(token: bytes, left: bytes, anchors: tuple[bytes, ...]) -> str | None:
+    """One repository path from a path token found at an anchor; None for generated files and non-sources.
+
+    `left` is the rest of the token before the anchor ("../", "/pytorch/", "external/org_tensorflow/").
+    """
+    try:
+        text = token.decode("ascii")
+        prefix = left.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    bounded = "/" + prefix
+    if any("/" + g in bounded for g in _GENERATED):
+        return None
+    if any("/" + a.decode() in bounded for a in anchors):
+        return None  # an anchor inside a path that starts at another one (aten/src/.../c10/): that one names it
+    text = text.rstrip(".")
+    if not _SUFFIX.search(text):
+        return None
+    norm = posixpath.normpath(text)
+    if norm.startswith("..") or "/../" in norm or not norm.startswith(tuple(a.decode() for a in anchors)):
+        return None
+    if "/generated/" in norm:
+        return None  # written by the build (torch/csrc/autograd/generated/), not a file of the repository
+    return norm
+
+
+def scan_stream(stream: IO[bytes], anchors: tuple[bytes, ...], chunk: int = _CHUNK) -> set[str]:
+    """The repository paths a binary stream names, read in chunks that overlap so no path is cut."""
+    found: set[str] = set()
+    buf, start = b"", 0  # start: the first position of buf not scanned yet
+    while True:
+        data = stream.read(chunk)
+        buf += data
+        # an anchor beginning before `limit` ends, with its whole token, inside buf (tokens < _OVERLAP)
+        limit = len(buf) if not data else max(start, len(buf) - _OVERLAP)
+        found.update(_scan(buf, start, limit, anchors))
+        if not data:
+            return found
+        keep = max(0, limit - _LEFT)  # the left context of what is scanned next
+        buf, start = buf[keep:], limit - keep
+
+
+def _scan(buf: bytes, start: int, limit: int, anchors: tuple[bytes, ...]) -> Iterator[str]:
+    """Paths whose anchor begins in buf[start:limit]."""
+    for anchor in anchors:
+        stop = min(len(buf), limit + len(anchor) - 1)
+        at = buf.find(anchor, start, stop)
+        while at != -1:
+            m = _TAIL.match(buf, at)
+            end = m.end() if m else at + len(anchor)
+            # the token's start: the path characters left of the anchor (a "../" or a build prefix)
+            s = at
+            while s > 0 and at - s < _LEFT and buf[s - 1] in _PATH_BYTES:
+                s -= 1
+            left = buf[s:at]
+            # an anchor inside a longer name ("mytensorflow/core/") is not the repository folder
+            if m is not None and (not left or left[-1] not in _NAME_BYTES):
+                path = _normalise(m.group(), left, anchors)
+                if path is not None:
+                    yield path
+            at = buf.find(anchor, end, stop) if end < stop else -1
+
+
+def scan_wheel(wheel: str | Path, framework: str) -> dict[str, list[str]]:
+    """{library member: sorted paths it names} for each shared library in the wheel (a slow read: 5-60 s)."""
+    anchors = ANCHORS[framework]
+    out: dict[str, list[str]] = {}
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if not is_library(info.filename):
+                continue
+            with zf.open(info) as stream:
+                named = scan_stream(stream, anchors)
+            if named:
+                out[info.filename] = sorted(named)
+    return out
+
+
+def cache_path(wheel: str | Path) -> Path:
+    """Where the inventory of a cached wheel is kept: beside it."""
+    return Path(wheel).parent / CACHE_NAME
+
+
+def _key(wheel: Path) -> tuple[str, int]:
+    return wheel.name, wheel.stat().st_size
+
+
+def _read_cache(wheel: Path, framework: str) -> frozenset[str] | None:
+    try:
+        data = json.loads(cache_path(wheel).read_text(encoding="utf-8"))
+        name, size = _key(wheel)
+        entry = data["wheels"][name]
+        if data.get("format") != _FORMAT or entry["size"] != size or entry["framework"] != framework:
+            return None
+        return frozenset(str(p) for p in entry["paths"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cache(wheel: Path, framework: str, by_library: dict[str, list[str]]) -> None:
+    path = cache_path(wheel)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("wheels"), dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    name, size = _key(wheel)
+    paths = sorted({p for named in by_library.values() for p in named})
+    wheels = dict(data.get("wheels", {}))
+    wheels[name] = {"size": size, "framework": framework, "paths": paths,
+                    "libraries": {lib: len(named) for lib, named in sorted(by_library.items())}}
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps({"format": _FORMAT, "wheels": wheels}, indent=0), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a read-only cache only costs the next process the scan again
+
+
+def wheel_named_paths(wheel: str | Path, framework: str, build: bool = True) -> frozenset[str] | None:
+    """The repository paths the wheel's libraries name: from the cache beside it, else scanned once and
+    cached (`build`; the scan takes 5-60 s); None when not cached and `build` is False, or the wheel is
+    unreadable. Concurrent callers wait for one scan instead of running their own."""
+    wheel = Path(wheel)
+    if framework not in ANCHORS:
+        return frozenset()
+    try:
+        name, size = _key(wheel)
+    except OSError:
+        return None
+    memo = (str(wheel.resolve()), size, framework)
+    if memo in _MEMO:
+        return _MEMO[memo]
+    found = _read_cache(wheel, framework)
+    if found is None and build:
+        with _lock(cache_path(wheel)):
+            found = _read_cache(wheel, framework)  # another process may have built it while we waited
+            if found is None:
+                try:
+                    by_library = scan_wheel(wheel, framework)
+                except (OSError, zipfile.BadZipFile, zlib.error, EOFError):
+                    return None
+                _write_cache(wheel, framework, by_library)
+                found = frozenset(p for named in by_library.values() for p in named)
+    if found is not None:
+        _MEMO[memo] = found
+    return found
+
+
+class _lock:
+    """An exclusive lock on `<cache>.lock` while one process scans (no lock where the folder is read-only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_name(path.name + ".lock")
+        self.fd: int | None = None
+
+    def __enter__(self) -> _lock:
+        try:
+            import fcntl
+
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except (OSError, ImportError):
+            if self.fd is not None:
+                os.close(self.fd)
+            self.fd = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the flock
+
+
+def _layers(source: Any) -> Iterator[Any]:
+    """The providers a source reads from, first layer first (a layered source's, a Python-files view's)."""
+    seen: set[int] = set()
+    stack = [source]
+    while stack:
+        provider = stack.pop(0)
+        if id(provider) in seen:
+            continue
+        seen.add(id(provider))
+        inner = getattr(provider, "providers", None)
+        if isinstance(inner, list | tuple):
+            stack[:0] = list(inner)
+            continue
+        wrapped = getattr(provider, "provider", None)
+        if wrapped is not None:
+            stack.insert(0, wrapped)
+            continue
+        yield provider
+
+
+def release_wheel(source: Any) -> tuple[Path, str] | None:
+    """(wheel, framework) of the report's release among the source's layers: its first wheel layer of the
+    source's own release (a stand-in wheel of another release, or a later one, is never it)."""
+    version = getattr(source, "version", None)
+    for layer in _layers(source):
+        wheel = getattr(layer, "wheel", None)
+        framework = getattr(layer, "framework", None)
+        if not isinstance(wheel, Path) or not isinstance(framework, str):
+            continue
+        if version and layer.version and layer.version != version:
+            continue
+        return wheel, framework
+    return None
+
+
+def named_paths(source: Any, build: bool = True) -> frozenset[str]:
+    """The repository paths the report's release's compiled libraries name (empty when the source has no wheel
+    of that release). The first call on a wheel scans it (5-60 s) unless `build` is False; later ones read
+    the cache beside the wheel (milliseconds)."""
+    found = release_wheel(source)
+    if found is None:
+        return frozenset()
+    return wheel_named_paths(found[0], found[1], build=build) or frozenset()
+
+
+def under(paths: Iterable[str], prefix: str) -> list[str]:
+    """The named paths under one repository folder, sorted."""
+    return sorted(p for p in paths if p.startswith(prefix))
