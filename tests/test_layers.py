@@ -15,6 +15,7 @@ ORDER = [
     "sftl.model",
     "sftl.errors",
     "sftl.config",
+    "sftl.github_json",
     "sftl.github",
     "sftl.browser",
     "sftl.store",
