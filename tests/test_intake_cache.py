@@ -14,7 +14,8 @@ from ghserver import GitHubServer, make_issue
 from sftl.cli import main
 from sftl.config import load_settings
 from sftl.errors import OfflineMissError
-from sftl.github import CACHE_PRUNE_INTERVAL_S, GitHubClient, cache_usage, http_cache_dir, prune_cache
+from sftl.github import GitHubClient
+from sftl.github_cache import CACHE_PRUNE_INTERVAL_S, cache_usage, http_cache_dir, prune_cache
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ ORDER = [
     "sftl.errors",
     "sftl.config",
     "sftl.github_json",
+    "sftl.github_cache",
     "sftl.github",
     "sftl.browser",
     "sftl.store",

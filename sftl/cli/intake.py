@@ -258,7 +258,7 @@ def _cache_payload(usage: Any) -> dict[str, Any]:
 
 
 def cmd_cache_info(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl.github import cache_usage
+    from sftl.github_cache import cache_usage
 
     usage = cache_usage(ctx.settings)
     payload = _cache_payload(usage)
@@ -272,7 +272,7 @@ def cmd_cache_info(args: argparse.Namespace, ctx: Context) -> int:
 
 def cmd_cache_prune(args: argparse.Namespace, ctx: Context) -> int:
     from sftl.cli.sources_cmd import prune_release_archives
-    from sftl.github import prune_cache
+    from sftl.github_cache import prune_cache
 
     usage = prune_cache(ctx.settings, parse_size(args.max_size), parse_age(args.max_age))
     sources = prune_release_archives(ctx, parse_age(args.max_age))  # release archives: by age, and their own bound
