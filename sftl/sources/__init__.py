@@ -25,6 +25,15 @@ from sftl.releases import (  # re-exported: the release table moved to sftl.rele
     version_key,
 )
 from sftl.releases import release_dates as release_dates
+from sftl.sources.frameworks import (
+    _IMPORT_NAMES,
+    _PACKAGES,
+    CXX_PREFIXES,
+    FRAMEWORKS,
+    NATIVE_FUNCTIONS,
+    parse_spec,
+    repo_path,
+)
 
 if TYPE_CHECKING:
     from sftl.config import Settings
@@ -140,82 +149,6 @@ class LocalTree:
             return None
         except OSError as exc:
             raise SourceError(f"cannot read {full}: {exc.strerror or exc}") from exc
-
-
-# --------------------------------------------------------------------------------------------
-# Framework facts: package names, repositories, and how installed/wheel paths map to the repo.
-
-FRAMEWORKS = ("pytorch", "tensorflow")
-_PACKAGES = {"pytorch": ("torch",), "tensorflow": ("tensorflow-cpu", "tensorflow")}
-_IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
-# the C++/CUDA parts a localizer reads; `sftl sources fetch --cxx` downloads these
-CXX_PREFIXES = {
-    "pytorch": (
-        "aten/src/ATen/native/",
-        "aten/src/THC/",
-        "aten/src/TH/",
-        "aten/src/THCUNN/",
-        "aten/src/THNN/",
-        "aten/src/ATen/Declarations.cwrap",  # old releases' TH bindings (op -> THTensor_ name)
-        "aten/src/ATen/nn.yaml",
-    ),
-    "tensorflow": ("tensorflow/core/kernels/",),
-}
-_YAML_IN_WHEEL = "torchgen/packaged/ATen/native/native_functions.yaml"
-NATIVE_FUNCTIONS = "aten/src/ATen/native/native_functions.yaml"
-
-
-def parse_spec(spec: str) -> tuple[str, str]:
-    """'pytorch==1.12.1' -> ('pytorch', '1.12.1')."""
-    name, sep, version = spec.partition("==")
-    if not sep or not version.strip():
-        raise InputError(f"expected FRAMEWORK==VERSION (e.g. pytorch==1.12.1), got {spec!r}")
-    return normalize_framework(name), version.strip()
-
-
-def repo_path(framework: str, installed: str) -> str | None:
-    """Map a path inside an installed package / wheel to the framework repository's path.
-
-    Wheels mirror the repository for Python files (torch/..., tensorflow/python/...); the few
-    exceptions are mapped here. Returns None for files that have no repository counterpart
-    (metadata, compiled libraries).
-    """
-    if ".dist-info/" in installed or installed.endswith((".so", ".pyc", ".dll", ".dylib")) or ".so." in installed:
-        return None
-    if framework == "pytorch":
-        if installed == _YAML_IN_WHEEL:
-            return NATIVE_FUNCTIONS
-        if installed.startswith("torchgen/packaged/ATen/"):
-            return "aten/src/ATen/" + installed[len("torchgen/packaged/ATen/") :]
-        if installed.startswith("torch/lib/include/"):  # 0.4-1.0 wheels kept the headers under torch/lib/
-            installed = "torch/include/" + installed[len("torch/lib/include/") :]
-        elif installed in ("torch/lib/THNN.h", "torch/lib/THCUNN.h"):  # 1.0: THNN/THCUNN's generic API headers
-            lib = installed[len("torch/lib/") : -len(".h")]
-            return f"aten/src/{lib}/generic/{lib}.h"
-        if installed.startswith("torch/include/"):
-            # headers shipped for extensions: torch/include/ATen/... -> aten/src/ATen/...
-            rest = installed[len("torch/include/") :]
-            if rest.startswith(("ATen/", "TH/", "THC/", "THNN/", "THCUNN/")):
-                return "aten/src/" + rest
-            if rest.startswith("c10/"):
-                return rest
-            if rest.startswith("torch/csrc/"):
-                return rest
-            return None
-        if installed.startswith(("torch/", "torchgen/", "functorch/")):
-            return installed
-        return None
-    if framework == "tensorflow":
-        if installed.startswith("tensorflow_core/"):
-            # TF 2.0/2.1 wheels: the real package is tensorflow_core/, tensorflow/ only a shim over it
-            installed = "tensorflow/" + installed[len("tensorflow_core/") :]
-        if installed.startswith("tensorflow/include/"):
-            rest = installed[len("tensorflow/include/") :]
-            return rest if rest.startswith("tensorflow/") else None
-        if installed.startswith("tensorflow/"):
-            return installed
-        return None
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -946,4 +879,4 @@ def _atomic_write(path: Path, text: str) -> None:
 # the wheel download moved to sftl/sources/wheels.py; re-exported here
 from sftl.sources.wheels import candidate_pythons, fetch_wheel, run_command  # noqa: E402
 
-__all__ = ["candidate_pythons", "fetch_wheel", "run_command"]
+__all__ = ["NATIVE_FUNCTIONS", "candidate_pythons", "fetch_wheel", "parse_spec", "run_command"]

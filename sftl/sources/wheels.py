@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from sftl.errors import SourceError
 from sftl.releases import normalize_framework
-from sftl.sources import _PACKAGES, cached_wheel, wheel_cache_dir
+from sftl.sources import cached_wheel, wheel_cache_dir
+from sftl.sources.frameworks import _PACKAGES
 
 if TYPE_CHECKING:
     from sftl.config import Settings
