@@ -1,0 +1,362 @@
+"""The source-provider interface and the providers over files at hand: a local tree, an installed package, a wheel, and views that select or layer them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import zipfile
+import zlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from sftl.errors import InputError, SourceError
+from sftl.releases import normalize_framework
+from sftl.sources.frameworks import _IMPORT_NAMES, _PACKAGES, repo_path
+
+
+class SourceProvider(Protocol):
+    """Framework sources at one release; every path is repository-relative, '/'-separated."""
+
+    framework: str  # "pytorch" | "tensorflow"
+    version: str | None
+    description: str  # for reports: where the files came from
+
+    def list_files(self) -> list[str]: ...
+
+    def read_text(self, path: str) -> str | None:
+        """The file's text, or None when the provider does not hold it."""
+        ...
+
+
+_SKIP_DIRS = {".git", "__pycache__", "node_modules", "third_party", "build", ".venv"}
+
+
+class LocalTree:
+    """A local checkout laid out like the framework's repository (`--source-root DIR`)."""
+
+    def __init__(
+        self, root: str | Path, framework: str, version: str | None = None, cache_dir: str | Path | None = None
+    ) -> None:
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise InputError(f"source root {self.root} is not a directory")
+        self.framework = framework
+        self.version = version
+        self.description = f"local tree {self.root}"
+        # where localizers may keep indexes built from this tree (None: rebuild in every process)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._files: list[str] | None = None
+
+    def index_cache_path(self) -> Path | None:
+        """Where a localizer may keep an index of this tree: one file per tree, keyed by its real path."""
+        if self.cache_dir is None:
+            return None
+        ident = hashlib.sha1(str(self.root.resolve()).encode()).hexdigest()[:16]
+        return self.cache_dir / "index" / f"tree-{self.framework}-{ident}.pickle"
+
+    def manifest(self, paths: Iterable[str]) -> str:
+        """A stamp of these files' sizes and mtimes: an index built from them is stale when it changes."""
+        digest = hashlib.sha1(str(self.root.resolve()).encode())
+        for path in paths:
+            try:
+                st = os.stat(self.root / path)
+                digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            except OSError:
+                digest.update(f"{path}\0-\n".encode())
+        return digest.hexdigest()
+
+    def list_files(self) -> list[str]:
+        if self._files is None:
+            listing = self._cached_listing()
+            if listing is None:
+                files: list[str] = []
+                stamps: dict[str, int] = {}
+                for dirpath, dirnames, filenames in os.walk(self.root):
+                    dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+                    rel = os.path.relpath(dirpath, self.root)
+                    prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+                    files.extend(prefix + f for f in sorted(filenames))
+                    try:
+                        stamps[prefix] = os.stat(dirpath).st_mtime_ns
+                    except OSError:
+                        pass
+                self._save_listing(stamps, files)
+                listing = files
+            self._files = listing
+        return self._files
+
+    def _listing_path(self) -> Path | None:
+        index = self.index_cache_path()
+        return index.with_name(index.stem + "-files.json") if index is not None else None
+
+    def _cached_listing(self) -> list[str] | None:
+        """The saved file list while no directory changed (an added/removed file changes its folder's mtime).
+
+        Stating the tree's ~1k folders is several times cheaper than listing its ~15k files again.
+        """
+        path = self._listing_path()
+        if path is None or not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            stamps, files = data["dirs"], data["files"]
+            for prefix, mtime in stamps.items():
+                if os.stat(self.root / prefix).st_mtime_ns != mtime:
+                    return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return [str(f) for f in files] if isinstance(files, list) else None
+
+    def _save_listing(self, stamps: dict[str, int], files: list[str]) -> None:
+        path = self._listing_path()
+        if path is None:
+            return
+        try:
+            _atomic_write(path, json.dumps({"root": str(self.root.resolve()), "dirs": stamps, "files": files}))
+        except OSError:
+            pass  # a cache: a read-only cache dir only costs time
+
+    def read_text(self, path: str) -> str | None:
+        full = self.root / path
+        try:
+            return full.read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise SourceError(f"cannot read {full}: {exc.strerror or exc}") from exc
+
+
+class SitePackages:
+    """The framework as installed in a site-packages directory, seen with the repository's paths."""
+
+    def __init__(self, framework: str, version: str | None = None, site_dir: str | Path | None = None) -> None:
+        self.framework = normalize_framework(framework)
+        if site_dir is None:
+            site_dir = _find_site_dir(self.framework)
+        self.site_dir = Path(site_dir)
+        if not self.site_dir.is_dir():
+            raise SourceError(f"site-packages {self.site_dir} is not a directory")
+        self.installed_version = _installed_version(self.site_dir, self.framework)
+        self.version = version or self.installed_version
+        self.description = f"installed {self.framework} {self.installed_version or '?'} in {self.site_dir}"
+        self._map: dict[str, str] | None = None
+
+    def _paths(self) -> dict[str, str]:
+        if self._map is None:
+            mapping: dict[str, str] = {}
+            # tensorflow_core (TF 2.0/2.1) first: where both define a path, the real package wins over the shim
+            for top in ("torch", "torchgen", "functorch") if self.framework == "pytorch" else ("tensorflow_core", "tensorflow"):
+                base = self.site_dir / top
+                for dirpath, dirnames, filenames in os.walk(base):
+                    dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                    rel = os.path.relpath(dirpath, self.site_dir).replace(os.sep, "/")
+                    for name in sorted(filenames):
+                        repo = repo_path(self.framework, f"{rel}/{name}")
+                        if repo is not None:
+                            mapping.setdefault(repo, f"{rel}/{name}")
+            self._map = mapping
+        return self._map
+
+    def list_files(self) -> list[str]:
+        return list(self._paths())
+
+    def read_text(self, path: str) -> str | None:
+        installed = self._paths().get(path)
+        if installed is None:
+            return None
+        try:
+            return (self.site_dir / installed).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise SourceError(f"cannot read {self.site_dir / installed}: {exc.strerror or exc}") from exc
+
+
+def _find_site_dir(framework: str) -> Path:
+    """The site-packages holding the framework in this interpreter, found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(_IMPORT_NAMES[framework])
+    if spec is None or not spec.submodule_search_locations:
+        raise SourceError(f"{framework} is not installed in this Python ({sys.executable})")
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def _installed_version(site_dir: Path, framework: str) -> str | None:
+    for package in _PACKAGES[framework] + (("tensorflow-gpu", "tf-nightly") if framework == "tensorflow" else ()):
+        pattern = package.replace("-", "_") + "-*.dist-info"
+        for info in sorted(site_dir.glob(pattern)):
+            return info.name[len(package) + 1 : -len(".dist-info")]
+    return None
+
+
+class WheelSource:
+    """A release's wheel read as a zip (never installed), with wheel paths mapped to repository paths."""
+
+    def __init__(self, wheel: str | Path, framework: str, version: str | None = None) -> None:
+        self.wheel = Path(wheel)
+        self.framework = normalize_framework(framework)
+        self.version = version or _wheel_version(self.wheel.name)
+        self.description = f"wheel {self.wheel.name}"
+        try:
+            self._zip = zipfile.ZipFile(self.wheel)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise SourceError(f"cannot open wheel {self.wheel}: {exc}") from exc
+        self._map: dict[str, str] = {}
+        for name in self._zip.namelist():
+            if name.endswith("/"):
+                continue
+            repo = repo_path(self.framework, name)
+            if repo is not None:
+                if name.startswith("tensorflow_core/"):
+                    self._map[repo] = name  # the real package wins over the tensorflow/ shim
+                else:
+                    self._map.setdefault(repo, name)
+
+    def list_files(self) -> list[str]:
+        return list(self._map)
+
+    def read_text(self, path: str) -> str | None:
+        member = self._map.get(path)
+        if member is None:
+            return None
+        try:
+            return self._zip.read(member).decode("utf-8", errors="replace")
+        except (OSError, zipfile.BadZipFile, KeyError, zlib.error, EOFError) as exc:  # corrupt deflate data: zlib/EOF
+            raise SourceError(f"cannot read {member} from {self.wheel.name}: {exc}") from exc
+
+    def close(self) -> None:
+        self._zip.close()
+
+
+def _wheel_version(filename: str) -> str | None:
+    parts = filename.split("-")
+    return parts[1] if len(parts) > 2 else None
+
+
+class PythonFilesOf:
+    """The Python files of another provider only: a release's own Python code laid over a stand-in
+    tree of another release (C++ stays the tree's, consistent with its own native_functions.yaml)."""
+
+    def __init__(self, provider: SourceProvider) -> None:
+        self.provider = provider
+        self.framework = provider.framework
+        self.version = provider.version
+        self.description = f"Python files of {provider.description}"
+
+    def list_files(self) -> list[str]:
+        return [p for p in self.provider.list_files() if p.endswith((".py", ".pyi"))]
+
+    def read_text(self, path: str) -> str | None:
+        return self.provider.read_text(path) if path.endswith((".py", ".pyi")) else None
+
+
+class LayeredSource:
+    """Several providers seen as one: the first that holds a file wins.
+
+    `successors` are providers of releases after the report's (a cached later wheel) that are never
+    read as this source's files: localizers consult them only to tell when an op's code changed.
+    """
+
+    def __init__(self, providers: Sequence[SourceProvider], successors: Sequence[SourceProvider] = ()) -> None:
+        if not providers:
+            raise SourceError("a layered source needs at least one provider")
+        self.providers = list(providers)
+        self.successors = list(successors)
+        # the release of the layer that stands for the report's era when no layer is of the report's own
+        # release (a nearer cached wheel under a newer tree); None: the report's release itself
+        self.era_release: str | None = None
+        self.framework = providers[0].framework
+        self.version = providers[0].version
+        self.description = " + ".join(p.description for p in providers)
+        self._files: list[str] | None = None
+        self._owner: dict[str, int] | None = None  # path -> index of the layer that holds it first
+
+    def list_files(self) -> list[str]:
+        if self._files is None:
+            seen: dict[str, None] = {}
+            for provider in self.providers:
+                for path in provider.list_files():
+                    seen.setdefault(path, None)
+            self._files = list(seen)
+        return self._files
+
+    def read_text(self, path: str) -> str | None:
+        for provider in self.providers:
+            text = provider.read_text(path)
+            if text is not None:
+                return text
+        return None
+
+    def layer_of(self, path: str) -> SourceProvider | None:
+        """The layer `read_text(path)` reads from (the first that lists it); None when no layer holds it."""
+        if self._owner is None:
+            owner: dict[str, int] = {}
+            for i, provider in enumerate(self.providers):
+                for listed in provider.list_files():
+                    owner.setdefault(listed, i)
+            self._owner = owner
+        at = self._owner.get(path)
+        return None if at is None else self.providers[at]
+
+    def release_of(self, path: str) -> str | None:
+        """The release of the layer a path is read from: a stand-in tree's, not the report's, where they differ."""
+        layer = self.layer_of(path)
+        return None if layer is None else layer.version
+
+    def layers_at(self, version: str | None) -> list[SourceProvider]:
+        """The layers of one release (e.g. the report's own wheel under a newer stand-in tree)."""
+        return [p for p in self._layers() if version is not None and p.version == version]
+
+    def releases(self) -> list[str | None]:
+        """The release of each layer, first layer first (several when a stand-in tree covers another release)."""
+        return [p.version for p in self._layers()]
+
+    def _layers(self) -> list[SourceProvider]:
+        """The providers, without the Python-files views of layers that are there in full."""
+        full = [p for p in self.providers if not isinstance(p, PythonFilesOf)]
+        return full + [p.provider for p in self.providers if isinstance(p, PythonFilesOf) and p.provider not in full]
+
+    def index_cache_path(self) -> Path | None:
+        """The first layer's index cache (a cached GitHub tree), so layering keeps localizers warm."""
+        for provider in self.providers:
+            fn = getattr(provider, "index_cache_path", None)
+            if callable(fn):
+                path = fn()
+                if not isinstance(path, Path):
+                    return None
+                if not isinstance(provider, LocalTree) or len(self.providers) == 1:
+                    return path
+                # a tree is also read alone (--source-root); layered it indexes more files: keep both warm
+                tag = hashlib.sha1("\n".join(p.description for p in self.providers).encode()).hexdigest()[:10]
+                return path.with_name(f"{path.stem}-layered-{tag}{path.suffix}")
+        return None
+
+    def cached_file_count(self) -> int:
+        return sum(int(getattr(p, "cached_file_count", lambda: 0)()) for p in self.providers)
+
+    def manifest(self, paths: Iterable[str]) -> str:
+        """The local layers' stamps of these files (cached GitHub/wheel layers are counted by the caller)."""
+        wanted = list(paths)
+        stamps = [fn(wanted) for p in self.providers if callable(fn := getattr(p, "manifest", None))]
+        if len(self.providers) == 1 and len(stamps) == 1:
+            return str(stamps[0])  # a tree alone: the index it shares with `--source-root` / `sources add`
+        return hashlib.sha1("\n".join(stamps).encode()).hexdigest()
+
+
+def iter_texts(source: SourceProvider, paths: Iterable[str]) -> Iterable[tuple[str, str]]:
+    """(path, text) for each path the provider holds."""
+    for path in paths:
+        text = source.read_text(path)
+        if text is not None:
+            yield path, text
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
