@@ -181,7 +181,7 @@ def wheel_named_paths(wheel: str | Path, framework: str, build: bool = True) -> 
         return _MEMO[memo]
     found = _read_cache(wheel, framework)
     if found is None and build:
-        with _lock(cache_path(wheel)):
+        with _lock(wheel):
             found = _read_cache(wheel, framework)  # another process may have built it while we waited
             if found is None:
                 try:
@@ -196,17 +196,17 @@ def wheel_named_paths(wheel: str | Path, framework: str, build: bool = True) -> 
 
 
 class _lock:
-    """An exclusive lock on `<cache>.lock` while one process scans (no lock where the folder is read-only)."""
+    """An exclusive flock on the wheel itself while one process scans it (none where it cannot be taken)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path.with_name(path.name + ".lock")
+    def __init__(self, wheel: Path) -> None:
+        self.wheel = wheel
         self.fd: int | None = None
 
     def __enter__(self) -> _lock:
         try:
             import fcntl
 
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = os.open(self.wheel, os.O_RDONLY)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
         except (OSError, ImportError):
             if self.fd is not None:

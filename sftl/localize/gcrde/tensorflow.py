@@ -6,7 +6,10 @@ import difflib
 import re
 import weakref
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from rapidfuzz import fuzz
 
 from sftl.localize.gcrde.board import (
     _Board,
@@ -18,6 +21,7 @@ from sftl.localize.gcrde.cues import (
     _LIFT,
     _OWN_NAN,
     Cues,
+    Divergence,
     divergent_side,
     report_cues,
 )
@@ -28,6 +32,7 @@ from sftl.localize.gcrde.ops import (
     _title_tokens,
 )
 from sftl.model import Extraction, Issue, Localization, Outcome, Side
+from sftl.sources.inventory import named_paths, release_wheel
 
 if TYPE_CHECKING:
     from sftl.sources import SourceProvider
@@ -232,18 +237,26 @@ def _localize_tensorflow(
     cues = report_cues(issue, extraction) if method == "sftl" else Cues()
     # a header-only listing infers the implementation files even beside a registration a header holds
     inferred = method == "sftl" and _tf_header_only(files) and _tf_headers(ordered, texts, set(files), board, cues)
-    if not registered and not inferred:
+    # no kernel .cc at hand (a wheel, an installed package): the files the release's own libraries name
+    binary = _tf_binary_layer(source) if method == "sftl" and not any(f.endswith(".cc") for f in files) else None
+    by_binary = binary is not None and _tf_binary_named(ordered, binary, set(files), board, div, _tf_gen_ops(source))
+    if not registered and not inferred and not by_binary:
         _tf_names(ordered, files, board, fuzzy_only=method == "paper")
     if not board.files:
         return Localization(label, (), Outcome.ABSTAINED,
-                            f"no kernel file for {', '.join(o.name for o in ordered[:5])} in {source.description}")
-    weights: dict[Side | None, float] = (_side_weights(div, cues if inferred else None) if method == "sftl"
-                                         else {s: 1.0 for s in Side})
+                            f"no kernel file for {', '.join(o.name for o in ordered[:5])} in {source.description}"
+                            + (f" nor among the {len(binary.kernels)} kernel files its libraries name" if binary else ""))
+    weights: dict[Side | None, float] = (_side_weights(div, cues if inferred or by_binary else None)
+                                         if method == "sftl" else {s: 1.0 for s in Side})
     suspects = _rank(board, weights, top, label, _tf_side)
     how = "REGISTER_KERNEL_BUILDER in contents" if registered and not inferred else (
         "kernel headers only: implementation files inferred from the headers declaring the op's functor or named after it"
         if inferred else "kernel file names (no registration found in the contents)" if texts
         else "kernel file names (no C++ contents in the source)")
+    if by_binary and binary is not None:
+        how = (f"{how if inferred else 'no kernel sources'}; kernel files named by the release's compiled libraries "
+               f"({len(binary.kernels)} under {_TF_KERNEL_DIR} in {binary.wheel}: their sources are not at hand"
+               + ("" if binary.gpu_build else "; a CPU-only build, so its GPU files are inferred by naming") + ")")
     return Localization(label, tuple(suspects), Outcome.LOCATED,
                         f"ops: {', '.join(o.name for o in ordered[:5])}; {how}; {div.why}")
 
@@ -448,4 +461,114 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
                                   Side.CUDA if path in comps else None)
             elif cues.value_dependent and functor:
                 board.add(header, w * _LIFT, f"{cues.value_dependent}: the math is the functor in {name}")
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# The kernel files a release's compiled libraries name (sftl.sources.inventory): a wheel carries no kernel .cc,
+# but its libraries' CHECK/LOG strings name the kernel files built into them. Those are known to exist in the
+# reported release (their text is not at hand); matched to the op by TensorFlow's naming (`<op>_op.cc`,
+# `<op>_op_gpu.cu.cc`, `<op>_op_gpu.h`, `cwise_op_<op>.cc`, `reduction_ops_<op>.cc`, subfolders image/, linalg/...).
+
+
+@dataclass(frozen=True)
+class _BinaryLayer:
+    wheel: str  # the wheel's file name, for reasons
+    kernels: tuple[str, ...]  # the named paths under tensorflow/core/kernels/
+    gpu_build: bool  # the libraries name GPU files (.cu.cc): a GPU build; else the GPU files cannot be named
+
+
+def _tf_binary_layer(source: SourceProvider) -> _BinaryLayer | None:
+    found = release_wheel(source)
+    if found is None or found[1] != "tensorflow":
+        return None
+    kernels = tuple(sorted(p for p in named_paths(source) if p.startswith(_TF_KERNEL_DIR)))
+    if not kernels:
+        return None
+    return _BinaryLayer(found[0].name, kernels, any(p.endswith((".cu.cc", ".cu.h")) for p in kernels))
+
+
+# stem words that say what kind of file it is, not which op: dropped before comparing a file with an op
+_TF_FILE_NOISE = frozenset(
+    "op ops gpu cpu impl functor functors kernel kernels cu common cwise lib util utils base "
+    "float double half bfloat16 int8 int16 int32 int64 uint8 complex complex64 complex128 real bool".split()
+)
+_TF_FUZZY = 88.0  # rapidfuzz ratio (0-100) for a file name that is the op's with a letter or two off
+_GPU_INFERRED = "not named by the release's libraries, a CPU-only build that names no GPU file: inferred from {cc}"
+
+
+def _tf_file_stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].split(".", 1)[0]  # x_op_gpu.cu.cc -> x_op_gpu
+
+
+def _tf_op_words(stem: str) -> str:
+    """'non_max_suppression_op_gpu' -> 'nonmaxsuppression': the op words of a kernel file's name."""
+    return "".join(w for w in stem.split("_") if w and w not in _TF_FILE_NOISE and not w.isdigit())
+
+
+def _tf_op_keys(op: str, gen_names: dict[str, str]) -> set[str]:
+    """The compact names a kernel file of `op` may carry: the op's (version suffix off), its gen_*_ops function's."""
+    keys = {_tf_op_words(_snake(re.sub(r"(?:V\d+|Native)$", "", op)))}
+    for fname, raw in gen_names.items():
+        if raw == op:
+            keys.add(_tf_op_words(re.sub(r"_v\d+$", "", fname.strip("_"))))
+    return {k for k in keys if len(k) >= 3}
+
+
+def _tf_name_match(op: str, keys: set[str], path: str) -> tuple[float, str]:
+    """How well a kernel file's name says it is `op`'s: (strength, why); (0, "") for no likeness."""
+    stem = _tf_file_stem(path)
+    family = next((fam for rx, fam in _TF_FAMILIES if rx.match(op)), None)
+    if family and stem.startswith(family):
+        rest = stem[len(family):].strip("_")
+        if rest and _tf_op_words(rest) in keys:
+            return 1.0, f"the {family} family's file for {op}"
+        return 0.9, f"{op} belongs to the {family} family"
+    words = _tf_op_words(stem)
+    if not words:
+        return 0.0, ""
+    if words in keys:
+        return 1.0, f"file name {stem} is {op}'s by TensorFlow's naming"
+    best = max(fuzz.ratio(words, k) for k in keys)
+    if best >= _TF_FUZZY:
+        return 0.6 * best / 100, f"file name {stem} ~ {op} ({best / 100:.2f})"
+    if any(words.startswith(k) and len(k) >= 5 for k in keys):
+        return 0.55, f"file name {stem} starts with {op}'s name"
+    return 0.0, ""
+
+
+def _tf_binary_named(
+    ops: list[OpRef], binary: _BinaryLayer, listed: set[str], board: _Board, div: Divergence, gen_names: dict[str, str]
+) -> bool:
+    """Rank the kernel files the release's libraries name by how their names match each op; with a CPU-only build,
+    the op's GPU files are inferred beside its named .cc (first when the report surely blames CUDA)."""
+    found = False
+    gpu_first = div.side is Side.CUDA and div.confident
+    for op in ops:
+        keys = _tf_op_keys(op.name, gen_names)
+        if not keys:
+            continue
+        hits = [(p, *_tf_name_match(op.name, keys, p)) for p in binary.kernels]
+        hits = [h for h in hits if h[1] > 0]
+        if not hits:
+            continue
+        found = True
+        top = max(s for _, s, _ in hits)
+        kept = [h for h in hits if h[1] >= top * 0.75]  # a likeness beside a file that is the op's is noise
+        # the op's GPU-side files at hand: named by the libraries, or listed (a wheel's headers: topk_op_gpu.h)
+        gpu_known = [p for p in {h[0] for h in kept} | listed
+                     if _tf_side(p) is Side.CUDA and _tf_name_match(op.name, keys, p)[0] >= top * 0.75]
+        for path, strength, why in kept:
+            w = op.weight * strength
+            board.add(path, w, f"{path.rsplit('/', 1)[-1]}: named by the release's compiled libraries ({binary.wheel}); "
+                      f"its source is not at hand; {why} [{op.origin}]", _tf_side(path))
+            impl = _TF_IMPL_STEM.match(_tf_file_stem(path))
+            if binary.gpu_build or gpu_known or not path.endswith(".cc") or ".cu." in path or impl is None:
+                continue  # the build names the GPU files (none for this op: its GPU code is in the .cc), or no .cc
+            folder, stem = path.rsplit("/", 1)[0] + "/", impl.group("stem")
+            factor = 0.9 if gpu_first else 0.75  # a guessed file below the one known to exist, unless CUDA is blamed
+            for i, guess in enumerate((f"{folder}{stem}_gpu.cu.cc", f"{folder}{stem}.cu.cc")):
+                board.add(guess, w * factor * (1.0 - 0.03 * i),
+                          f"{_GPU_INFERRED.format(cc=path.rsplit('/', 1)[-1])} by TensorFlow's naming convention; "
+                          f"source not available [{op.origin}]", Side.CUDA)
     return found

@@ -1,0 +1,118 @@
+"""TensorFlow GCRDE from a wheel without kernel sources: the kernel files its compiled libraries name (real gcc builds)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sftl.localize.gcrde import localize_gcrde
+from sftl.model import Environment, Extraction, Issue, Localization, Outcome, Side
+from sftl.sources import WheelSource
+
+K = "tensorflow/core/kernels/"
+NAMED = "named by the release's compiled libraries"
+
+C_SOURCE = r"""
+#include <stdio.h>
+static const char *files[] = { NAMES };
+int log_at(int i) { fprintf(stderr, "%s:%d\n", __FILE__, __LINE__); return puts(files[i]); }
+"""
+
+
+def tf_wheel(tmp: Path, version: str, named: list[str], headers: dict[str, str] | None = None) -> WheelSource:
+    """A wheel whose library was compiled from tensorflow/core/kernels/<named[0]> and names the rest (as CHECKs do)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp / "repo" / named[0]
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text(C_SOURCE.replace("NAMES", ", ".join(json.dumps(n) for n in named[1:]) or '""'), encoding="utf-8")
+    lib = tmp / "libtensorflow_framework.so.2"
+    subprocess.run(["gcc", "-x", "c", "-shared", "-fPIC", "-o", str(lib), named[0]], cwd=tmp / "repo",
+                   check=True, capture_output=True)
+    wheel = tmp / f"tensorflow-{version}-cp37-cp37m-manylinux2010_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("tensorflow/__init__.py", "")
+        zf.write(lib, "tensorflow/libtensorflow_framework.so.2")
+        for path, text in (headers or {}).items():
+            zf.writestr("tensorflow/include/" + path, text)
+    return WheelSource(wheel, "tensorflow")
+
+
+def locate(source: WheelSource, title: str, op: str, body: str = "") -> Localization:
+    issue = Issue(repo="tensorflow/tensorflow", number=1, title=title, body=body)
+    ex = Extraction(None, None, Environment(framework="tensorflow"), apis=(f"tensorflow.raw_ops.{op}",))
+    return localize_gcrde(issue, ex, source)
+
+
+def paths(loc: Localization) -> list[str]:
+    return [s.path for s in loc.suspects]
+
+
+CPU_BUILD = [K + "image/non_max_suppression_op.cc", K + "linalg/matrix_solve_op.cc",
+             K + "linalg/matrix_solve_ls_op_impl.h", K + "cwise_op_floor_div.cc", K + "constant_op.cc",
+             "tensorflow/core/framework/op_kernel.cc"]
+
+
+def test_a_cpu_build_names_the_ops_cc_and_a_gpu_report_puts_the_inferred_gpu_files_first(tmp_path: Path) -> None:
+    wheel = tf_wheel(tmp_path, "2.4.0", CPU_BUILD)
+    loc = locate(wheel, "NonMaxSuppressionV3 is wrong on GPU", "NonMaxSuppressionV3",
+                 body="It works on CPU but returns a different result on GPU.")
+    assert loc.outcome is Outcome.LOCATED
+    assert paths(loc)[:3] == [K + "image/non_max_suppression_op_gpu.cu.cc", K + "image/non_max_suppression_op.cu.cc",
+                              K + "image/non_max_suppression_op.cc"]
+    guess, named = loc.suspects[0], loc.suspects[2]
+    assert guess.side is Side.CUDA and "CPU-only build that names no GPU file: inferred from non_max_suppression_op.cc" \
+        in guess.reason and "source not available" in guess.reason
+    assert named.reason.startswith(f"non_max_suppression_op.cc: {NAMED} ({wheel.wheel.name}); its source is not at hand")
+    assert "kernel files named by the release's compiled libraries (5 under tensorflow/core/kernels/" in loc.reason
+    assert "a CPU-only build" in loc.reason
+    assert wheel.read_text(named.path) is None  # named, never read
+
+
+def test_a_report_not_saying_which_side_puts_the_named_file_above_guesses_and_likenesses(tmp_path: Path) -> None:
+    wheel = tf_wheel(tmp_path, "2.4.0", CPU_BUILD)
+    loc = locate(wheel, "linalg.solve gives different results on CPU and GPU", "MatrixSolve")
+    assert paths(loc)[0] == K + "linalg/matrix_solve_op.cc"
+    assert K + "linalg/matrix_solve_ls_op_impl.h" not in paths(loc)  # a likeness beside the op's own file
+    order = paths(loc)
+    assert order.index(K + "linalg/matrix_solve_op.cc") < order.index(K + "linalg/matrix_solve_op_gpu.cu.cc")
+
+
+def test_a_cwise_op_is_found_by_its_family_file_name(tmp_path: Path) -> None:
+    wheel = tf_wheel(tmp_path, "2.4.0", CPU_BUILD)
+    loc = locate(wheel, "floordiv differs", "FloorDiv", body="The CPU result is wrong, GPU is right.")
+    assert paths(loc)[0] == K + "cwise_op_floor_div.cc"
+
+
+def test_a_gpu_build_names_the_gpu_files_and_none_is_guessed(tmp_path: Path) -> None:
+    gpu_build = [K + "topk_op.cc", K + "topk_op_gpu_float.cu.cc", K + "topk_op_gpu_double.cu.cc",
+                 K + "linalg/matrix_solve_op.cc", K + "bias_op_gpu.cu.cc"]
+    wheel = tf_wheel(tmp_path, "2.1.0", gpu_build)
+    loc = locate(wheel, "[CUDA] illegal memory read on TopK", "TopKV2",
+                 body="The GPU kernel reads out of bounds; the CPU one is fine.")
+    assert set(paths(loc)[:2]) == {K + "topk_op_gpu_float.cu.cc", K + "topk_op_gpu_double.cu.cc"}
+    assert loc.suspects[0].side is Side.CUDA and NAMED in loc.suspects[0].reason
+    assert "CPU-only build" not in loc.reason
+    # the build names no GPU file of MatrixSolve: its GPU code is in the .cc, so no .cu.cc is made up
+    solve = locate(wheel, "tf.linalg.solve differs on GPU", "MatrixSolve", body="Wrong on GPU, fine on CPU.")
+    assert paths(solve) == [K + "linalg/matrix_solve_op.cc"]
+
+
+def test_a_listed_gpu_header_of_the_op_stops_the_guessing(tmp_path: Path) -> None:
+    header = "namespace tensorflow { namespace functor { template <typename T> struct TopKFunctor {}; } }\n"
+    wheel = tf_wheel(tmp_path, "2.4.0", [K + "topk_op.cc"], headers={K + "topk_op_gpu.h": header})
+    loc = locate(wheel, "top_k wrong on GPU", "TopKV2", body="Wrong on GPU, fine on CPU.")
+    assert K + "topk_op_gpu.h" in paths(loc)
+    assert not any("CPU-only build that names no GPU file" in s.reason for s in loc.suspects)
+
+
+def test_no_matching_named_file_abstains_and_says_what_was_searched(tmp_path: Path) -> None:
+    wheel = tf_wheel(tmp_path, "2.4.0", CPU_BUILD)
+    loc = locate(wheel, "Qr differs on GPU", "Qr")
+    assert loc.outcome is Outcome.ABSTAINED
+    assert "nor among the 5 kernel files its libraries name" in loc.reason
