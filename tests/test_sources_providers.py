@@ -290,6 +290,9 @@ def test_fetch_wheel_runs_pip_download_and_caches(tmp_path: Path, local_index: P
     wheel = fetch_wheel("pytorch", "1.12.1", settings, python="3.10")
     assert wheel.parent == wheel_cache_dir(settings, "pytorch", "1.12.1")
     assert cached_wheel(settings, "pytorch", "1.12.1") == wheel
+    from sftl.sources.inventory import cache_path
+
+    assert cache_path(wheel).is_file()  # the files its libraries name are scanned at fetch time, not at locate
     shutil.rmtree(local_index)  # a second call must not need pip at all
     assert fetch_wheel("pytorch", "1.12.1", settings, python="3.10") == wheel
     assert WheelSource(wheel, "pytorch").read_text(NATIVE_FUNCTIONS) == YAML_TEXT

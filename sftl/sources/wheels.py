@@ -105,6 +105,10 @@ def fetch_wheel(
                 for left in partial.iterdir():
                     left.unlink()
                 partial.rmdir()
+                # the files its libraries name, scanned now (5-60 s) so that `locate` never pays for it
+                from sftl.sources.inventory import wheel_named_paths
+
+                wheel_named_paths(final, framework)
                 return final
             tried.append(f"{package} py{py}")
             lines = (done.stderr or done.stdout).strip().splitlines()
