@@ -93,7 +93,9 @@ _TF_INCIDENTAL = frozenset(
 )
 _TF_NAMESPACE_SKIP = ("tensorflow.config.", "tensorflow.test.", "tensorflow.debugging.", "tensorflow.compat.v1.Session",
                       "tensorflow.io.", "tensorflow.data.", "tensorflow.summary.", "tensorflow.saved_model.")
-_GEN_CALL = re.compile(r"\bgen_\w+_ops\.(\w+)\s*\(")
+# a generated wrapper called or picked (`transpose_fn = gen_array_ops.conjugate_transpose`)
+_GEN_REF = re.compile(r"\bgen_\w+_ops\.(\w+)\b")
+_LOCAL_CALL = re.compile(r"(?<![\w.])([a-z_]\w*)\s*\(")
 
 
 def tf_raw_ops(api: str, source: SourceProvider | None = None) -> tuple[str, ...]:
@@ -132,12 +134,20 @@ def _tf_ops_from_python(api: str, source: SourceProvider) -> tuple[str, ...]:
         if not text or marker not in text:
             continue
         pos = text.find(marker)
-        m = re.compile(r"\n(?:@[^\n]*\n)*def \w+\(").search(text, pos)
+        m = re.compile(r"\n(?:@[^\n]*\n)*def (\w+)\(").search(text, pos)
         if m is None:
             continue
         end = re.compile(r"\n(?:@|def |class )").search(text, m.end())
         body = text[m.end(): end.start() if end else len(text)]
-        calls = list(dict.fromkeys(c.group(1) for c in _GEN_CALL.finditer(body)))
+        calls = list(dict.fromkeys(c.group(1) for c in _GEN_REF.finditer(body)))
+        # one level into the module's own helpers it calls: matrix_transpose returns transpose(...), whose body
+        # picks gen_array_ops.conjugate_transpose or gen_array_ops.transpose
+        for name in dict.fromkeys(c.group(1) for c in _LOCAL_CALL.finditer(body)):
+            helper = re.compile(r"\ndef " + re.escape(name) + r"\(").search(text)
+            if helper is not None and name != m.group(1):
+                stop = re.compile(r"\n(?:@|def |class )").search(text, helper.end())
+                inner = text[helper.end(): stop.start() if stop else len(text)]
+                calls += [c.group(1) for c in _GEN_REF.finditer(inner) if c.group(1) not in calls]
         if calls:
             # the op named like the API first: matrix_transpose calls range() before transpose()
             leaf = exported.rsplit(".", 1)[-1]
@@ -461,7 +471,24 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
                                   Side.CUDA if path in comps else None)
             elif cues.value_dependent and functor:
                 board.add(header, w * _LIFT, f"{cues.value_dependent}: the math is the functor in {name}")
+        _tf_gpu_headers_of(op, texts, op.weight * top, board)
     return found
+
+
+def _tf_gpu_headers_of(op: OpRef, texts: dict[str, str], weight: float, board: _Board) -> None:
+    """GPU headers named otherwise whose device code declares types named after the op: the GPU transpose's
+    tiles live in conv_2d_gpu.h (BatchNarrowMatrixTransposeDispatcher, TransposeElemType), not in a transpose file."""
+    base = re.sub(r"(?:V\d+|Native)$", "", op.name)
+    if len(base) < 5:
+        return  # Sum, Max, Mean: too short a word to tell one header from another
+    word = re.compile(re.escape(base) + r"(?![a-z])")
+    for path, text in texts.items():
+        if not path.endswith(".h") or _tf_side(path) is not Side.CUDA or not _TF_DEVICE_CODE.search(text):
+            continue
+        named = sorted({d for d in _TF_DECL.findall(text) if word.search(d)})
+        if named:
+            board.add(path, weight * 0.9, f"{path.rsplit('/', 1)[-1]}: its GPU device code declares "
+                      f"{', '.join(named[:2])}, named after {op.name} [{op.origin}]", Side.CUDA)
 
 
 # --------------------------------------------------------------------------------------------
