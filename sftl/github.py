@@ -36,10 +36,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
-import requests
+if TYPE_CHECKING:  # requests costs 0.25 s to import: only the calls that reach the network load it
+    import requests
 
 from sftl.config import Settings
 from sftl.errors import (
@@ -173,6 +174,8 @@ class GitHubClient:
     @property
     def session(self) -> requests.Session:
         if self._session is None:
+            import requests
+
             s = requests.Session()
             s.trust_env = False  # no proxies or .netrc credentials sneaking in from the environment
             s.headers.update(
@@ -384,6 +387,8 @@ class GitHubClient:
         (renamed into place). `progress(event, done, total)` sees "start", "update" and "end" (total None
         when the server sends no length). One API request; the archive host's requests are counted too.
         """
+        import requests
+
         what = f"the source archive of {repo}@{ref}"
         if self.settings.offline:
             raise OfflineMissError(f"offline: {what} is not downloaded")
@@ -601,6 +606,8 @@ class GitHubClient:
         page) are retried with backoff. Connection failures are retried only within `settings.net_wait`
         seconds of waiting in all, connection attempts that timed out included: the network is down, say so
         soon. Each wait of a second or more is announced on the `sftl` logger."""
+        import requests
+
         attempt = 0
         limited = 0
         down_waited = 0.0  # seconds waited on connection failures for this request

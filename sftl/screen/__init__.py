@@ -52,53 +52,106 @@ precision target in cross-validation. Saved as a versioned joblib artefact.
 
 from __future__ import annotations
 
-from sftl.screen.documents import (
-    Doc,
-    prepare,
-    prepare_many,
-)
-from sftl.screen.keywords import (
-    KEYWORDS,
-    SECTION_WEIGHTS,
-    THRESHOLDS,
-    KeywordScreener,
-    default_screener,
-)
-from sftl.screen.learned import (
-    ARTEFACT_FORMAT,
-    ARTEFACT_VERSION,
-    CLASSES,
-    FEATURE_NAMES,
-    LearnedScreener,
-    load_labels,
-    model_path,
-)
-from sftl.screen.rules import (
-    FRAMEWORK_DEPS,
-    FRAMEWORK_MODULES,
-    GCRDE_RULE_MIN,
-    STRONG_GCRDE_MARGIN,
-    RuleEvidence,
-    _default_and_gpu_call,
-    gcrde_evidence,
-    mme_evidence,
-    rule_evidence,
-)
-from sftl.screen.sections import (
-    Sections,
-    read_sections,
-)
-from sftl.screen.similar import (
-    duplicate_text,
-    similar,
-)
-from sftl.screen.stage import (
-    MIN_CORPUS,
-    rules_screening,
-    screen,
-    screen_corpus,
-    screen_many,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sftl.screen.documents import (
+        Doc,
+        prepare,
+        prepare_many,
+    )
+    from sftl.screen.keywords import (
+        KEYWORDS,
+        SECTION_WEIGHTS,
+        THRESHOLDS,
+        KeywordScreener,
+        default_screener,
+    )
+    from sftl.screen.learned import (
+        ARTEFACT_FORMAT,
+        ARTEFACT_VERSION,
+        CLASSES,
+        FEATURE_NAMES,
+        LearnedScreener,
+        load_labels,
+        model_path,
+    )
+    from sftl.screen.rules import (
+        FRAMEWORK_DEPS,
+        FRAMEWORK_MODULES,
+        GCRDE_RULE_MIN,
+        STRONG_GCRDE_MARGIN,
+        RuleEvidence,
+        _default_and_gpu_call,
+        gcrde_evidence,
+        mme_evidence,
+        rule_evidence,
+    )
+    from sftl.screen.sections import (
+        Sections,
+        read_sections,
+    )
+    from sftl.screen.similar import (
+        duplicate_text,
+        similar,
+    )
+    from sftl.screen.stage import (
+        MIN_CORPUS,
+        rules_screening,
+        screen,
+        screen_corpus,
+        screen_many,
+    )
+
+# Each name is loaded from its module on first use (PEP 562): importing one submodule, e.g. the
+# localizer's `sftl.screen.one_device`, must not compile every screening regex (~80 ms of a locate).
+_HOMES = {
+    "Doc": "documents",
+    "prepare": "documents",
+    "prepare_many": "documents",
+    "KEYWORDS": "keywords",
+    "SECTION_WEIGHTS": "keywords",
+    "THRESHOLDS": "keywords",
+    "KeywordScreener": "keywords",
+    "default_screener": "keywords",
+    "ARTEFACT_FORMAT": "learned",
+    "ARTEFACT_VERSION": "learned",
+    "CLASSES": "learned",
+    "FEATURE_NAMES": "learned",
+    "LearnedScreener": "learned",
+    "load_labels": "learned",
+    "model_path": "learned",
+    "FRAMEWORK_DEPS": "rules",
+    "FRAMEWORK_MODULES": "rules",
+    "GCRDE_RULE_MIN": "rules",
+    "STRONG_GCRDE_MARGIN": "rules",
+    "RuleEvidence": "rules",
+    "_default_and_gpu_call": "rules",
+    "gcrde_evidence": "rules",
+    "mme_evidence": "rules",
+    "rule_evidence": "rules",
+    "Sections": "sections",
+    "read_sections": "sections",
+    "duplicate_text": "similar",
+    "similar": "similar",
+    "MIN_CORPUS": "stage",
+    "rules_screening": "stage",
+    "screen": "stage",
+    "screen_corpus": "stage",
+    "screen_many": "stage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'sftl.screen' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"sftl.screen.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ARTEFACT_FORMAT",
