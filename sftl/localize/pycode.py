@@ -44,6 +44,37 @@ def module_of(path: str) -> str:
     return mod.replace("/", ".")
 
 
+_CHAR_CLASS = re.compile(r"\[(?:\\.|[^\]\\])*\]")
+_ESCAPE = re.compile(r"\\.")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_GROUP = re.compile(r"\((?:\?:)?([^()]*)\)")
+_COMMON_WORDS = frozenset({"class", "def", "self", "import", "from", "return", "lambda", "async", "cls"})
+
+
+def required_word(pattern: str) -> str | None:
+    """The longest literal word every match of the regex `pattern` contains, else None.
+
+    Conservative: character classes and escapes are no words, a word's last letter is dropped when
+    a quantifier follows it, and an alternation counts only the words all its branches share (one
+    group level; a `|` outside groups, an optional group or inline flags give None).
+    """
+    if "(?i" in pattern or re.search(r"\)[?*{]", pattern):
+        return None
+    plain = _ESCAPE.sub(" ", _CHAR_CLASS.sub(" ", pattern))
+    plain = re.sub(r"\w(?=[?*{])", " ", plain)
+    words: set[str] = set()
+    for m in _GROUP.finditer(plain):
+        branches = m.group(1).split("|")
+        shared = set.intersection(*(set(_WORD.findall(b)) for b in branches))
+        words |= shared
+    outside = _GROUP.sub(" ", plain)
+    if "|" in outside or "(" in outside:
+        return None
+    words |= set(_WORD.findall(outside))
+    rare = words - _COMMON_WORDS or words  # "class" or "self" is in most files: the name it precedes is not
+    return max(sorted(rare), key=len) if rare else None
+
+
 class Code:
     """Caches of one source provider's Python files, parsed on demand (never the whole tree unless asked)."""
 
@@ -110,13 +141,15 @@ class Code:
         if not todo:
             return
         hits: dict[str, list[str]] = {p: [] for p, _ in todo}
+        # a word every match must hold, tested with `in` before the regex (most files hold none)
+        needs = [(p, rx, required_word(p)) for p, rx in todo]
         for path in self.py_files():
             text = self._text.get(path) or self.source.read_text(path)
             if not text:
                 continue
             matched = False
-            for p, rx in todo:
-                if rx.search(text):
+            for p, rx, word in needs:
+                if (word is None or word in text) and rx.search(text):
                     hits[p].append(path)
                     matched = True
             if matched:

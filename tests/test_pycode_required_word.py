@@ -1,0 +1,40 @@
+"""The word a whole-tree search tests with `in` before its regex: every match holds it, or no word is claimed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sftl.localize.pycode import required_word
+
+# (pattern, texts it matches): the word must be in each, so skipping files without it loses no match
+CASES = [
+    (r"\.experimental_new_quantizer\b", ["x = conv.experimental_new_quantizer"]),
+    (r"^\s*class\s+TFLiteConverterV2\b", ["class TFLiteConverterV2(Base):"]),
+    (r"^\s*(?:def\s+set_state\b|set_state\s*[:=])", ["    def set_state(self):", "set_state = None"]),
+    (r"^\s*class\s+\w+\([^)]*\bModule\b", ["class Linear(nn.Module):"]),
+    (r"self\.weight_g\b", ["return self.weight_g * 2"]),
+    (r"colou?r_map\b", ["color_map", "colour_map"]),
+    (r"\.step\(", ["opt.step()"]),
+    (r"^\s+def\s+__setstate__\b", ["    def __setstate__(self, state):"]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "texts"), CASES)
+def test_every_match_holds_the_required_word(pattern: str, texts: list[str]) -> None:
+    word = required_word(pattern)
+    assert word is not None and len(word) >= 3
+    for text in texts:
+        assert re.search(pattern, text, re.M), text
+        assert word in text
+
+
+@pytest.mark.parametrize("pattern", [r"foo|barbaz", r"(?:abc)?defg", r"(?i)class\s+Foo", r"(xyz|uvw)", r"\w+\.\w+"])
+def test_no_word_is_claimed_where_a_match_may_lack_it(pattern: str) -> None:
+    assert required_word(pattern) is None
+
+
+def test_a_common_keyword_yields_to_the_name_it_precedes() -> None:
+    assert required_word(r"^\s*class\s+Foo\b") == "Foo"
+    assert required_word(r"self\.x\b") == "self"  # nothing rarer to test
