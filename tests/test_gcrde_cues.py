@@ -220,3 +220,63 @@ def test_cuda_kernel_math_and_launchers_skip_the_jiterator_fallback(tree: LocalT
     assert "used by i0e_kernel_cuda" not in by_path.get("Math.h", loc.suspects[0]).reason
     assert "jitted_gpu_kernel" in by_path["cuda/JitLoops.cuh"].reason
     assert "gpu_kernel, called by" not in by_path.get("cuda/Loops.cuh", loc.suspects[0]).reason
+
+
+# -- which device: one device named as the only one, a long float accumulation ------------------
+
+@pytest.mark.parametrize(
+    ("body", "side"),
+    [
+        ("Maintainer: 'Repros on cuda but not cpu'.", "cuda"),
+        ("With CUDA (but not CPU) the backward pass crashes with an illegal memory access.", "cuda"),
+        ("The issue seems to be exclusive to CUDA tensors. On CPU, the output was correct.", "cuda"),
+        ("It works on cpu but not on cuda.", "cuda"),  # the device it works on is the right one
+        ("This only happens on the CPU.", "cpu"),
+        ("Works fine on the GPU but not the CPU.", "cpu"),
+    ],
+)
+def test_one_device_named_as_the_only_one_a_fault_shows_on(body: str, side: str) -> None:
+    from sftl.localize.gcrde import divergent_side
+
+    issue = Issue(repo="pytorch/pytorch", number=1, title="cumsum gives different results", body=body)
+    div = divergent_side(issue, Extraction(None, None, Environment(framework="pytorch")))
+    assert div.side.value == side and div.confident and div.stated
+
+
+GROUP_NORM = ("import torch\nx = torch.rand(1, 32, 256, 256, 72)\nm = torch.nn.GroupNorm(4, 32)\n"
+              "print(torch.abs(m(x) - m.cuda()(x.cuda()).cpu()).max())\n")
+
+
+@pytest.mark.parametrize(
+    ("code", "output", "ops", "side"),
+    [
+        (GROUP_NORM, "0.0121 (expected a very small value)", ["group_norm"], "cpu"),
+        # fewer elements than float32's mantissa spans: no accumulation argument
+        (GROUP_NORM.replace("256, 256, 72", "8, 8"), "0.0121", ["group_norm"], "cuda"),
+        (GROUP_NORM, "nan", ["group_norm"], "cuda"),  # a gross fault, not a precision gap
+        (GROUP_NORM, "0.0121", ["cumsum"], "cuda"),  # a scan's large-input faults are its index arithmetic
+        (GROUP_NORM.replace("(1, 32", "(1, 32, dtype=torch.float64"), "0.0121", ["group_norm"], "cuda"),
+        ("x = torch.ones((2*4096*8, 1000))\nprint((x.sum() - x.cuda().sum().cpu()).abs())\n", "0.5", ["sum"], "cpu"),
+    ],
+)
+def test_a_long_float_accumulation_with_a_small_gap_puts_the_cpu_first(code: str, output: str, ops: list[str],
+                                                                       side: str) -> None:
+    from sftl.localize.gcrde import divergent_side
+    from sftl.localize.gcrde.cues import accumulation_side
+
+    issue = Issue(repo="pytorch/pytorch", number=1, title="Running nn.GroupNorm on CPU and GPU return different results",
+                  body=f"```python\n{code}```\n\nOutput:\n\n```\n{output}\n```\n")
+    ex = Extraction(Snippet(code, "test"), None, Environment(framework="pytorch"))
+    div = accumulation_side(issue, ex, ops, divergent_side(issue, ex))
+    assert div.side.value == side
+    if side == "cpu":
+        assert "2**24" in div.why and not div.confident
+
+
+def test_a_stated_device_wins_over_the_accumulation_argument() -> None:
+    from sftl.localize.gcrde import divergent_side
+    from sftl.localize.gcrde.cues import accumulation_side
+
+    issue = Issue(repo="pytorch/pytorch", number=1, title="GroupNorm is wrong on CUDA", body="0.0121")
+    ex = Extraction(Snippet(GROUP_NORM, "test"), None, Environment(framework="pytorch"))
+    assert accumulation_side(issue, ex, ["group_norm"], divergent_side(issue, ex)).side.value == "cuda"

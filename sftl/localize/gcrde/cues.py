@@ -37,6 +37,32 @@ _CPU_OK = re.compile(
     r"|\bcpu\b(?:(?!cpu|gpu|cuda|but |while )[^.,;\n]){0,25}(?:works?|is (?:correct|fine|ok|right)|as expected)",
     re.I,
 )
+# one device named as the only one it happens on: "repros on cuda but not cpu", "with CUDA (but not CPU) this crashes",
+# "exclusive to CUDA tensors", "only on the GPU"; and "On CPU, the output was correct"
+_DEV = {"gpu": r"(?:cuda|gpu)", "cpu": r"cpu"}
+_ONLY_ON = {
+    side: re.compile(
+        rf"\b{dev}\b(?:\s+tensors?)?\s*\(?\s*,?\s*but not\s+(?:on\s+|with\s+|for\s+)?(?:the\s+)?{other}\b"
+        rf"|exclusive to (?:the )?{dev}\b|\bonly (?:happens |occurs |fails |repros |reproduces )?(?:on|with) (?:the )?{dev}\b"
+        rf"|\bon (?:the )?{other},? the (?:output|result)s? (?:was|were|is|are) (?:correct|fine|right|as expected)",
+        re.I)
+    for side, dev, other in (("gpu", _DEV["gpu"], _DEV["cpu"]), ("cpu", _DEV["cpu"], _DEV["gpu"]))
+}
+_ONLY_VOTES = 2.0
+_OK_BEFORE = re.compile(r"\b(?:works?|fine|correct|ok|right|as expected|passes)\b[^.;\n]{0,25}$", re.I)
+
+
+def _only_on(text: str) -> tuple[float, float]:
+    """Votes (gpu, cpu) from one device named as the only one a fault shows on; 'works on CPU but not CUDA' is the
+    other device's fault."""
+    votes = {"gpu": 0.0, "cpu": 0.0}
+    for side, other in (("gpu", "cpu"), ("cpu", "gpu")):
+        for m in _ONLY_ON[side].finditer(text):
+            works = bool(_OK_BEFORE.search(text[max(0, m.start() - 40):m.start()]))
+            votes[other if works else side] += _ONLY_VOTES
+    return votes["gpu"], votes["cpu"]
+
+
 _CLAUSES = re.compile(r"(?<=[.!?;,])\s+|\n|\s+(?:but|while|whereas|although)\s+", re.I)
 
 
@@ -45,6 +71,7 @@ class Divergence:
     side: Side  # the side whose result the report calls wrong
     confident: bool
     why: str
+    stated: bool = True  # False: the report does not say, CUDA is a default
 
 
 _TITLE_DEVICE = 1.5  # a title naming one device only
@@ -66,8 +93,12 @@ def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
             cpu += 1
     gpu += 2 * len(_CPU_OK.findall(text))
     cpu += 2 * len(_GPU_OK.findall(text))
+    g_only, c_only = _only_on(text)
+    gpu, cpu = gpu + g_only, cpu + c_only
     code = extraction.snippet.code if extraction.snippet else ""
-    if CUDA_FAILURE.search(text) and not _CPU_FAILS.search(text) and ("cuda" in (text + code).lower()):
+    # "(but not CPU) the backward pass crashes" says the CPU does not crash
+    unsaid = _ONLY_ON["gpu"].sub(" ", text)
+    if CUDA_FAILURE.search(text) and not _CPU_FAILS.search(unsaid) and ("cuda" in (text + code).lower()):
         gpu += _FAILING_DEVICE  # CUDA raising (illegal memory access, launch or index limits): CUDA's code is at fault
     title = issue.title or ""
     if not _GPU_OK.search(title) and not _CPU_OK.search(title):
@@ -77,8 +108,75 @@ def divergent_side(issue: Issue, extraction: Extraction) -> Divergence:
             gpu, cpu = (gpu + _TITLE_DEVICE, cpu) if g else (gpu, cpu + _TITLE_DEVICE)
     if cpu > gpu:
         return Divergence(Side.CPU, cpu - gpu >= 2, f"the report calls the CPU result wrong ({cpu:g} vs {gpu:g})")
-    return Divergence(Side.CUDA, gpu - cpu >= 1, f"the report calls the CUDA result wrong ({gpu:g} vs {cpu:g})"
-                      if gpu > cpu else "the report does not say which side is wrong: CUDA first")
+    if gpu > cpu:
+        return Divergence(Side.CUDA, gpu - cpu >= 1, f"the report calls the CUDA result wrong ({gpu:g} vs {cpu:g})")
+    return Divergence(Side.CUDA, False, "the report does not say which side is wrong: CUDA first", stated=False)
+
+
+# --------------------------------------------------------------------------------------------
+# A precision gap of a float reduction over many elements: the CPU's sequential accumulation
+
+# ops that accumulate a float sum over their input (a norm's moments, a reduction); not scans (cumsum), whose
+# large-input faults are index arithmetic
+_ACCUMULATING = re.compile(
+    r"^_?(?:native_)?(?:group_norm|layer_norm|batch_norm|instance_norm|norm|sum|nansum|mean|nanmean|var|std|var_mean"
+    r"|std_mean|linalg_vector_norm|linalg_norm|frobenius_norm|logsumexp|dist)$")
+_SIZE_CALL = re.compile(r"\b(?:rand|randn|ones|zeros|empty|full)\s*\(\s*\(?([\d\s,*]+)")
+_FLOAT_EXACT = 2 ** 24  # float32 holds integers exactly up to here: a longer sum rounds at every step
+_SMALL_NUMBER = re.compile(r"(?<![\w.])(?:0\.0*[1-9]\d*|\d(?:\.\d+)?e-0*[1-9]\d*)(?![\w.])", re.I)
+_GROSS = re.compile(r"\bnan\b|\binf\b|crash|illegal|error|segfault|\bzeros?\b|garbage|exception|wrong shape", re.I)
+_COMPARES = re.compile(r"\babs\s*\(|\.abs\s*\(|allclose|isclose|assert_close")
+_DOUBLE = re.compile(r"float64|\bdouble\b", re.I)
+
+
+def _int_expr(text: str) -> int | None:
+    """'256', '2*4096*8', '2**31' -> the integer; anything else None."""
+    t = text.replace(" ", "")
+    if not re.fullmatch(r"\d+(?:\*{1,2}\d+)*", t):
+        return None
+    value = 1
+    for factor in re.split(r"(?<!\*)\*(?!\*)", t):
+        base, _, exp = factor.partition("**")
+        if "**" in exp or (exp and int(exp) > 64):
+            return None
+        value *= int(base) ** int(exp) if exp else int(base)
+    return value
+
+
+def largest_input(code: str) -> int:
+    """The most elements a literal-shaped tensor of the snippet holds (torch.rand(1, 32, 256, 256, 72)), else 0."""
+    best = 0
+    for m in _SIZE_CALL.finditer(code):
+        sizes = [_int_expr(d) for d in m.group(1).split(",") if d.strip()]
+        if not sizes or any(x is None for x in sizes):
+            continue
+        n = 1
+        for x in sizes:
+            n *= x or 1
+        best = max(best, n)
+    return best
+
+
+def accumulation_side(issue: Issue, extraction: Extraction, op_names: list[str], div: Divergence) -> Divergence:
+    """A report that does not say which device is wrong, about a float reduction over more than 2**24 elements whose
+    devices differ by a small amount: the CPU, which accumulates sequentially (its rounding error grows with the
+    length; CUDA's tree reductions grow with its logarithm). Else `div` unchanged."""
+    if div.stated:
+        return div
+    op = next((n for n in op_names if _ACCUMULATING.match(n)), None)
+    code = extraction.snippet.code if extraction.snippet else ""
+    if op is None or not code or _DOUBLE.search(code) or not _COMPARES.search(code):
+        return div
+    n = largest_input(code)
+    if n <= _FLOAT_EXACT:
+        return div
+    prose = "\n".join(x for x in (issue.title, (issue.body or "").replace(code, " "), extraction.error_line or "") if x)
+    small = _SMALL_NUMBER.search(prose)
+    if small is None or _GROSS.search(prose):
+        return div
+    return Divergence(Side.CPU, False, f"the report does not say which side is wrong, but {op} sums {n:,} float "
+                      f"elements (over 2**24) and the devices differ by a small amount ({small.group(0)}): the CPU's "
+                      "sequential accumulation loses precision first; CPU first", stated=False)
 
 
 # --------------------------------------------------------------------------------------------

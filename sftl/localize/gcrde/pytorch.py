@@ -24,6 +24,7 @@ from sftl.localize.gcrde.cues import (
     _OWN_NAN,
     Cues,
     Divergence,
+    accumulation_side,
     divergent_side,
     report_cues,
 )
@@ -47,6 +48,7 @@ from sftl.localize.gcrde.ops import (
     torch_ops,
 )
 from sftl.localize.gcrde.paper import _paper_pytorch
+from sftl.localize.gcrde.release import apply_release_names
 from sftl.localize.gcrde.roles import put_math_first
 from sftl.model import Extraction, Issue, Localization, Outcome, Side
 
@@ -84,6 +86,8 @@ def _localize_pytorch(
     index = _kernel_index(source, files)
     ops, unknown = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op, source)
     div = divergent_side(issue, extraction)
+    heaviest = max((o.weight for o in ops), default=0.0)
+    div = accumulation_side(issue, extraction, [o.name for o in ops if o.weight >= 0.7 * heaviest], div)
     board = _Board()
     followed: set[str] = set()
     for op in ops:
@@ -96,6 +100,9 @@ def _localize_pytorch(
     role_notes += add_vec_headers(board, ops, dtypes, div.side, files, source.read_text)
     role_notes += add_jiterator(board, dtypes, div.side, index.texts, files)
     cues = report_cues(issue, extraction)
+    if div.side == Side.CPU and not div.stated and not cues.value_dependent:
+        # a precision gap of a long float accumulation: the math the kernel sums with is where it is decided
+        cues = replace(cues, value_dependent="the precision of a long float accumulation")
     cue_notes = role_notes + _apply_cues(cues, div, ops, index, board, _side_weights(div, cues))
     structural = bool(board.files)
     # back-off: TF-IDF over contents with the op names, their kernels, and the title's identifiers
@@ -110,6 +117,8 @@ def _localize_pytorch(
                         extraction.snippet.code if extraction.snippet else ""])
     # a newer stand-in tree over the report's own release: that release's binding of the op decides (legacy.py)
     era_notes = _prefer_report_release(ops, div, source, board, _side_weights(div, cues))
+    # the release's own kernel files, named by its compiled libraries, over a tree of another release (release.py)
+    era_notes += apply_release_names(board, ops, div.side, source, files)
     pool = _rank(board, _side_weights(div, cues), max(top, RANK_POOL), label, nat.path_side, context)
     feats = candidate_features(board, pool, index.texts, div.side, div.confident, ops, dtypes)
     pool = [replace(s, features=feats[s.path]) for s in pool]

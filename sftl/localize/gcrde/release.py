@@ -1,0 +1,203 @@
+"""The report's own release's kernel files, from the source paths its compiled libraries name, against a tree of another release.
+
+A report read against the nearest tree of another release (its wheel carries no C++) meets kernels
+that moved in between: the release computed `kthvalue` in `cuda/SortingKthValue.cu`, the tree has it
+in `cuda/Sorting.cpp` and `Sorting.cu`; `cummax` lived in `cuda/ScanKernels.cu`, the tree splits it
+into `ScanKernels.cpp` and `CumminmaxKernel.cu`. The release's `libtorch_cuda.so` keeps the paths
+of the files compiled into it (`__FILE__` of TORCH_CHECK; `sftl.sources.inventory`), so:
+
+* a file the release names and the tree lacks, under `ATen/native/`, becomes a candidate when it is
+  the op's (its name holds the op's: SortingKthValue.cu for kthvalue) or shares its stem with the
+  tree's file that defines or registers the op's kernel on that device (ScanKernels.cu for the
+  tree's ScanKernels.cpp): it ranks just above the file it stands for; its text is not at hand,
+  and the reason says so;
+* a CUDA kernel file of the tree under `native/cuda/` that the release does not name, on the op's
+  path, goes just below the best file of the release that defines or registers the op's kernel:
+  it was most likely split off or added after the release. Only where the release names enough of
+  that folder (`_MIN_NAMED`): old builds kept few paths. CPU kernels are never moved this way (each is compiled
+  per CPU capability from a copy in the build folder, which the inventory drops).
+
+A release with no wheel of its own (a nightly `1.7.0.dev20201001`, a local build `2.2.0a0+81ea7a4`)
+reads the wheel of the same release number, or the stand-in era wheel the source layers, said so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sftl.localize import _native as nat
+from sftl.localize.gcrde.board import _TFIDF, _Board, _lead
+from sftl.localize.gcrde.ops import OpRef, _dunder_free
+from sftl.model import Side
+
+NATIVE = "aten/src/ATen/native/"
+CUDA_DIR = NATIVE + "cuda/"
+_KINDS = (".cu", ".cpp", ".cuh")
+# a release naming fewer of the tree's native/cuda files than this (or than half of them, in a small tree) kept too
+# few paths to judge which files it lacked (1.0.1 names 35 of 1.13.1's 200 .cu files; 1.5-1.9 name 80-110)
+_MIN_NAMED = 60
+_LIFT = 1.02
+_BELOW = 0.97
+# a CPU kernel's per-capability copy in the build folder (cpu/X.cpp.AVX2.cpp): the tree's own X.cpp
+_CAPABILITY = re.compile(r"\.cpp\.\w+\.cpp$")
+_RELEASE = re.compile(r"\d+\.\d+(?:\.\d+)?")
+
+
+def _base(version: str | None) -> str | None:
+    """'1.7.0.dev20201001' -> '1.7.0', '2.10.0+cu128' -> '2.10.0', '2.0' -> '2.0.0'."""
+    m = _RELEASE.match(version or "")
+    if m is None:
+        return None
+    parts = m.group(0).split(".")
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def _layers(source: Any) -> Iterator[Any]:
+    stack = [source]
+    seen: set[int] = set()
+    while stack:
+        p = stack.pop(0)
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        inner = getattr(p, "providers", None)
+        if isinstance(inner, list | tuple):
+            stack[:0] = list(inner)
+            continue
+        wrapped = getattr(p, "provider", None)
+        if wrapped is not None:
+            stack.insert(0, wrapped)
+            continue
+        yield p
+
+
+def release_names(source: Any) -> tuple[frozenset[str], str]:
+    """The paths the report's release's libraries name, and the release they were read from ('' when none)."""
+    from sftl.sources import inventory
+
+    version = getattr(source, "version", None)
+    named = inventory.named_paths(source)
+    if named:
+        return named, str(version)
+    want = {_base(version), _base(getattr(source, "era_release", None))} - {None}
+    if not want:
+        return frozenset(), ""
+    for layer in _layers(source):  # no wheel of the report's own version string: one of the same release number
+        wheel, fw = getattr(layer, "wheel", None), getattr(layer, "framework", None)
+        if isinstance(wheel, Path) and isinstance(fw, str) and _base(getattr(layer, "version", None)) in want:
+            found = inventory.wheel_named_paths(wheel, fw)
+            if found:
+                return found, f"{layer.version} (standing for {version})" if layer.version != version else str(version)
+    return frozenset(), ""
+
+
+def _compact(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+def _on_path(reasons: list[tuple[float, str]]) -> bool:
+    """Evidence from following the op (its kernel defined or registered, a function it calls), not a header
+    include or the TF-IDF back-off."""
+    return any(not r.startswith(("header included by", _TFIDF)) for _, r in reasons)
+
+
+def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any, files: list[str]) -> list[str]:
+    """Add the release's own kernel files the tree lacks, move the tree's CUDA files the release lacks; notes."""
+    tree_release = _tree_release(source)
+    if tree_release is None or not board.files or not ops:
+        return []
+    named, release = release_names(source)
+    if not named or _base(release) == tree_release:
+        return []
+    have = set(files)
+    heaviest = max(o.weight for o in ops)
+    main = [o for o in ops if o.weight >= 0.7 * heaviest]
+    notes: list[str] = []
+    short = release.split(" ", 1)[0]
+    # 1. the release's files the tree lacks, standing for the tree's file of the op (or named after the op)
+    added: list[str] = []
+    for path in sorted(named):
+        if not path.startswith(NATIVE) or not path.endswith(_KINDS) or path in have or _CAPABILITY.search(path):
+            continue
+        pside = nat.path_side(path)
+        stem = _stem(path)
+        target: tuple[str, str] | None = None  # (the tree's file it stands for, why)
+        for o in main:
+            op = _compact(_dunder_free(o.name))
+            if len(op) < 4 or op not in _compact(stem):
+                continue
+            best = _best_of_op(board, o.name, pside)
+            if best is not None and best not in named:  # a replacement: the release lacks the tree's file of the op
+                target = (best, f"named after {o.name}")
+                break
+        if target is None:
+            twins = [p for p, ev in board.files.items() if _stem(p) == stem and p != path and p not in named
+                     and nat.path_side(p) == pside and _on_path(ev.reasons)]
+            if twins:
+                twin = max(twins, key=lambda p: board.files[p].score)
+                target = (twin, f"the stem of {twin.rsplit('/', 1)[-1]}")
+        if target is None:
+            continue
+        stand, why = target
+        board.add(path, board.above(stand, _LIFT),
+                  f"named by {short}'s compiled libraries (its __FILE__ strings), not in the tree read "
+                  f"({tree_release}): the release's own kernel file ({why}); the tree has the op in "
+                  f"{stand.removeprefix(NATIVE)}; its source is not at hand", side=pside)
+        board.edge(stand, path, "calls")
+        added.append(path)
+    if added:
+        notes.append(f"{len(added)} kernel file(s) only {short} had, named by its libraries: "
+                     + ", ".join(p.removeprefix(NATIVE) for p in added[:3]))
+    # 2. the tree's CUDA kernel files the release does not name: added after it
+    named_cuda = [p for p in named if p.startswith(CUDA_DIR) and p in have]
+    tree_cuda = sum(1 for p in have if p.startswith(CUDA_DIR) and p.endswith((".cu", ".cpp")))
+    if len(named_cuda) < min(_MIN_NAMED, tree_cuda / 2):
+        return notes
+    on_path = {p: ev for p, ev in board.files.items() if p.startswith(CUDA_DIR) and p.endswith((".cu", ".cpp"))
+               and _on_path(ev.reasons)}
+    # the ceiling: a file the release names that defines or registers the op's kernel (not a helper it calls)
+    kept = [p for p, ev in on_path.items() if p in added or (p in named and any(
+        "(dispatch" in r or "REGISTER_DISPATCH" in r for _, r in ev.reasons))]
+    if not kept:
+        return notes
+    def bonus(ev: Any) -> float:  # the corroboration bonus the ranking adds (board._rank)
+        return 0.02 * min(ev.hits - 1, 3)
+
+    ceiling = max(board.files[p].score + bonus(board.files[p]) for p in kept)
+    moved = []
+    for path, ev in on_path.items():
+        if path in named or path in added or ev.score + bonus(ev) < ceiling:
+            continue
+        ev.score = max(0.0, ceiling * _BELOW - bonus(ev))
+        _lead(ev, f"not named by {short}'s compiled libraries, which name {len(named_cuda)} of this tree's "
+              f"native/cuda files: most likely split off or added after {short}")
+        moved.append(path)
+    if moved:
+        notes.append(f"{len(moved)} CUDA file(s) of the tree that {short}'s libraries do not name rank below "
+                     "the op's files they do")
+    return notes
+
+
+def _best_of_op(board: _Board, op: str, side: Side | None) -> str | None:
+    """The best file of one side whose evidence follows `op` itself."""
+    tag = f" for {op}"
+    cands = [p for p, ev in board.files.items() if nat.path_side(p) == side and not p.endswith((".h", ".cuh"))
+             and any(tag in r and not r.startswith(_TFIDF) for _, r in ev.reasons)]
+    return max(cands, key=lambda p: board.files[p].score) if cands else None
+
+
+def _tree_release(source: Any) -> str | None:
+    """The release of the tree whose C++ the source reads, when it is not the report's; else None."""
+    report = _base(getattr(source, "version", None))
+    for layer in _layers(source):
+        if getattr(layer, "wheel", None) is None and getattr(layer, "root", None) is not None:
+            tree = _base(getattr(layer, "version", None))
+            return tree if tree and tree != report else None
+    return None

@@ -1,0 +1,116 @@
+"""The report's release's own kernel files against a tree of another release: a real gcc-built library in a wheel names them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sftl.localize.gcrde import localize_gcrde
+from sftl.localize.gcrde.release import release_names
+from sftl.model import Environment, Extraction, Issue, Localization
+from sftl.sources import LayeredSource, LocalTree, PythonFilesOf, WheelSource
+
+NATIVE = "aten/src/ATen/native/"
+# what TORCH_CHECK compiles in: the file's own path and the paths of the files whose checks were linked beside it
+C_SOURCE = r"""
+#include <stdio.h>
+static const char *messages[] = {"Exception raised from launch at " __FILE__ ":12", PATHS};
+int check(int i) { return puts(messages[i]); }
+"""
+
+
+def library(tmp: Path, named: list[str]) -> bytes:
+    """A real shared library whose strings name `named` (as ../aten/... paths, the way a CMake build keeps them)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp / "repo" / "aten/src/ATen/native/cuda/Loss.cu"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text(C_SOURCE.replace("PATHS", ", ".join(json.dumps(f"at ../{p}:7") for p in named)), encoding="utf-8")
+    build = tmp / "repo" / "build"
+    build.mkdir()
+    out = tmp / "libtorch_cuda.so"
+    subprocess.run(["gcc", "-x", "c", "-shared", "-fPIC", "-O1", "-o", str(out), "../aten/src/ATen/native/cuda/Loss.cu"],
+                   cwd=build, check=True, capture_output=True)
+    return out.read_bytes()
+
+
+def release_source(tmp: Path, fixtures_dir: Path, named: list[str], version: str = "1.6.0") -> LayeredSource:
+    """The pipeline's layering for a report whose wheel carries no C++: its Python files, the nearest tree, the wheel."""
+    folder = tmp / "wheels" / f"pytorch-{version}"
+    folder.mkdir(parents=True)
+    wheel = folder / f"torch-{version}-cp38-cp38-manylinux1_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch/__init__.py", f"__version__ = '{version}'\n")
+        zf.writestr("torch/lib/libtorch_cuda.so", library(tmp, named))
+    tree = LocalTree(fixtures_dir / "gcrde_roles", "pytorch", "2.6.0")
+    own = WheelSource(wheel, "pytorch", version)
+    layered = LayeredSource([PythonFilesOf(own), tree, own])
+    layered.version = version
+    return layered
+
+
+def locate(source: object, title: str, apis: tuple[str, ...]) -> Localization:
+    issue = Issue(repo="pytorch/pytorch", number=1, title=title, body="")
+    ex = Extraction(None, None, Environment(framework="pytorch", version="1.6.0"), apis=apis)
+    return localize_gcrde(issue, ex, source)  # type: ignore[arg-type]
+
+
+def short(loc: Localization) -> list[str]:
+    return [s.path.removeprefix(NATIVE) for s in loc.suspects]
+
+
+# the fixture tree's other CUDA files, which the release also had: enough of the folder named to judge
+OTHERS = [NATIVE + "cuda/" + f for f in ("SummaryOps.cu", "ZetaKernel.cu", "UnaryOpsKernel.cu", "ReduceSumProdKernel.cu",
+                                         "jit_utils.cpp")]
+
+
+def test_a_kernel_file_only_the_release_had_ranks_first_when_named_after_the_op(tmp_path: Path,
+                                                                                fixtures_dir: Path) -> None:
+    # the release computed topk in cuda/SortingTopK.cu; its libraries name neither of the tree's TensorTopK files
+    source = release_source(tmp_path, fixtures_dir, [NATIVE + "cuda/SortingTopK.cu", *OTHERS])
+    loc = locate(source, "topk returns wrong values on CUDA", ("torch.topk",))
+    got = short(loc)
+    assert got[0] == "cuda/SortingTopK.cu"
+    top = loc.suspects[0]
+    assert "named by 1.6.0's compiled libraries" in top.reason and "not at hand" in top.reason
+    assert "cuda/TensorTopK" in top.reason  # the tree's file it stands for
+    assert "only 1.6.0 had" in loc.reason
+
+
+def test_a_release_file_sharing_the_stem_of_the_ops_wrapper_stands_for_it(tmp_path: Path, fixtures_dir: Path) -> None:
+    # cumsum lived in cuda/ScanKernels.cu; the tree split it into ScanKernels.cpp and CumsumKernel.cu, neither named
+    source = release_source(tmp_path, fixtures_dir, [NATIVE + "cuda/ScanKernels.cu", NATIVE + "cuda/TensorTopK.cu",
+                                                     NATIVE + "cuda/TensorTopK.cpp", *OTHERS])
+    got = short(locate(source, "cumsum gives incorrect output for large tensors on CUDA", ("torch.cumsum",)))
+    assert got.index("cuda/ScanKernels.cu") < got.index("cuda/ScanKernels.cpp")
+    # the tree's split-off kernel, which the release does not name, ranks below the release's own file
+    assert got.index("cuda/ScanKernels.cu") < got.index("cuda/CumsumKernel.cu")
+
+
+def test_files_the_release_has_beside_the_trees_are_no_replacement(tmp_path: Path, fixtures_dir: Path) -> None:
+    # a release (newer than the tree, say) naming the tree's topk files and one more: the tree's own file stands
+    source = release_source(tmp_path, fixtures_dir, [NATIVE + "cuda/TensorTopK.cu", NATIVE + "cuda/TensorTopK.cpp",
+                                                     NATIVE + "cuda/TensorTopKUtils.cu", *OTHERS])
+    loc = locate(source, "topk returns wrong values on CUDA", ("torch.topk",))
+    assert short(loc)[0] == "cuda/TensorTopK.cu"
+    assert "cuda/TensorTopKUtils.cu" not in short(loc) and "only 1.6.0 had" not in loc.reason
+
+
+def test_a_tree_of_the_reports_own_release_is_left_alone(fixtures_dir: Path) -> None:
+    tree = LocalTree(fixtures_dir / "gcrde_roles", "pytorch", "2.6.0")
+    assert release_names(tree) == (frozenset(), "")
+    loc = locate(tree, "topk returns wrong values on CUDA", ("torch.topk",))
+    assert short(loc)[0] == "cuda/TensorTopK.cu" and "compiled libraries" not in loc.reason
+
+
+def test_a_nightly_reads_the_wheel_of_its_release_number(tmp_path: Path, fixtures_dir: Path) -> None:
+    source = release_source(tmp_path, fixtures_dir, [NATIVE + "cuda/SortingTopK.cu", *OTHERS])
+    source.version = "1.6.0.dev20200601"  # no wheel of the nightly itself: the 1.6.0 wheel stands for it
+    named, release = release_names(source)
+    assert NATIVE + "cuda/SortingTopK.cu" in named and release == "1.6.0 (standing for 1.6.0.dev20200601)"
+    assert short(locate(source, "topk returns wrong values on CUDA", ("torch.topk",)))[0] == "cuda/SortingTopK.cu"
