@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -82,3 +83,44 @@ def test_a_broken_wheel_of_the_reports_release_says_how_to_replace_it(
     with pytest.raises(SourceError, match=r"cannot open wheel .*; delete it and run `sftl sources fetch pytorch==1.0.1`"):
         open_source("pytorch", "1.0.1", s)
     assert wheel.exists()  # never deleted for the user
+
+
+def _two_member_wheel(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("torch/nn/functional.py", "def relu(x):\n    return x\n" * 200)
+        zf.writestr(zipfile.ZipInfo("torch/version.py"), "__version__ = '1.0.0'\n")  # stored, not deflated
+    return path
+
+
+def test_the_member_table_beside_a_wheel_reads_what_zipfile_reads(tmp_path: Path) -> None:
+    wheel = _two_member_wheel(tmp_path / "torch-1.0.0-cp36-none-any.whl")
+    first = WheelSource(wheel, "pytorch")
+    table = wheel.with_name(WheelSource.TABLE_NAME)
+    assert table.is_file()
+    again = WheelSource(wheel, "pytorch")  # from the table: no central directory parsed, no zip opened
+    assert again._zip is None
+    with zipfile.ZipFile(wheel) as zf:
+        for repo, member in (("torch/nn/functional.py", "torch/nn/functional.py"), ("torch/version.py", "torch/version.py")):
+            assert again.read_text(repo) == first.read_text(repo) == zf.read(member).decode()
+    assert again._zip is None and sorted(again.list_files()) == sorted(first.list_files())
+
+
+def test_a_replaced_wheel_is_listed_anew_and_a_garbled_member_is_a_source_error(tmp_path: Path) -> None:
+    wheel = _two_member_wheel(tmp_path / "torch-1.0.0-cp36-none-any.whl")
+    WheelSource(wheel, "pytorch")
+    with zipfile.ZipFile(wheel, "w") as zf:  # another wheel under the same name: the stale table is not used
+        zf.writestr("torch/other.py", "x = 1\n")
+    assert WheelSource(wheel, "pytorch").list_files() == ["torch/other.py"]
+    wheel = _two_member_wheel(tmp_path / "sub" / "torch-1.0.0-cp36-none-any.whl")
+    WheelSource(wheel, "pytorch")  # the table is written
+    stamp = wheel.stat()
+    data = bytearray(wheel.read_bytes())
+    for i in range(60, 70):  # inside the first member's deflate stream
+        data[i] ^= 0xFF
+    wheel.write_bytes(bytes(data))
+    os.utime(wheel, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same size and mtime: the table stays in use
+    src = WheelSource(wheel, "pytorch")
+    assert src._zip is None
+    with pytest.raises(SourceError, match="cannot read torch/nn/functional.py"):
+        src.read_text("torch/nn/functional.py")

@@ -10,7 +10,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from sftl.errors import InputError, SourceError
 from sftl.releases import normalize_framework
@@ -194,42 +194,128 @@ def _installed_version(site_dir: Path, framework: str) -> str | None:
 
 
 class WheelSource:
-    """A release's wheel read as a zip (never installed), with wheel paths mapped to repository paths."""
+    """A release's wheel read as a zip (never installed), with wheel paths mapped to repository paths.
+
+    The zip's central directory of a torch wheel (10-40 thousand members) costs 0.1-0.5 s to parse
+    on every open, so the members that map to repository paths are kept in a table beside the wheel
+    (`members-v1.json`, keyed by the wheel's name, size and mtime) and read from their offsets; a
+    wheel whose table cannot be kept (a read-only folder) is read through `zipfile` as before.
+    """
+
+    TABLE_NAME = "members-v1.json"
 
     def __init__(self, wheel: str | Path, framework: str, version: str | None = None) -> None:
         self.wheel = Path(wheel)
         self.framework = normalize_framework(framework)
         self.version = version or _wheel_version(self.wheel.name)
         self.description = f"wheel {self.wheel.name}"
+        self._zip: zipfile.ZipFile | None = None
+        self._fh: BinaryIO | None = None
         try:
-            self._zip = zipfile.ZipFile(self.wheel)
-        except (OSError, zipfile.BadZipFile) as exc:
+            stat = self.wheel.stat()
+        except OSError as exc:
             raise SourceError(f"cannot open wheel {self.wheel}: {exc}") from exc
-        self._map: dict[str, str] = {}
-        for name in self._zip.namelist():
+        self._key = [self.wheel.name, stat.st_size, stat.st_mtime_ns, self.framework]
+        table = self._cached_table()
+        if table is None:
+            table = self._build_table()
+        # repo path -> [member, header offset, compressed size, size, method, crc]
+        self._table: dict[str, list[object]] = table
+        self._map: dict[str, str] = {repo: str(entry[0]) for repo, entry in table.items()}
+
+    def _table_path(self) -> Path:
+        return self.wheel.with_name(self.TABLE_NAME)
+
+    def _cached_table(self) -> dict[str, list[object]] | None:
+        try:
+            saved = json.loads(self._table_path().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(saved, dict) or saved.get("key") != self._key or not isinstance(saved.get("members"), dict):
+            return None
+        return saved["members"]
+
+    def _open_zip(self) -> zipfile.ZipFile:
+        if self._zip is None:
+            try:
+                self._zip = zipfile.ZipFile(self.wheel)
+            except (OSError, zipfile.BadZipFile) as exc:
+                raise SourceError(f"cannot open wheel {self.wheel}: {exc}") from exc
+        return self._zip
+
+    def _build_table(self) -> dict[str, list[object]]:
+        table: dict[str, list[object]] = {}
+        for info in self._open_zip().infolist():
+            name = info.filename
             if name.endswith("/"):
                 continue
             repo = repo_path(self.framework, name)
-            if repo is not None:
-                if name.startswith("tensorflow_core/"):
-                    self._map[repo] = name  # the real package wins over the tensorflow/ shim
-                else:
-                    self._map.setdefault(repo, name)
+            if repo is None:
+                continue
+            entry: list[object] = [name, info.header_offset, info.compress_size, info.file_size, info.compress_type,
+                                   info.CRC]
+            if name.startswith("tensorflow_core/"):
+                table[repo] = entry  # the real package wins over the tensorflow/ shim
+            else:
+                table.setdefault(repo, entry)
+        path = self._table_path()
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        try:  # a cache: a read-only folder only costs the next open its time
+            tmp.write_text(json.dumps({"key": self._key, "members": table}), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+        return table
 
     def list_files(self) -> list[str]:
         return list(self._map)
 
     def read_text(self, path: str) -> str | None:
-        member = self._map.get(path)
-        if member is None:
+        entry = self._table.get(path)
+        if entry is None:
             return None
+        member = str(entry[0])
         try:
-            return self._zip.read(member).decode("utf-8", errors="replace")
+            data = self._read_direct(entry) if self._zip is None else None
+            if data is None:
+                data = self._open_zip().read(member)
+            return data.decode("utf-8", errors="replace")
         except (OSError, zipfile.BadZipFile, KeyError, zlib.error, EOFError) as exc:  # corrupt deflate data: zlib/EOF
             raise SourceError(f"cannot read {member} from {self.wheel.name}: {exc}") from exc
 
+    def _read_direct(self, entry: list[object]) -> bytes | None:
+        """The member's bytes read at its offset (stored or deflated, CRC checked); None: let zipfile read it."""
+        _, offset, csize, size, method, crc = entry
+        if method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or not all(
+                isinstance(v, int) for v in (offset, csize, size, crc)):
+            return None
+        assert isinstance(offset, int) and isinstance(csize, int) and isinstance(size, int)
+        if self._fh is None:
+            self._fh = self.wheel.open("rb")
+        fh = self._fh
+        fh.seek(offset)
+        header = fh.read(30)
+        if len(header) < 30 or header[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"no local header at offset {offset}")
+        skip = int.from_bytes(header[26:28], "little") + int.from_bytes(header[28:30], "little")
+        fh.seek(offset + 30 + skip)
+        raw = fh.read(csize)
+        data = raw if method == zipfile.ZIP_STORED else zlib.decompress(raw, -15)
+        if len(data) != size or zlib.crc32(data) != crc:
+            raise zipfile.BadZipFile("bad CRC-32 or size")
+        return data
+
     def close(self) -> None:
-        self._zip.close()
+        if self._zip is not None:
+            self._zip.close()
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __del__(self) -> None:  # sources are dropped, not closed, by their users: like ZipFile, close quietly
+        fh = getattr(self, "_fh", None)
+        if fh is not None:
+            fh.close()
 
 
 def _wheel_version(filename: str) -> str | None:
