@@ -38,3 +38,14 @@ def test_no_word_is_claimed_where_a_match_may_lack_it(pattern: str) -> None:
 def test_a_common_keyword_yields_to_the_name_it_precedes() -> None:
     assert required_word(r"^\s*class\s+Foo\b") == "Foo"
     assert required_word(r"self\.x\b") == "self"  # nothing rarer to test
+
+
+@pytest.mark.parametrize(("pattern", "texts"), [c for c in CASES if c[0].startswith("^")])
+def test_the_unanchored_regex_matches_wherever_the_anchored_one_does(pattern: str, texts: list[str]) -> None:
+    from sftl.localize.pycode import _unanchored
+
+    loose = _unanchored(pattern)
+    assert loose is not None
+    for text in texts:
+        assert re.search(pattern, text, re.M) and loose.search(text)
+    assert not loose.search("nothing of the kind here")

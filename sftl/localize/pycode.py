@@ -75,6 +75,17 @@ def required_word(pattern: str) -> str | None:
     return max(sorted(rare), key=len) if rare else None
 
 
+def _unanchored(pattern: str) -> re.Pattern[str] | None:
+    r"""`pattern` without a leading `^\s*` / `^\s+`: it matches wherever `pattern` does (a cheap test first)."""
+    for lead in ("^\\s*", "^\\s+"):
+        if pattern.startswith(lead) and len(pattern) > len(lead):
+            try:
+                return re.compile(pattern[len(lead):])
+            except re.error:
+                return None
+    return None
+
+
 class Code:
     """Caches of one source provider's Python files, parsed on demand (never the whole tree unless asked)."""
 
@@ -141,15 +152,16 @@ class Code:
         if not todo:
             return
         hits: dict[str, list[str]] = {p: [] for p, _ in todo}
-        # a word every match must hold, tested with `in` before the regex (most files hold none)
-        needs = [(p, rx, required_word(p)) for p, rx in todo]
+        # a word every match must hold, tested with `in` before the regex (most files hold none), then the
+        # regex without its leading `^\s*`: Python's re scans for a literal prefix fast, for a line start slowly
+        needs = [(p, rx, required_word(p), _unanchored(p)) for p, rx in todo]
         for path in self.py_files():
             text = self._text.get(path) or self.source.read_text(path)
             if not text:
                 continue
             matched = False
-            for p, rx, word in needs:
-                if (word is None or word in text) and rx.search(text):
+            for p, rx, word, loose in needs:
+                if (word is None or word in text) and (loose is None or loose.search(text)) and rx.search(text):
                     hits[p].append(path)
                     matched = True
             if matched:
