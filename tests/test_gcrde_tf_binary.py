@@ -55,6 +55,7 @@ def paths(loc: Localization) -> list[str]:
 
 CPU_BUILD = [K + "image/non_max_suppression_op.cc", K + "linalg/matrix_solve_op.cc",
              K + "linalg/matrix_solve_ls_op_impl.h", K + "cwise_op_floor_div.cc", K + "constant_op.cc",
+             K + "depthwise_conv_op.cc",
              "tensorflow/core/framework/op_kernel.cc"]
 
 
@@ -69,7 +70,7 @@ def test_a_cpu_build_names_the_ops_cc_and_a_gpu_report_puts_the_inferred_gpu_fil
     assert guess.side is Side.CUDA and "CPU-only build that names no GPU file: inferred from non_max_suppression_op.cc" \
         in guess.reason and "source not available" in guess.reason
     assert named.reason.startswith(f"non_max_suppression_op.cc: {NAMED} ({wheel.wheel.name}); its source is not at hand")
-    assert "kernel files named by the release's compiled libraries (5 under tensorflow/core/kernels/" in loc.reason
+    assert "kernel files named by the release's compiled libraries (6 under tensorflow/core/kernels/" in loc.reason
     assert "a CPU-only build" in loc.reason
     assert wheel.read_text(named.path) is None  # named, never read
 
@@ -87,6 +88,13 @@ def test_a_cwise_op_is_found_by_its_family_file_name(tmp_path: Path) -> None:
     wheel = tf_wheel(tmp_path, "2.4.0", CPU_BUILD)
     loc = locate(wheel, "floordiv differs", "FloorDiv", body="The CPU result is wrong, GPU is right.")
     assert paths(loc)[0] == K + "cwise_op_floor_div.cc"
+
+
+def test_a_file_named_with_a_letter_or_two_off_is_a_weaker_match(tmp_path: Path) -> None:
+    wheel = tf_wheel(tmp_path, "2.4.0", CPU_BUILD)
+    loc = locate(wheel, "depthwise conv differs", "DepthwiseConv2dNative", body="Wrong on CPU, right on GPU.")
+    first = loc.suspects[0]
+    assert first.path == K + "depthwise_conv_op.cc" and "file name depthwise_conv_op ~ DepthwiseConv2dNative" in first.reason
 
 
 def test_a_gpu_build_names_the_gpu_files_and_none_is_guessed(tmp_path: Path) -> None:
@@ -115,4 +123,4 @@ def test_no_matching_named_file_abstains_and_says_what_was_searched(tmp_path: Pa
     wheel = tf_wheel(tmp_path, "2.4.0", CPU_BUILD)
     loc = locate(wheel, "Qr differs on GPU", "Qr")
     assert loc.outcome is Outcome.ABSTAINED
-    assert "nor among the 5 kernel files its libraries name" in loc.reason
+    assert "nor among the 6 kernel files its libraries name" in loc.reason

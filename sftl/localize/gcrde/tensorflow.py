@@ -9,8 +9,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rapidfuzz import fuzz
-
 from sftl.localize.gcrde.board import (
     _Board,
     _rank,
@@ -556,6 +554,9 @@ def _tf_name_match(op: str, keys: set[str], path: str) -> tuple[float, str]:
         return 0.0, ""
     if words in keys:
         return 1.0, f"file name {stem} is {op}'s by TensorFlow's naming"
+    # imported here: its 60 ms are paid only by a report read through a wheel's libraries
+    from rapidfuzz import fuzz
+
     best = max(fuzz.ratio(words, k) for k in keys)
     if best >= _TF_FUZZY:
         return 0.6 * best / 100, f"file name {stem} ~ {op} ({best / 100:.2f})"
