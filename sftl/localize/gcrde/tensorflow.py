@@ -1,4 +1,4 @@
-"""TensorFlow: API calls to raw ops, then REGISTER_KERNEL_BUILDER registrations, headers or file names."""
+"""TensorFlow: API calls to raw ops, then REGISTER_KERNEL_BUILDER registrations, headers, the kernel files a wheel's libraries name, or file names."""
 
 from __future__ import annotations
 
