@@ -114,3 +114,34 @@ def test_a_nightly_reads_the_wheel_of_its_release_number(tmp_path: Path, fixture
     named, release = release_names(source)
     assert NATIVE + "cuda/SortingTopK.cu" in named and release == "1.6.0 (standing for 1.6.0.dev20200601)"
     assert short(locate(source, "topk returns wrong values on CUDA", ("torch.topk",)))[0] == "cuda/SortingTopK.cu"
+
+
+def stub_source(tmp: Path, fixtures_dir: Path, release_header: str) -> LayeredSource:
+    """The fixture tree with Sorting.h declaring topk_stub, under a 1.6.0 wheel whose own Sorting.h is `release_header`."""
+    root = tmp / "tree"
+    shutil.copytree(fixtures_dir / "gcrde_roles", root)
+    (root / NATIVE / "Sorting.h").write_text("#pragma once\nusing topk_fn = void(*)(const TensorBase&, int64_t);\n"
+                                             "DECLARE_DISPATCH(topk_fn, topk_stub);\n", encoding="utf-8")
+    wheel = tmp / "torch-1.6.0-cp38-cp38-manylinux1_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch/__init__.py", "__version__ = '1.6.0'\n")
+        zf.writestr("torch/include/ATen/native/Sorting.h", release_header)
+    own = WheelSource(wheel, "pytorch", "1.6.0")
+    layered = LayeredSource([PythonFilesOf(own), LocalTree(root, "pytorch", "2.6.0"), own])
+    layered.version = "1.6.0"
+    return layered
+
+
+def test_a_file_reached_through_a_stub_the_release_did_not_declare_ranks_below_the_ops_kernel(
+        tmp_path: Path, fixtures_dir: Path) -> None:
+    # 1.6.0's Sorting.h declares another stub, not topk_stub: its topk ran in Sorting.cpp's topk_cpu itself
+    old = stub_source(tmp_path / "old", fixtures_dir, "#pragma once\nDECLARE_DISPATCH(sort_fn, sort_stub);\n")
+    loc = locate(old, "topk returns wrong values on CPU", ("torch.topk",))
+    got = short(loc)
+    assert got.index("Sorting.cpp") < got.index("cpu/SortingKernel.cpp")
+    moved = loc.suspects[got.index("cpu/SortingKernel.cpp")]
+    assert "topk_stub, which 1.6.0's own headers do not declare" in moved.reason
+    # the release declaring the stub: the registered CPU kernel keeps its place above the wrapper calling it
+    new = stub_source(tmp_path / "new", fixtures_dir, "#pragma once\nDECLARE_DISPATCH(topk_fn, topk_stub);\n")
+    got = short(locate(new, "topk returns wrong values on CPU", ("torch.topk",)))
+    assert got.index("cpu/SortingKernel.cpp") < got.index("Sorting.cpp")

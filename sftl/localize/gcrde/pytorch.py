@@ -48,7 +48,7 @@ from sftl.localize.gcrde.ops import (
     torch_ops,
 )
 from sftl.localize.gcrde.paper import _paper_pytorch
-from sftl.localize.gcrde.release import apply_release_names
+from sftl.localize.gcrde.release import apply_release_names, apply_release_stubs
 from sftl.localize.gcrde.roles import put_math_first
 from sftl.model import Extraction, Issue, Localization, Outcome, Side
 
@@ -119,6 +119,7 @@ def _localize_pytorch(
     era_notes = _prefer_report_release(ops, div, source, board, _side_weights(div, cues))
     # the release's own kernel files, named by its compiled libraries, over a tree of another release (release.py)
     era_notes += apply_release_names(board, ops, div.side, source, files)
+    era_notes += apply_release_stubs(board, index, source, _side_weights(div, cues))
     pool = _rank(board, _side_weights(div, cues), max(top, RANK_POOL), label, nat.path_side, context)
     feats = candidate_features(board, pool, index.texts, div.side, div.confident, ops, dtypes)
     pool = [replace(s, features=feats[s.path]) for s in pool]

@@ -17,6 +17,12 @@ of the files compiled into it (`__FILE__` of TORCH_CHECK; `sftl.sources.inventor
   that folder (`_MIN_NAMED`): old builds kept few paths. CPU kernels are never moved this way (each is compiled
   per CPU capability from a copy in the build folder, which the inventory drops).
 
+* a file reached only through a dispatch stub the release's own headers (its wheel's) do not declare
+  goes just below the file defining the op's kernel, which calls that stub now: the stub, and the
+  kernel file registering it, came later (bicubic's CPU code sat in UpSampleBicubic2d.cpp before
+  `upsample_bicubic2d_kernel` moved it to cpu/UpSampleKernel.cpp). This reads headers, so it also
+  judges CPU files, which the inventory cannot.
+
 A release with no wheel of its own (a nightly `1.7.0.dev20201001`, a local build `2.2.0a0+81ea7a4`)
 reads the wheel of the same release number, or the stand-in era wheel the source layers, said so.
 """
@@ -201,3 +207,79 @@ def _tree_release(source: Any) -> str | None:
             tree = _base(getattr(layer, "version", None))
             return tree if tree and tree != report else None
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Dispatch stubs the report's release did not have yet
+
+_REGISTER = re.compile(r"^REGISTER_DISPATCH\((\w+), ")
+_DECLARE = re.compile(r"DECLARE_DISPATCH\(\s*[^;]*?,\s*(\w+)\s*\)")
+
+
+def _declaring_headers(index: nat.KernelIndex, stub: str) -> list[str]:
+    return [p for p in index.files_with(stub) if p.startswith(NATIVE) and p.endswith(".h")
+            and re.search(r"DECLARE_DISPATCH\([^;]*\b" + re.escape(stub) + r"\b", index.texts.get(p, ""))]
+
+
+def _release_lacks(stub: str, index: nat.KernelIndex, layers: list[Any], memo: dict[str, str]) -> bool:
+    """Whether the report's release's own headers never declare `stub` though they hold the header the tree declares
+    it in (the registration was added later); an unknown header decides nothing."""
+    headers = _declaring_headers(index, stub)
+    own = [t for h in headers for layer in layers if (t := layer.read_text(h)) is not None]
+    if not own or any(stub in t for t in own):
+        return False
+    if "all" not in memo:  # moved to another header? read the release's headers once, only now
+        memo["all"] = "\n".join(t for layer in layers for f in layer.list_files()
+                                if f.startswith(NATIVE) and f.endswith(".h") and (t := layer.read_text(f)))
+    return stub not in memo["all"]
+
+
+def apply_release_stubs(board: _Board, index: nat.KernelIndex, source: Any,
+                        weights: dict[Side | None, float]) -> list[str]:
+    """A file reached only through a dispatch stub the report's release did not declare goes just below the file that
+    defines the op's kernel and calls the stub there (bicubic's CPU code was in UpSampleBicubic2d.cpp before
+    upsample_bicubic2d_kernel moved it to cpu/UpSampleKernel.cpp); notes."""
+    from sftl.localize import legacy
+
+    layers = legacy.report_layers(source)
+    if not layers:
+        return []
+    memo: dict[str, str] = {}
+    lacking: dict[str, bool] = {}
+    moved: list[str] = []
+
+    def effective(path: str) -> float:
+        ev = board.files[path]
+        return ev.score * weights.get(ev.side or nat.path_side(path), 0.2) + 0.02 * min(ev.hits - 1, 3)
+
+    for path, ev in list(board.files.items()):
+        if any("(dispatch" in r for _, r in ev.reasons):
+            continue
+        # the registrations that give the file its rank (a lesser op's stub beside them keeps only its own weight)
+        leading = [(sc, m.group(1)) for sc, r in ev.reasons if (m := _REGISTER.match(r)) and sc >= 0.9 * ev.score]
+        stubs = {stub for _, stub in leading}
+        if not stubs:
+            continue
+        callers = [src for src, kind in board.edges.get(path, ()) if kind == "stub" and src in board.files]
+        if not callers:
+            continue
+        for stub in stubs:
+            if stub not in lacking:
+                lacking[stub] = _release_lacks(stub, index, layers, memo)
+        if not all(lacking[s] for s in stubs):
+            continue
+        caller = max(callers, key=effective)
+        ceiling = effective(caller)
+        if effective(path) < ceiling:
+            continue
+        w = weights.get(ev.side or nat.path_side(path), 0.2)
+        rest = max((sc for sc, r in ev.reasons if not ((m := _REGISTER.match(r)) and m.group(1) in stubs)), default=0.0)
+        ev.score = max(rest, (ceiling * _BELOW - 0.02 * min(ev.hits - 1, 3)) / max(w, 1e-6))
+        release = getattr(source, "era_release", None) or getattr(source, "version", "")
+        _lead(ev, f"registers {', '.join(sorted(stubs))}, which {release}'s own headers do not declare: the op's "
+              f"code then sat in {caller.removeprefix(NATIVE)}, which calls the stub now")
+        moved.append(path)
+    if not moved:
+        return []
+    return [f"{len(moved)} file(s) reached through a dispatch stub the report's release did not declare rank below "
+            "the op's kernel file"]
