@@ -280,3 +280,18 @@ def test_a_stated_device_wins_over_the_accumulation_argument() -> None:
     issue = Issue(repo="pytorch/pytorch", number=1, title="GroupNorm is wrong on CUDA", body="0.0121")
     ex = Extraction(Snippet(GROUP_NORM, "test"), None, Environment(framework="pytorch"))
     assert accumulation_side(issue, ex, ["group_norm"], divergent_side(issue, ex)).side.value == "cuda"
+
+
+def test_version_lines_and_a_relative_error_do_not_decide_the_accumulation_argument() -> None:
+    from sftl.localize.gcrde import divergent_side
+    from sftl.localize.gcrde.cues import accumulation_side
+
+    def side(output: str) -> str:
+        issue = Issue(repo="pytorch/pytorch", number=1, title="GroupNorm gives different results",
+                      body=f"```python\n{GROUP_NORM}```\n\n```\n{output}\n```\n")
+        ex = Extraction(Snippet(GROUP_NORM, "test"), None, Environment(framework="pytorch"))
+        return accumulation_side(issue, ex, ["group_norm"], divergent_side(issue, ex)).side.value
+
+    assert side("the outputs differ\nPyTorch version: 0.4") == "cuda"  # no gap shown: a version is no difference
+    assert side("relative error 0.003 between the devices") == "cpu"
+    assert side("RuntimeError: 0.003") == "cuda"

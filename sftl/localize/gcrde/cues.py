@@ -124,7 +124,8 @@ _ACCUMULATING = re.compile(
 _SIZE_CALL = re.compile(r"\b(?:rand|randn|ones|zeros|empty|full)\s*\(\s*\(?([\d\s,*]+)")
 _FLOAT_EXACT = 2 ** 24  # float32 holds integers exactly up to here: a longer sum rounds at every step
 _SMALL_NUMBER = re.compile(r"(?<![\w.])(?:0\.0*[1-9]\d*|\d(?:\.\d+)?e-0*[1-9]\d*)(?![\w.])", re.I)
-_GROSS = re.compile(r"\bnan\b|\binf\b|crash|illegal|error|segfault|\bzeros?\b|garbage|exception|wrong shape", re.I)
+_GROSS = re.compile(r"\bnan\b|\binf\b|crash|illegal|(?<!relative )(?<!absolute )\berror\b|\w+Error\b|segfault|\bzeros?\b"
+                    r"|garbage|exception|wrong shape", re.I)
 _COMPARES = re.compile(r"\babs\s*\(|\.abs\s*\(|allclose|isclose|assert_close")
 _DOUBLE = re.compile(r"float64|\bdouble\b", re.I)
 
@@ -171,6 +172,7 @@ def accumulation_side(issue: Issue, extraction: Extraction, op_names: list[str],
     if n <= _FLOAT_EXACT:
         return div
     prose = "\n".join(x for x in (issue.title, (issue.body or "").replace(code, " "), extraction.error_line or "") if x)
+    prose = "\n".join(line for line in prose.splitlines() if "version" not in line.lower())  # 'PyTorch version: 0.4'
     small = _SMALL_NUMBER.search(prose)
     if small is None or _GROSS.search(prose):
         return div
