@@ -77,7 +77,7 @@ def test_a_kernel_file_only_the_release_had_ranks_first_when_named_after_the_op(
     got = short(loc)
     assert got[0] == "cuda/SortingTopK.cu"
     top = loc.suspects[0]
-    assert "named by 1.6.0's compiled libraries" in top.reason and "not at hand" in top.reason
+    assert "named by the compiled libraries of 1.6.0 " in top.reason and "not at hand" in top.reason
     assert "cuda/TensorTopK" in top.reason  # the tree's file it stands for
     assert "only 1.6.0 had" in loc.reason
 
@@ -114,6 +114,8 @@ def test_a_nightly_reads_the_wheel_of_its_release_number(tmp_path: Path, fixture
     named, release = release_names(source)
     assert NATIVE + "cuda/SortingTopK.cu" in named and release == "1.6.0 (standing for 1.6.0.dev20200601)"
     assert short(locate(source, "topk returns wrong values on CUDA", ("torch.topk",)))[0] == "cuda/SortingTopK.cu"
+    reason = locate(source, "topk returns wrong values on CUDA", ("torch.topk",)).suspects[0].reason
+    assert "compiled libraries of 1.6.0 (its wheel standing for 1.6.0.dev20200601)" in reason
 
 
 def stub_source(tmp: Path, fixtures_dir: Path, release_header: str) -> LayeredSource:

@@ -127,6 +127,7 @@ def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any
     main = [o for o in ops if o.weight >= 0.7 * heaviest]
     notes: list[str] = []
     short = release.split(" ", 1)[0]
+    whose = release if short == release else f"{short} (its wheel standing for {getattr(source, 'version', '')})"
     # 1. the release's files the tree lacks, standing for the tree's file of the op (or named after the op)
     added: list[str] = []
     for path in sorted(named):
@@ -153,7 +154,7 @@ def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any
             continue
         stand, why = target
         board.add(path, board.above(stand, _LIFT),
-                  f"named by {short}'s compiled libraries (its __FILE__ strings), not in the tree read "
+                  f"named by the compiled libraries of {whose} (their __FILE__ strings), not in the tree read "
                   f"({tree_release}): the release's own kernel file ({why}); the tree has the op in "
                   f"{stand.removeprefix(NATIVE)}; its source is not at hand", side=pside)
         board.edge(stand, path, "calls")
