@@ -18,8 +18,8 @@ from typing import IO, Any
 # sources, but their libraries name the ones that were built into them: the release's own file list
 # of kernels, read without a source tree (what is named is known to exist; its text is not at hand).
 
-CACHE_NAME = "named-sources-v1.json"
-_FORMAT = 1
+CACHE_NAME = "named-sources-v2.json"
+_FORMAT = 2
 
 # the repository folders each framework's C++ lives in; a named path is cut to start at one of them
 ANCHORS: dict[str, tuple[bytes, ...]] = {
@@ -45,11 +45,10 @@ def is_library(member: str) -> bool:
     return not member.endswith("/") and (base.endswith(".so") or ".so." in base)
 
 
-def _normalise(token: bytes, left: bytes, anchors: tuple[bytes, ...]) -> str | None:
-    """One repository path from a path token found at an anchor; None for generated files and non-sources.
-
-    `left` is the rest of the token before the anchor ("../", "/pytorch/", "external/org_tensorflow/").
-    """
+def _normalise(token: bytes, left: bytes, anchors: tuple[bytes, ...]) -> tuple[str, str] | None:
+    """(repository path, how it was written) from a path token found at an anchor; None for build outputs,
+    links and non-sources. `left` is the rest of the token before the anchor ("../", "/pytorch/",
+    "external/org_tensorflow/"); how: "up" (../), "bare" (nothing) or "prefixed" (a checkout's folder)."""
     try:
         text = token.decode("ascii")
         prefix = left.decode("ascii")
@@ -58,6 +57,8 @@ def _normalise(token: bytes, left: bytes, anchors: tuple[bytes, ...]) -> str | N
     bounded = "/" + prefix
     if any("/" + g in bounded for g in _GENERATED):
         return None
+    if prefix.startswith("//"):
+        return None  # a link in a message ("see https://github.com/.../blob/master/aten/..."): not this build's file
     if any("/" + a.decode() in bounded for a in anchors):
         return None  # an anchor inside a path that starts at another one (aten/src/.../c10/): that one names it
     text = text.rstrip(".")
@@ -68,27 +69,34 @@ def _normalise(token: bytes, left: bytes, anchors: tuple[bytes, ...]) -> str | N
         return None
     if "/generated/" in norm:
         return None  # written by the build (torch/csrc/autograd/generated/), not a file of the repository
-    return norm
+    how = "bare" if not prefix or prefix == "./" else "up" if prefix.startswith("../") else "prefixed"
+    return norm, how
 
 
 def scan_stream(stream: IO[bytes], anchors: tuple[bytes, ...], chunk: int = _CHUNK) -> set[str]:
     """The repository paths a binary stream names, read in chunks that overlap so no path is cut."""
-    found: set[str] = set()
+    return set(_scan_stream(stream, anchors, chunk))
+
+
+def _scan_stream(stream: IO[bytes], anchors: tuple[bytes, ...], chunk: int = _CHUNK) -> dict[str, set[str]]:
+    """{path: how it was written} for the paths a binary stream names."""
+    found: dict[str, set[str]] = {}
     buf, start = b"", 0  # start: the first position of buf not scanned yet
     while True:
         data = stream.read(chunk)
         buf += data
         # an anchor beginning before `limit` ends, with its whole token, inside buf (tokens < _OVERLAP)
         limit = len(buf) if not data else max(start, len(buf) - _OVERLAP)
-        found.update(_scan(buf, start, limit, anchors))
+        for path, how in _scan(buf, start, limit, anchors):
+            found.setdefault(path, set()).add(how)
         if not data:
             return found
         keep = max(0, limit - _LEFT)  # the left context of what is scanned next
         buf, start = buf[keep:], limit - keep
 
 
-def _scan(buf: bytes, start: int, limit: int, anchors: tuple[bytes, ...]) -> Iterator[str]:
-    """Paths whose anchor begins in buf[start:limit]."""
+def _scan(buf: bytes, start: int, limit: int, anchors: tuple[bytes, ...]) -> Iterator[tuple[str, str]]:
+    """(path, how) for the paths whose anchor begins in buf[start:limit]."""
     for anchor in anchors:
         stop = min(len(buf), limit + len(anchor) - 1)
         at = buf.find(anchor, start, stop)
@@ -102,25 +110,38 @@ def _scan(buf: bytes, start: int, limit: int, anchors: tuple[bytes, ...]) -> Ite
             left = buf[s:at]
             # an anchor inside a longer name ("mytensorflow/core/") is not the repository folder
             if m is not None and (not left or left[-1] not in _NAME_BYTES):
-                path = _normalise(m.group(), left, anchors)
-                if path is not None:
-                    yield path
+                named = _normalise(m.group(), left, anchors)
+                if named is not None:
+                    yield named
             at = buf.find(anchor, end, stop) if end < stop else -1
 
 
 def scan_wheel(wheel: str | Path, framework: str) -> dict[str, list[str]]:
-    """{library member: sorted paths it names} for each shared library in the wheel (a slow read: 5-60 s)."""
+    """{library member: sorted paths it names} for each shared library in the wheel (a slow read: 5-60 s).
+
+    An out-of-source build (CMake's: most files named "../aten/...") names the files it wrote into its
+    build folder bare ("aten/src/ATen/RegisterCUDA.cpp"): there, a path only ever named bare is dropped.
+    A build that names every file bare (TensorFlow's Bazel) keeps them all.
+    """
     anchors = ANCHORS[framework]
-    out: dict[str, list[str]] = {}
+    per_library: dict[str, dict[str, set[str]]] = {}
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
             if not is_library(info.filename):
                 continue
             with zf.open(info) as stream:
-                named = scan_stream(stream, anchors)
+                named = _scan_stream(stream, anchors)
             if named:
-                out[info.filename] = sorted(named)
-    return out
+                per_library[info.filename] = named
+    hows: dict[str, set[str]] = {}
+    for named in per_library.values():
+        for path, how in named.items():
+            hows.setdefault(path, set()).update(how)
+    up = sum(1 for how in hows.values() if "up" in how)
+    bare_only = {p for p, how in hows.items() if how == {"bare"}}
+    drop = bare_only if up > len(bare_only) else set()
+    return {lib: sorted(p for p in named if p not in drop) for lib, named in per_library.items()
+            if any(p not in drop for p in named)}
 
 
 def cache_path(wheel: str | Path) -> Path:
