@@ -61,7 +61,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from real_compose import compose_issue, number_anchors, repo_and_number  # noqa: E402
-from real_sources import DEFAULT_HOME, alias_release, provision, sftl_command  # noqa: E402
+from real_sources import (  # noqa: E402
+    DEFAULT_COMPOSITE_DIR,
+    DEFAULT_HOME,
+    alias_release,
+    compose_tree,
+    provision,
+    sftl_command,
+    wheels_dir,
+)
 
 ALL_METHODS = ("sftl", "paper", "vsm", "bert")
 KS = (1, 3, 5, 10)
@@ -80,6 +88,7 @@ class Row:
     issue: dict[str, Any] = field(default_factory=dict)
     in_sources: bool | None = None  # None: could not tell
     sources_note: str = ""
+    source_root: str | None = None  # --source-root-mode: the composite TREE passed to locate
 
 
 @dataclass
@@ -170,6 +179,108 @@ def check_sources(rows: Sequence[Row], home: Path) -> None:
         row.sources_note = desc + (f" ({why})" if why else "")
 
 
+def _wheel_layer(source: Any) -> Path | None:
+    """The first wheel among a source's layers (the report's own release's, where the cache layered one)."""
+    stack = [source]
+    while stack:
+        p = stack.pop(0)
+        inner = getattr(p, "providers", None)
+        if isinstance(inner, list | tuple):
+            stack[:0] = list(inner)
+            continue
+        if getattr(p, "provider", None) is not None:
+            stack.insert(0, p.provider)
+            continue
+        wheel = getattr(p, "wheel", None)
+        if isinstance(wheel, Path):
+            return wheel
+    return None
+
+
+def composite_release(row: Row, home: Path) -> tuple[str, Path, str] | None:
+    """(release, wheel, how) of the wheel whose Python files stand for the row's reported release in its TREE:
+    the wheel of the release sftl reads from its cache (a nightly's release wheel, as the cache layers it);
+    with no wheel there (the installed package, a tree of the release), the cached wheel nearest the version read."""
+    from sftl.config import load_settings
+    from sftl.extract import extract
+    from sftl.github import issue_from_json
+    from sftl.model import Category
+    from sftl.pipeline import open_framework_source
+    from sftl.releases import nearest_version
+
+    settings = load_settings({**os.environ, "SFTL_HOME": str(home)})
+    issue = issue_from_json(row.issue)
+    extraction = extract(issue)
+    try:
+        source, _ = open_framework_source(extraction, settings, None, True, needs_cxx=row.category == Category.GCRDE.value,
+                                          created_at=issue.created_at)
+    except Exception:  # noqa: BLE001 - a bench reports what it could not tell
+        source = None
+    wheel = _wheel_layer(source) if source is not None else None
+    if wheel is not None:
+        return wheel.resolve().parent.name.partition("-")[2], wheel.resolve(), "the wheel sftl's cache reads"
+    version = extraction.environment.version or (getattr(source, "installed_version", None) if source else None) \
+        or (getattr(source, "version", None) if source else None)
+    if not version:
+        return None
+    cached = {f.name.partition("-")[2]: f for f in wheels_dir(home).glob(f"{row.framework}-*")
+              if not f.is_symlink() and any(f.glob("*.whl"))}
+    best = nearest_version(version.split("+", 1)[0], cached)
+    if best is None:
+        return None
+    return best, sorted(cached[best].glob("*.whl"))[0].resolve(), f"the cached wheel nearest {version}"
+
+
+def prepare_composites(rows: Sequence[Row], home: Path, composite_dir: Path, with_libraries: bool) -> None:
+    """Compose each row's TREE (one per framework x release) and ask the product what it reads from it."""
+    from sftl.config import load_settings
+    from sftl.extract import extract
+    from sftl.github import issue_from_json
+    from sftl.model import Category
+    from sftl.pipeline import open_framework_source
+
+    built: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = {}
+    empty = Path(tempfile.mkdtemp(prefix="sftl-bench-emptyhome-"))
+    settings = load_settings({**os.environ, "SFTL_HOME": str(empty)})
+    listings: dict[str, set[str]] = {}
+    for row in rows:
+        got = composite_release(row, home)
+        if got is None:
+            row.in_sources, row.sources_note = False, "no wheel to compose a TREE from"
+            continue
+        release, wheel, how = got
+        key = (row.framework, release)
+        if key not in built:
+            dest = composite_dir / (f"{row.framework}-{release}" + ("-libs" if with_libraries else ""))
+            t0 = time.perf_counter()
+            stamp = compose_tree(wheel, row.framework, release, dest, with_libraries=with_libraries)
+            print(f"  TREE {dest}: {stamp['python_files']} Python files of {wheel.name}"
+                  + (f" + C++ of the {stamp['tree_release']} tree" if stamp.get("tree_release") else "")
+                  + (f" + {stamp['libraries']} libraries" if with_libraries else "")
+                  + f" ({time.perf_counter() - t0:.0f}s)", flush=True)
+            built[key] = (dest, stamp)
+        dest, stamp = built[key]
+        row.source_root = str(dest)
+        composed = f"TREE {release} ({how})" + (f" + C++ {stamp['tree_release']}" if stamp.get("tree_release") else "")
+        issue = issue_from_json(row.issue)
+        try:
+            source, why = open_framework_source(extract(issue), settings, dest, True,
+                                                needs_cxx=row.category == Category.GCRDE.value,
+                                                created_at=issue.created_at)
+        except Exception as exc:  # noqa: BLE001
+            row.sources_note = f"{composed}: could not open: {exc}"
+            continue
+        if source is None:
+            row.in_sources, row.sources_note = False, f"{composed}: {why or 'no sources'}"
+            continue
+        desc = str(getattr(source, "description", ""))
+        if desc not in listings:
+            listings[desc] = set(source.list_files())
+        row.in_sources = any(t in listings[desc] for t in row.truth)
+        row.sources_note = f"{composed}: {desc}" + (f" ({why})" if why else "")
+    shutil.rmtree(empty, ignore_errors=True)
+
+
 # -- running `sftl locate` --------------------------------------------------------------------
 
 
@@ -235,6 +346,8 @@ def run_locate(row: Row, method: str, work: Path, shared_home: Path, base_db: Pa
     if given_category:
         store_given_screening(home, row)
     argv = [*sftl_command(), "locate", str(issue_file), "--offline", "--json", "--method", method, "--top", "10", *extra]
+    if row.source_root:
+        argv += ["--source-root", row.source_root]
     started = time.perf_counter()
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
@@ -261,13 +374,13 @@ def row_env(assignments: Sequence[str], row: Row, method: str) -> dict[str, str]
     return out
 
 
-def time_stored_locate(home: Path, key: str, repeats: int = 3) -> list[float]:
+def time_stored_locate(home: Path, key: str, repeats: int = 3, extra: Sequence[str] = ()) -> list[float]:
     """Wall seconds of `sftl locate OWNER/REPO#N --offline --json` on an issue already in the store."""
     # as an installed sftl runs: with its bytecode (pip compiles it at install; PYTHONDONTWRITEBYTECODE,
     # set in some shells, would make every run compile every module again), after one warm-up run
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["SFTL_HOME"] = str(home)
-    argv = [*sftl_command(), "locate", key, "--offline", "--json"]
+    argv = [*sftl_command(), "locate", key, "--offline", "--json", *extra]
     subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     out = []
     for _ in range(repeats):
@@ -316,6 +429,8 @@ def table(title: str, results: Sequence[Result], methods: Sequence[str]) -> list
 
 def sources_short(note: str) -> str:
     """'wheel 1.9.0 + tree 1.13.1' from the provider's description (what the product chose to read)."""
+    if note.startswith("TREE "):  # --source-root-mode: the composed TREE
+        return note.split(":", 1)[0]
     parts = []
     note = re.sub(r"\(later release consulted[^)]*\)", "", note)
     m = re.search(r"(?<!cached )\bwheel (?:torch|tensorflow\w*)-(\d[\w.]*?)-(?:\d+-)?cp", note)
@@ -453,6 +568,14 @@ def main(argv: list[str] | None = None) -> int:
                          "SFTL_X=/models/{safe}.json (repeatable)")
     ap.add_argument("--compare", metavar="PREV.json", type=Path, help="list the rows whose rank moved since that --json run")
     ap.add_argument("--keep", metavar="DIR", type=Path, help="keep the per-run homes and issue files here")
+    ap.add_argument("--source-root-mode", action="store_true",
+                    help="as issue #13's evaluator runs sftl: each row's TREE composed under --composite-dir (the "
+                         "release's wheel's Python files + the nearest Debian tree's C++, linked) passed as "
+                         "--source-root, in a home whose cache starts empty (no wheels, no trees)")
+    ap.add_argument("--with-libraries", action="store_true",
+                    help="--source-root-mode: the TREE also holds the wheel's compiled libraries (*.so*)")
+    ap.add_argument("--composite-dir", type=Path, default=DEFAULT_COMPOSITE_DIR,
+                    help=f"where --source-root-mode composes the TREEs (default {DEFAULT_COMPOSITE_DIR})")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     if not argv:
@@ -471,6 +594,10 @@ def main(argv: list[str] | None = None) -> int:
     got = provision(args.home)
     print(f"SFTL_HOME {got['home']}: trees {', '.join(got['trees']) or 'none'}; {len(got['wheels'])} wheels")
     check_sources(rows, args.home)
+    if args.with_libraries and not args.source_root_mode:
+        ap.error("--with-libraries needs --source-root-mode")
+    if args.source_root_mode:
+        prepare_composites(rows, args.home, args.composite_dir, args.with_libraries)
     if args.quick and not args.rows:
         # a spread: each category, rows whose truth the sources hold, every other one (several releases)
         held = [r for r in rows if r.in_sources]
@@ -484,6 +611,12 @@ def main(argv: list[str] | None = None) -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="sftl-bench-real-"))
     work.mkdir(parents=True, exist_ok=True)
     base_db = prepare_base_store(work, history=not args.no_history)
+    # the evaluator's home: nothing cached (no wheels, no trees); its cache is shared by the run's locates, so
+    # the indexes sftl builds of a TREE are built once, as in one evaluator home
+    run_home_of = args.home
+    if args.source_root_mode:
+        run_home_of = work / "evaluator-home"
+        (run_home_of / "cache").mkdir(parents=True, exist_ok=True)
     print(f"{len(rows)} rows x {len(methods)} methods ({', '.join(methods)}); history "
           f"{'imported' if base_db else 'none'}{'; --no-history passed' if '--no-history' in extra else ''}", flush=True)
 
@@ -509,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
             return None
         # the first locate over a source builds its indexes (BERT embeds a whole release): it gets longer
         limit = args.warm_timeout if (row.key, method) in first_over_source else args.timeout
-        return run_locate(row, method, work, args.home, base_db, extra, limit, args.given_category, args.locate_env)
+        return run_locate(row, method, work, run_home_of, base_db, extra, limit, args.given_category, args.locate_env)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for batch in (warm, rest):
@@ -538,7 +671,10 @@ def main(argv: list[str] | None = None) -> int:
     out: list[str] = ["", f"bench_real: {len(rows)} real rows ({', '.join(ROW_FILES)}), sftl locate --offline --json, "
                       f"{elapsed:.0f}s for {len(results)} locates"
                       + ("; screening GIVEN (the labelled category): localization alone" if args.given_category
-                         else "; end to end (screening included)")]
+                         else "; end to end (screening included)")
+                      + ("; SOURCE-ROOT MODE (evaluator: --source-root TREE per release, composed under "
+                         f"{args.composite_dir}{', with the wheels libraries' if args.with_libraries else ''}; "
+                         "empty cache, no wheels or trees)" if args.source_root_mode else "; sources: sftl's cache")]
     out += table("all rows (a row whose truth the sources lack counts as a miss)", results, methods)
     in_sources = [r for r in results if r.row.in_sources]
     out += table(f"rows whose truth file is in the sources ({len({r.row.key for r in in_sources})} rows)", in_sources, methods)
@@ -573,7 +709,8 @@ def main(argv: list[str] | None = None) -> int:
         if sample is None:
             continue
         safe = re.sub(r"[^\w]+", "_", sample.row.key)
-        times = time_stored_locate(work / f"{safe}-sftl", sample.row.key)
+        times = time_stored_locate(work / f"{safe}-sftl", sample.row.key,
+                                   extra=["--source-root", sample.row.source_root] if sample.row.source_root else [])
         timings[sample.row.key] = statistics.median(times)
         out.append(f"sftl locate {sample.row.key} --offline --json ({category}), stored issue, cached sources: "
                    f"median {statistics.median(times):.2f}s wall, CLI start included "
@@ -590,6 +727,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "methods": methods, "history": bool(base_db), "elapsed_s": round(elapsed, 1),
             "given_category": args.given_category, "stored_locate_s": timings,
+            "source_root_mode": args.source_root_mode, "with_libraries": args.with_libraries,
             "not_run": [{"key": r.key, "method": m} for r, m in not_run],
             "results": [result_json(r) for r in results],
         }, indent=1), encoding="utf-8")

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +212,99 @@ def register_trees(home: Path, trees_dir: Path, fetch: bool) -> dict[str, Path]:
                 continue
         out[release] = tree
     return out
+
+
+# -- the evaluator's composite trees (bench_real --source-root-mode) ------------------------------
+
+DEFAULT_COMPOSITE_DIR = Path(os.environ.get("SFTL_BENCH_COMPOSITE", "/work/cache/composite"))
+# the C++ folders of a PyTorch tree a composite links (the wheel has none of their sources)
+CXX_DIRS = ("aten", "c10", "torch/csrc", "caffe2")
+_COMPOSE_FORMAT = 1
+
+
+def _materialize(dest: Path, rel: str) -> Path:
+    """Make `dest/rel` a real directory, turning each linked folder on the way into a folder of links to its
+    entries (so a file written there does not land in the linked tree); returns it."""
+    cur = dest
+    for part in Path(rel).parts:
+        cur = cur / part
+        if cur.is_symlink() and cur.is_dir():
+            target = cur.resolve()
+            cur.unlink()
+            cur.mkdir()
+            for entry in sorted(target.iterdir()):
+                (cur / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+        elif not cur.exists():
+            cur.mkdir()
+    return cur
+
+
+def compose_tree(wheel: Path, framework: str, release: str, dest: Path, trees_dir: Path = DEFAULT_TREES_DIR,
+                 with_libraries: bool = False) -> dict[str, Any]:
+    """A TREE as issue #13's evaluator describes it: the release's Python files (.py/.pyi, and torchgen's
+    packaged native_functions.yaml at its repository path) from its wheel, and, for PyTorch, the C++ folders
+    (aten/, c10/, torch/csrc/, caffe2/) of the Debian tree nearest the release, linked; the wheel's files win.
+    `with_libraries`: the wheel's compiled libraries (*.so*) too, at their wheel paths. Built once (a stamp
+    file says with what); returns that stamp."""
+    from sftl.releases import nearest_version
+    from sftl.sources.frameworks import NATIVE_FUNCTIONS, repo_path
+    from sftl.sources.inventory import is_library
+
+    want: dict[str, Any] = {"format": _COMPOSE_FORMAT, "wheel": str(wheel), "size": wheel.stat().st_size,
+                            "framework": framework, "release": release, "with_libraries": with_libraries}
+    stamp = dest / ".composed.json"
+    if stamp.is_file():
+        try:
+            have = json.loads(stamp.read_text(encoding="utf-8"))
+            if {k: have.get(k) for k in want} == want:
+                return have
+        except (OSError, ValueError):
+            pass
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    tree_release = None
+    if framework == "pytorch":
+        trees = {r: t for r in DEBIAN_TREES if (t := find_tree(r, trees_dir)) is not None}
+        tree_release = nearest_version(release.split("+", 1)[0], trees) if trees else None
+        if tree_release is not None:
+            tree = trees[tree_release]
+            for rel in CXX_DIRS:
+                if (tree / rel).is_dir():
+                    (partial / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (partial / rel).symlink_to((tree / rel).resolve(), target_is_directory=True)
+    written: dict[str, str] = {}  # repo path -> member (tensorflow_core/ wins over the tensorflow/ shim)
+    libraries: list[str] = []
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            if name.endswith("/"):
+                continue
+            if with_libraries and is_library(name):
+                libraries.append(name)
+                continue
+            repo = repo_path(framework, name)
+            if repo is None or not (repo.endswith((".py", ".pyi")) or repo == NATIVE_FUNCTIONS):
+                continue
+            if repo in written and not name.startswith("tensorflow_core/"):
+                continue
+            written[repo] = name
+        for repo, name in sorted(written.items()):
+            folder = _materialize(partial, str(Path(repo).parent)) if "/" in repo else partial
+            target = folder / Path(repo).name
+            if target.is_symlink():
+                target.unlink()
+            with zf.open(name) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        for name in libraries:
+            folder = _materialize(partial, str(Path(name).parent)) if "/" in name else partial
+            with zf.open(name) as src, open(folder / Path(name).name, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+    want.update({"tree_release": tree_release, "python_files": len(written), "libraries": len(libraries)})
+    (partial / ".composed.json").write_text(json.dumps(want, indent=1), encoding="utf-8")
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(partial, dest)
+    return want
 
 
 def provision(home: Path = DEFAULT_HOME, wheels_from: Path = DEFAULT_WHEELS_FROM,
