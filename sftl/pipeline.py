@@ -377,7 +377,7 @@ def _open_release_source(
             return installed, f"{note}; read the installed {_base_version(getattr(installed, 'installed_version', None))}"
     if source_root is not None:
         try:
-            return sources.LocalTree(source_root, framework, version, cache_dir=settings.cache_dir), ""
+            return sources.open_local_tree(source_root, framework, version, cache_dir=settings.cache_dir), ""
         except SftlError as exc:
             return None, str(exc)
     opener = getattr(sources, "open_source", None)

@@ -33,6 +33,7 @@ from sftl.sources.providers import (
     LayeredSource,
     LocalTree,
     PythonFilesOf,
+    ReleaseFiles,
     SitePackages,
     SourceProvider,
     WheelSource,
@@ -251,6 +252,79 @@ def registered_trees(settings: Settings, framework: str) -> dict[str, Path]:
     return out
 
 
+_PY_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
+_RELEASE_NUMBER = re.compile(r"\d+\.\d+(?:\.\d+)?")
+
+
+def _release_number(version: str | None) -> str | None:
+    """'1.9.0+cu111' -> '1.9.0', '1.13.0a0' -> '1.13.0', '2.0' -> '2.0.0'; None when it names no release."""
+    m = _RELEASE_NUMBER.match(version or "")
+    if m is None:
+        return None
+    parts = m.group(0).split(".")
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def tree_python_release(tree: LocalTree) -> str | None:
+    """The release of a tree's Python package as it says itself (`torch/version.py`, written by the build
+    into wheels and built checkouts); None when the tree does not say."""
+    if tree.framework != "pytorch":
+        return None
+    text = tree.read_text("torch/version.py")
+    m = _PY_VERSION.search(text or "")
+    return m.group(1) if m else None
+
+
+def tree_cxx_release(tree: LocalTree) -> str | None:
+    """The release of a tree's C++ (`version.txt` at its root, '1.13.0a0' -> '1.13.0'); where the C++ folders
+    are links into another tree (a composed tree), that tree's `version.txt`. None when neither says."""
+    if tree.framework != "pytorch":
+        return None
+    candidates = [tree.root / "version.txt"]
+    for folder in ("aten", "c10"):
+        linked = tree.root / folder
+        if linked.is_symlink():
+            candidates.append(linked.resolve().parent / "version.txt")
+    for path in candidates:
+        try:
+            number = _release_number(path.read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        if number:
+            return number
+    return None
+
+
+def open_local_tree(
+    root: str | Path, framework: str, version: str | None = None, cache_dir: str | Path | None = None
+) -> SourceProvider:
+    """A tree given as `--source-root`: a `LocalTree`, at the report's `version` (else the release its Python
+    package names). A tree whose Python files are of another release than its C++ (a release's wheel unpacked
+    over the nearest tree: torch/version.py 1.9.0 over version.txt 1.13.0) is layered as the cache layers that
+    wheel over that tree: the Python files (and compiled libraries) as a layer of their release, over the
+    tree's C++ as a layer of its own, so release-aware localizers see which release each file is of."""
+    framework = normalize_framework(framework)
+    tree = LocalTree(root, framework, version, cache_dir=cache_dir)
+    python_release = tree_python_release(tree)
+    reported = version or python_release
+    tree.version = reported
+    cxx_release = tree_cxx_release(tree)
+    own = _release_number(python_release)
+    if own is None or cxx_release is None or own == cxx_release:
+        return tree
+    # the Python files stand for the report's release when they are of its number, else for its era
+    same = version is None or _release_number(version) == own
+    py_version = reported if same else python_release
+    python = ReleaseFiles(tree, py_version, f"Python files of {framework} {python_release} in {tree.root}")
+    cxx = LocalTree(root, framework, cxx_release, cache_dir=cache_dir)
+    layered = LayeredSource([python, cxx])
+    layered.version = reported
+    layered.era_release = None if same else python_release
+    layered.description = (f"local tree {tree.root}: Python files of {framework} {python_release} (torch/version.py) "
+                           f"over the C++ of {cxx_release} (version.txt)")
+    return layered
+
+
 def open_source(
     framework: str,
     version: str | None,
@@ -278,7 +352,7 @@ def open_source(
 
     framework = normalize_framework(framework)
     if source_root is not None:
-        return LocalTree(source_root, framework, version, cache_dir=settings.cache_dir)
+        return open_local_tree(source_root, framework, version, cache_dir=settings.cache_dir)
     offline = offline or settings.offline
     if not version and created_at and offline:  # the commit an online run looked up, when its archive is cached
         try:

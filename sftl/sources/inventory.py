@@ -133,6 +133,11 @@ def scan_wheel(wheel: str | Path, framework: str) -> dict[str, list[str]]:
                 named = _scan_stream(stream, anchors)
             if named:
                 per_library[info.filename] = named
+    return _merge(per_library)
+
+
+def _merge(per_library: dict[str, dict[str, set[str]]]) -> dict[str, list[str]]:
+    """{library: sorted paths} from each library's {path: how named}, an out-of-source build's bare-only paths dropped."""
     hows: dict[str, set[str]] = {}
     for named in per_library.values():
         for path, how in named.items():
@@ -216,6 +221,60 @@ def wheel_named_paths(wheel: str | Path, framework: str, build: bool = True) -> 
     return found
 
 
+def library_named_paths(libraries: Iterable[str | Path], framework: str, cache_dir: str | Path | None = None,
+                        build: bool = True) -> frozenset[str] | None:
+    """The repository paths a set of compiled libraries on disk name (an unpacked wheel's torch/lib/*.so, a
+    built checkout's): as `wheel_named_paths`, cached under `cache_dir/index/` keyed by each library's path,
+    size and mtime; None when not cached and `build` is False, or no library can be read."""
+    if framework not in ANCHORS:
+        return frozenset()
+    files = sorted({Path(p).resolve() for p in libraries})
+    try:
+        stamps = [[str(f), (st := f.stat()).st_size, st.st_mtime_ns] for f in files]
+    except OSError:
+        return None
+    if not stamps:
+        return frozenset()
+    import hashlib
+
+    key = json.dumps([_FORMAT, framework, stamps])
+    memo = (hashlib.sha1(key.encode()).hexdigest(), len(stamps), framework)
+    if memo in _MEMO:
+        return _MEMO[memo]
+    cache = Path(cache_dir) / "index" / f"named-libraries-{memo[0][:16]}.json" if cache_dir is not None else None
+    found: frozenset[str] | None = None
+    if cache is not None:
+        try:
+            data = json.loads(cache.read_text(encoding="utf-8"))
+            if data.get("key") == key:
+                found = frozenset(str(p) for p in data["paths"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            found = None
+    if found is None and build:
+        per_library: dict[str, dict[str, set[str]]] = {}
+        with _lock(files[0]):
+            for f in files:
+                try:
+                    with f.open("rb") as stream:
+                        named = _scan_stream(stream, ANCHORS[framework])
+                except OSError:
+                    continue
+                if named:
+                    per_library[str(f)] = named
+        found = frozenset(p for named in _merge(per_library).values() for p in named)
+        if cache is not None:
+            tmp = cache.with_name(f"{cache.name}.tmp{os.getpid()}")
+            try:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(json.dumps({"key": key, "paths": sorted(found)}), encoding="utf-8")
+                os.replace(tmp, cache)
+            except OSError:
+                tmp.unlink(missing_ok=True)  # a read-only cache only costs the next process the scan again
+    if found is not None:
+        _MEMO[memo] = found
+    return found
+
+
 class _lock:
     """An exclusive flock on the wheel itself while one process scans it (none where it cannot be taken)."""
 
@@ -275,14 +334,35 @@ def release_wheel(source: Any) -> tuple[Path, str] | None:
     return None
 
 
+def release_libraries(source: Any) -> tuple[list[Path], str, Any] | None:
+    """(library files, framework, cache dir) of the report's release among the source's layers: the first layer
+    holding compiled libraries on disk (`library_files()`: a tree given as --source-root, an unpacked wheel in
+    it) of the source's own release, or of the release standing for its era."""
+    versions = {getattr(source, "version", None), getattr(source, "era_release", None)} - {None}
+    for layer in _layers(source):
+        files = getattr(layer, "library_files", None)
+        framework = getattr(layer, "framework", None)
+        if not callable(files) or not isinstance(framework, str):
+            continue
+        if versions and layer.version and layer.version not in versions:
+            continue
+        found = files()
+        if found:
+            return list(found), framework, getattr(layer, "cache_dir", None)
+    return None
+
+
 def named_paths(source: Any, build: bool = True) -> frozenset[str]:
     """The repository paths the report's release's compiled libraries name (empty when the source has no wheel
-    of that release). The first call on a wheel scans it (5-60 s) unless `build` is False; later ones read
-    the cache beside the wheel (milliseconds)."""
+    of that release, nor its libraries on disk). The first call on a wheel scans it (5-60 s) unless `build` is
+    False; later ones read the cache beside the wheel (milliseconds)."""
     found = release_wheel(source)
-    if found is None:
+    if found is not None:
+        return wheel_named_paths(found[0], found[1], build=build) or frozenset()
+    libraries = release_libraries(source)
+    if libraries is None:
         return frozenset()
-    return wheel_named_paths(found[0], found[1], build=build) or frozenset()
+    return library_named_paths(libraries[0], libraries[1], libraries[2], build=build) or frozenset()
 
 
 def under(paths: Iterable[str], prefix: str) -> list[str]:

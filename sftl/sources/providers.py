@@ -74,7 +74,15 @@ class LocalTree:
             if listing is None:
                 files: list[str] = []
                 stamps: dict[str, int] = {}
-                for dirpath, dirnames, filenames in os.walk(self.root):
+                # linked folders are followed (a tree composed of links to another tree's aten/, c10/), each
+                # real folder once (a link back up the tree is no loop)
+                real_seen: set[str] = set()
+                for dirpath, dirnames, filenames in os.walk(self.root, followlinks=True):
+                    real = os.path.realpath(dirpath)
+                    if real in real_seen:
+                        dirnames[:] = []
+                        continue
+                    real_seen.add(real)
                     dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
                     rel = os.path.relpath(dirpath, self.root)
                     prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
@@ -119,6 +127,10 @@ class LocalTree:
         except OSError:
             pass  # a cache: a read-only cache dir only costs time
 
+    def library_files(self) -> list[Path]:
+        """The compiled libraries (*.so, *.so.N) the tree holds: an unpacked wheel's, a built checkout's."""
+        return [self.root / p for p in self.list_files() if _is_library(p)]
+
     def read_text(self, path: str) -> str | None:
         full = self.root / path
         try:
@@ -127,6 +139,33 @@ class LocalTree:
             return None
         except OSError as exc:
             raise SourceError(f"cannot read {full}: {exc.strerror or exc}") from exc
+
+
+def _is_library(path: str) -> bool:
+    base = path.rsplit("/", 1)[-1]
+    return base.endswith(".so") or ".so." in base
+
+
+class ReleaseFiles:
+    """The files of a local tree that are of one release, where the tree mixes two (a release's wheel
+    unpacked over the C++ of another release's tree): its Python files (.py/.pyi) and compiled
+    libraries, seen as a layer of that release, as the cache layers a wheel over a tree."""
+
+    def __init__(self, tree: LocalTree, version: str | None, description: str = "") -> None:
+        self._tree = tree  # not `provider`: this layer is of its own release, not a view of the tree's
+        self.framework = tree.framework
+        self.version = version
+        self.cache_dir = tree.cache_dir
+        self.description = description or f"Python files of {tree.description} ({version})"
+
+    def list_files(self) -> list[str]:
+        return [p for p in self._tree.list_files() if p.endswith((".py", ".pyi"))]
+
+    def read_text(self, path: str) -> str | None:
+        return self._tree.read_text(path) if path.endswith((".py", ".pyi")) else None
+
+    def library_files(self) -> list[Path]:
+        return self._tree.library_files()
 
 
 class SitePackages:
