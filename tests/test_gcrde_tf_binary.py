@@ -64,9 +64,9 @@ def test_a_cpu_build_names_the_ops_cc_and_a_gpu_report_puts_the_inferred_gpu_fil
     loc = locate(wheel, "NonMaxSuppressionV3 is wrong on GPU", "NonMaxSuppressionV3",
                  body="It works on CPU but returns a different result on GPU.")
     assert loc.outcome is Outcome.LOCATED
-    assert paths(loc)[:3] == [K + "image/non_max_suppression_op_gpu.cu.cc", K + "image/non_max_suppression_op.cu.cc",
-                              K + "image/non_max_suppression_op.cc"]
-    guess, named = loc.suspects[0], loc.suspects[2]
+    assert paths(loc)[:4] == [K + "image/non_max_suppression_op_gpu.cu.cc", K + "image/non_max_suppression_op.cu.cc",
+                              K + "image/non_max_suppression_op_gpu.h", K + "image/non_max_suppression_op.cc"]
+    guess, named = loc.suspects[0], loc.suspects[3]
     assert guess.side is Side.CUDA and "CPU-only build that names no GPU file: inferred from non_max_suppression_op.cc" \
         in guess.reason and "source not available" in guess.reason
     assert named.reason.startswith(f"non_max_suppression_op.cc: {NAMED} ({wheel.wheel.name}); its source is not at hand")
@@ -117,6 +117,17 @@ def test_a_listed_gpu_header_of_the_op_stops_the_guessing(tmp_path: Path) -> Non
     loc = locate(wheel, "top_k wrong on GPU", "TopKV2", body="Wrong on GPU, fine on CPU.")
     assert K + "topk_op_gpu.h" in paths(loc)
     assert not any("CPU-only build that names no GPU file" in s.reason for s in loc.suspects)
+
+
+def test_an_incidental_call_gets_no_guessed_gpu_files(tmp_path: Path) -> None:
+    wheel = tf_wheel(tmp_path, "2.4.0", CPU_BUILD)
+    issue = Issue(repo="tensorflow/tensorflow", number=1, title="NonMaxSuppressionV3 is wrong on GPU",
+                  body="It works on CPU but returns a different result on GPU.")
+    ex = Extraction(None, None, Environment(framework="tensorflow"),
+                    apis=("tensorflow.constant", "tensorflow.raw_ops.NonMaxSuppressionV3"))
+    order = paths(localize_gcrde(issue, ex, wheel))
+    assert K + "constant_op.cc" in order  # named, at the weight of an incidental call
+    assert not any(p.startswith(K + "constant_op") and ".cu." in p for p in order)
 
 
 def test_no_matching_named_file_abstains_and_says_what_was_searched(tmp_path: Path) -> None:

@@ -593,9 +593,13 @@ def _tf_binary_named(
             impl = _TF_IMPL_STEM.match(_tf_file_stem(path))
             if binary.gpu_build or gpu_known or not path.endswith(".cc") or ".cu." in path or impl is None:
                 continue  # the build names the GPU files (none for this op: its GPU code is in the .cc), or no .cc
+            if op.weight < 0.5:
+                continue  # an incidental call (tf.constant building the input): its named file is enough noise
             folder, stem = path.rsplit("/", 1)[0] + "/", impl.group("stem")
             factor = 0.9 if gpu_first else 0.75  # a guessed file below the one known to exist, unless CUDA is blamed
-            for i, guess in enumerate((f"{folder}{stem}_gpu.cu.cc", f"{folder}{stem}.cu.cc")):
+            # TensorFlow's three layouts of an op's GPU code: topk_op_gpu.cu.cc, non_max_suppression_op.cu.cc,
+            # and the kernels written in a header the .cu.cc instantiates (topk_op_gpu.h, scan_ops_gpu.h)
+            for i, guess in enumerate((f"{folder}{stem}_gpu.cu.cc", f"{folder}{stem}.cu.cc", f"{folder}{stem}_gpu.h")):
                 board.add(guess, w * factor * (1.0 - 0.03 * i),
                           f"{_GPU_INFERRED.format(cc=path.rsplit('/', 1)[-1])} by TensorFlow's naming convention; "
                           f"source not available [{op.origin}]", Side.CUDA)
