@@ -231,7 +231,8 @@ def composite_release(row: Row, home: Path) -> tuple[str, Path, str] | None:
     return best, sorted(cached[best].glob("*.whl"))[0].resolve(), f"the cached wheel nearest {version}"
 
 
-def prepare_composites(rows: Sequence[Row], home: Path, composite_dir: Path, with_libraries: bool) -> None:
+def prepare_composites(rows: Sequence[Row], home: Path, composite_dir: Path, with_libraries: bool,
+                       whole_wheel: bool = False) -> None:
     """Compose each row's TREE (one per framework x release) and ask the product what it reads from it."""
     from sftl.config import load_settings
     from sftl.extract import extract
@@ -251,12 +252,15 @@ def prepare_composites(rows: Sequence[Row], home: Path, composite_dir: Path, wit
         release, wheel, how = got
         key = (row.framework, release)
         if key not in built:
-            dest = composite_dir / (f"{row.framework}-{release}" + ("-libs" if with_libraries else ""))
+            base = composite_dir / f"{row.framework}-{release}"
+            dest = base.with_name(base.name + ("-whole" if whole_wheel else "-libs" if with_libraries else ""))
             t0 = time.perf_counter()
-            stamp = compose_tree(wheel, row.framework, release, dest, with_libraries=with_libraries)
+            stamp = compose_tree(wheel, row.framework, release, dest, with_libraries=with_libraries,
+                                 whole_wheel=whole_wheel, link_from=base.with_name(base.name + "-libs"))
             print(f"  TREE {dest}: {stamp['python_files']} Python files of {wheel.name}"
                   + (f" + C++ of the {stamp['tree_release']} tree" if stamp.get("tree_release") else "")
-                  + (f" + {stamp['libraries']} libraries" if with_libraries else "")
+                  + (f" + {stamp['libraries']} libraries" if with_libraries or whole_wheel else "")
+                  + (" (the whole wheel at its wheel paths)" if whole_wheel else "")
                   + f" ({time.perf_counter() - t0:.0f}s)", flush=True)
             built[key] = (dest, stamp)
         dest, stamp = built[key]
@@ -574,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
                          "--source-root, in a home whose cache starts empty (no wheels, no trees)")
     ap.add_argument("--with-libraries", action="store_true",
                     help="--source-root-mode: the TREE also holds the wheel's compiled libraries (*.so*)")
+    ap.add_argument("--whole-wheel", action="store_true",
+                    help="--source-root-mode: the TREE holds the whole wheel at its wheel paths (headers under "
+                         "torch/include/, torchgen/packaged/, libraries), as an unzipped wheel")
     ap.add_argument("--composite-dir", type=Path, default=DEFAULT_COMPOSITE_DIR,
                     help=f"where --source-root-mode composes the TREEs (default {DEFAULT_COMPOSITE_DIR})")
     argv = sys.argv[1:] if argv is None else argv
@@ -594,10 +601,10 @@ def main(argv: list[str] | None = None) -> int:
     got = provision(args.home)
     print(f"SFTL_HOME {got['home']}: trees {', '.join(got['trees']) or 'none'}; {len(got['wheels'])} wheels")
     check_sources(rows, args.home)
-    if args.with_libraries and not args.source_root_mode:
-        ap.error("--with-libraries needs --source-root-mode")
+    if (args.with_libraries or args.whole_wheel) and not args.source_root_mode:
+        ap.error("--with-libraries and --whole-wheel need --source-root-mode")
     if args.source_root_mode:
-        prepare_composites(rows, args.home, args.composite_dir, args.with_libraries)
+        prepare_composites(rows, args.home, args.composite_dir, args.with_libraries, args.whole_wheel)
     if args.quick and not args.rows:
         # a spread: each category, rows whose truth the sources hold, every other one (several releases)
         held = [r for r in rows if r.in_sources]
@@ -673,7 +680,8 @@ def main(argv: list[str] | None = None) -> int:
                       + ("; screening GIVEN (the labelled category): localization alone" if args.given_category
                          else "; end to end (screening included)")
                       + ("; SOURCE-ROOT MODE (evaluator: --source-root TREE per release, composed under "
-                         f"{args.composite_dir}{', with the wheels libraries' if args.with_libraries else ''}; "
+                         f"{args.composite_dir}{', with the wheels libraries' if args.with_libraries else ''}"
+                         f"{', the whole wheel unzipped' if args.whole_wheel else ''}; "
                          "empty cache, no wheels or trees)" if args.source_root_mode else "; sources: sftl's cache")]
     out += table("all rows (a row whose truth the sources lack counts as a miss)", results, methods)
     in_sources = [r for r in results if r.row.in_sources]
@@ -728,6 +736,7 @@ def main(argv: list[str] | None = None) -> int:
             "methods": methods, "history": bool(base_db), "elapsed_s": round(elapsed, 1),
             "given_category": args.given_category, "stored_locate_s": timings,
             "source_root_mode": args.source_root_mode, "with_libraries": args.with_libraries,
+            "whole_wheel": args.whole_wheel,
             "not_run": [{"key": r.key, "method": m} for r, m in not_run],
             "results": [result_json(r) for r in results],
         }, indent=1), encoding="utf-8")

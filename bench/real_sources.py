@@ -240,18 +240,21 @@ def _materialize(dest: Path, rel: str) -> Path:
 
 
 def compose_tree(wheel: Path, framework: str, release: str, dest: Path, trees_dir: Path = DEFAULT_TREES_DIR,
-                 with_libraries: bool = False) -> dict[str, Any]:
+                 with_libraries: bool = False, whole_wheel: bool = False, link_from: Path | None = None) -> dict[str, Any]:
     """A TREE as issue #13's evaluator describes it: the release's Python files (.py/.pyi, and torchgen's
     packaged native_functions.yaml at its repository path) from its wheel, and, for PyTorch, the C++ folders
     (aten/, c10/, torch/csrc/, caffe2/) of the Debian tree nearest the release, linked; the wheel's files win.
-    `with_libraries`: the wheel's compiled libraries (*.so*) too, at their wheel paths. Built once (a stamp
-    file says with what); returns that stamp."""
+    `with_libraries`: the wheel's compiled libraries (*.so*) too, at their wheel paths. `whole_wheel`: every
+    member of the wheel at its wheel path (headers under torch/include/, torchgen/packaged/, libraries), as an
+    unzipped wheel; a library already extracted under `link_from` (same path and size) is hard-linked from
+    there. Built once (a stamp file says with what); returns that stamp."""
     from sftl.releases import nearest_version
     from sftl.sources.frameworks import NATIVE_FUNCTIONS, repo_path
     from sftl.sources.inventory import is_library
 
     want: dict[str, Any] = {"format": _COMPOSE_FORMAT, "wheel": str(wheel), "size": wheel.stat().st_size,
-                            "framework": framework, "release": release, "with_libraries": with_libraries}
+                            "framework": framework, "release": release, "with_libraries": with_libraries,
+                            "whole_wheel": whole_wheel}
     stamp = dest / ".composed.json"
     if stamp.is_file():
         try:
@@ -275,13 +278,17 @@ def compose_tree(wheel: Path, framework: str, release: str, dest: Path, trees_di
                     (partial / rel).symlink_to((tree / rel).resolve(), target_is_directory=True)
     written: dict[str, str] = {}  # repo path -> member (tensorflow_core/ wins over the tensorflow/ shim)
     libraries: list[str] = []
+    whole: list[str] = []  # members kept at their wheel paths
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
             name = info.filename
             if name.endswith("/"):
                 continue
-            if with_libraries and is_library(name):
+            if (with_libraries or whole_wheel) and is_library(name):
                 libraries.append(name)
+                continue
+            if whole_wheel:
+                whole.append(name)
                 continue
             repo = repo_path(framework, name)
             if repo is None or not (repo.endswith((".py", ".pyi")) or repo == NATIVE_FUNCTIONS):
@@ -296,11 +303,22 @@ def compose_tree(wheel: Path, framework: str, release: str, dest: Path, trees_di
                 target.unlink()
             with zf.open(name) as src, open(target, "wb") as out:
                 shutil.copyfileobj(src, out, 1 << 20)
+        for name in whole:
+            folder = _materialize(partial, str(Path(name).parent)) if "/" in name else partial
+            target = folder / Path(name).name
+            if target.is_symlink():
+                target.unlink()
+            with zf.open(name) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
         for name in libraries:
             folder = _materialize(partial, str(Path(name).parent)) if "/" in name else partial
+            there = link_from / name if link_from is not None else None
+            if there is not None and there.is_file() and there.stat().st_size == zf.getinfo(name).file_size:
+                os.link(there, folder / Path(name).name)
+                continue
             with zf.open(name) as src, open(folder / Path(name).name, "wb") as out:
                 shutil.copyfileobj(src, out, 1 << 20)
-    want.update({"tree_release": tree_release, "python_files": len(written), "libraries": len(libraries)})
+    want.update({"tree_release": tree_release, "python_files": len(written) + len(whole), "libraries": len(libraries)})
     (partial / ".composed.json").write_text(json.dumps(want, indent=1), encoding="utf-8")
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(partial, dest)

@@ -172,3 +172,42 @@ def test_a_tree_without_libraries_names_nothing_and_the_c_layer_of_another_relea
     assert named_paths(source) == frozenset()
     assert named_paths(LocalTree(tmp_path / "debian", "pytorch", "1.13.0")) == frozenset(
         {"aten/src/ATen/native/cuda/Tree.cu"})
+
+
+def test_a_whole_wheel_unzipped_in_the_tree_is_read_at_repository_paths_its_metadata_hidden(tmp_path: Path) -> None:
+    tree = debian_tree(tmp_path / "debian")
+    comp = composite(tmp_path / "comp", tree)
+    header = comp / "torch/include/ATen/native/cuda/SortingKthValue.cuh"  # the release's header, at its wheel path
+    header.parent.mkdir(parents=True)
+    header.write_text("// 1.9's header\n", encoding="utf-8")
+    yaml = comp / "torchgen/packaged/ATen/native/native_functions.yaml"
+    yaml.parent.mkdir(parents=True)
+    yaml.write_text("- func: kthvalue(Tensor self, int k) -> Tensor\n", encoding="utf-8")
+    (comp / "torch-1.9.0.dist-info").mkdir()
+    (comp / "torch-1.9.0.dist-info/RECORD").write_text("torch/include/ATen/native/cuda/SortingKthValue.cuh\n",
+                                                       encoding="utf-8")
+    source = open_local_tree(comp, "pytorch", "1.9.0")
+    assert isinstance(source, LayeredSource)
+    files = source.list_files()
+    assert "aten/src/ATen/native/cuda/SortingKthValue.cuh" in files
+    assert not any(p.startswith(("torch/include/", "torchgen/packaged/", "torch-1.9.0.dist-info/")) for p in files)
+    assert source.release_of("aten/src/ATen/native/cuda/SortingKthValue.cuh") == "1.9.0"
+    # the tree's C++ (and its yaml) wins, consistent with its kernels; the release's yaml is its own layer's
+    assert source.read_text("aten/src/ATen/native/native_functions.yaml") == "- func: kthvalue(Tensor self) -> Tensor\n"
+    own = source.layers_at("1.9.0")
+    assert any(layer.read_text("aten/src/ATen/native/native_functions.yaml") ==
+               "- func: kthvalue(Tensor self, int k) -> Tensor\n" for layer in own)
+
+
+def test_a_tensorflow_wheel_unzipped_as_the_tree_reads_its_headers_and_tensorflow_core(tmp_path: Path) -> None:
+    root = tmp_path / "tf"
+    (root / "tensorflow/include/tensorflow/core/kernels").mkdir(parents=True)
+    (root / "tensorflow/include/tensorflow/core/kernels/topk_op.h").write_text("// TopK\n", encoding="utf-8")
+    (root / "tensorflow_core/python/ops").mkdir(parents=True)
+    (root / "tensorflow_core/python/ops/nn_ops.py").write_text("def top_k(): pass\n", encoding="utf-8")
+    source = open_local_tree(root, "tensorflow", "2.0.0")
+    files = set(source.list_files())
+    assert {"tensorflow/core/kernels/topk_op.h", "tensorflow/python/ops/nn_ops.py"} <= files
+    assert not any(p.startswith(("tensorflow/include/", "tensorflow_core/")) for p in files)
+    assert source.read_text("tensorflow/python/ops/nn_ops.py") == "def top_k(): pass\n"
+    assert source.version == "2.0.0"

@@ -30,12 +30,14 @@ from sftl.releases import (  # re-exported: the release table moved to sftl.rele
 from sftl.releases import release_dates as release_dates
 from sftl.sources.frameworks import CXX_PREFIXES, FRAMEWORKS, NATIVE_FUNCTIONS, parse_spec, repo_path
 from sftl.sources.providers import (
+    WHEEL_ONLY,
     LayeredSource,
     LocalTree,
     PythonFilesOf,
     ReleaseFiles,
     SitePackages,
     SourceProvider,
+    WheelFilesIn,
     WheelSource,
     _atomic_write,
     iter_texts,
@@ -310,18 +312,33 @@ def open_local_tree(
     tree.version = reported
     cxx_release = tree_cxx_release(tree)
     own = _release_number(python_release)
+    # a whole wheel unpacked in the tree keeps its headers (and TF 2.0's package) at wheel paths: read them at
+    # the repository's, as a wheel is read, and hide the wheel paths
+    files = tree.list_files()
+    # and its metadata (torch-1.9.0.dist-info/RECORD names every file: no source of the repository)
+    hide = WHEEL_ONLY.get(framework, ()) + tuple(sorted(
+        {p.split("/", 1)[0] + "/" for p in files if p.split("/", 1)[0].endswith((".dist-info", ".data"))}))
+    unpacked = any(p.startswith(hide) for p in files)
     if own is None or cxx_release is None or own == cxx_release:
-        return tree
+        if not unpacked:
+            return tree
+        shown = LocalTree(root, framework, reported, cache_dir=cache_dir, hide=hide)
+        layered = LayeredSource([shown, WheelFilesIn(tree, reported)])
+        layered.version = reported
+        layered.description = f"local tree {tree.root} (an unpacked wheel's headers read at their repository paths)"
+        return layered
     # the Python files stand for the report's release when they are of its number, else for its era
     same = version is None or _release_number(version) == own
     py_version = reported if same else python_release
-    python = ReleaseFiles(tree, py_version, f"Python files of {framework} {python_release} in {tree.root}")
-    cxx = LocalTree(root, framework, cxx_release, cache_dir=cache_dir)
-    layered = LayeredSource([python, cxx])
+    cxx = LocalTree(root, framework, cxx_release, cache_dir=cache_dir, hide=hide if unpacked else ())
+    python = ReleaseFiles(cxx, py_version, f"Python files of {framework} {python_release} in {tree.root}")
+    # the tree's C++ wins over the wheel's headers (consistent with its own kernels), as the cache layers them
+    layered = LayeredSource([python, cxx, *([WheelFilesIn(tree, py_version)] if unpacked else [])])
     layered.version = reported
     layered.era_release = None if same else python_release
-    layered.description = (f"local tree {tree.root}: Python files of {framework} {python_release} (torch/version.py) "
-                           f"over the C++ of {cxx_release} (version.txt)")
+    layered.description = (f"local tree {tree.root}: Python files of {framework} {python_release} (torch/version.py)"
+                           + (" and its wheel's headers" if unpacked else "")
+                           + f" over the C++ of {cxx_release} (version.txt)")
     return layered
 
 

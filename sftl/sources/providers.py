@@ -35,12 +35,15 @@ _SKIP_DIRS = {".git", "__pycache__", "node_modules", "third_party", "build", ".v
 
 
 class LocalTree:
-    """A local checkout laid out like the framework's repository (`--source-root DIR`)."""
+    """A local checkout laid out like the framework's repository (`--source-root DIR`); `hide`: path prefixes
+    left out (the wheel-only folders of a wheel unpacked into the tree, read through `WheelFilesIn`)."""
 
     def __init__(
-        self, root: str | Path, framework: str, version: str | None = None, cache_dir: str | Path | None = None
+        self, root: str | Path, framework: str, version: str | None = None, cache_dir: str | Path | None = None,
+        hide: tuple[str, ...] = (),
     ) -> None:
         self.root = Path(root).expanduser()
+        self.hide = tuple(hide)
         if not self.root.is_dir():
             raise InputError(f"source root {self.root} is not a directory")
         self.framework = framework
@@ -93,7 +96,7 @@ class LocalTree:
                         pass
                 self._save_listing(stamps, files)
                 listing = files
-            self._files = listing
+            self._files = [p for p in listing if not p.startswith(self.hide)] if self.hide else listing
         return self._files
 
     def _listing_path(self) -> Path | None:
@@ -132,6 +135,8 @@ class LocalTree:
         return [self.root / p for p in self.list_files() if _is_library(p)]
 
     def read_text(self, path: str) -> str | None:
+        if self.hide and path.startswith(self.hide):
+            return None
         full = self.root / path
         try:
             return full.read_text(encoding="utf-8", errors="replace")
@@ -166,6 +171,50 @@ class ReleaseFiles:
 
     def library_files(self) -> list[Path]:
         return self._tree.library_files()
+
+
+# the folders a wheel unpacked into a tree keeps at paths that are not the repository's (headers for extensions,
+# torchgen's packaged ATen files, TF 2.0/2.1's real package under tensorflow_core/): `repo_path` maps them
+WHEEL_ONLY = {
+    "pytorch": ("torch/include/", "torch/lib/include/", "torch/lib/THNN.h", "torch/lib/THCUNN.h", "torchgen/packaged/"),
+    "tensorflow": ("tensorflow/include/", "tensorflow_core/"),
+}
+
+
+class WheelFilesIn:
+    """The files of a wheel unpacked into a tree that sit at wheel paths (torch/include/ATen/..., tensorflow/include/
+    tensorflow/core/..., torchgen/packaged/ATen/...), seen at their repository paths, as a wheel is read."""
+
+    def __init__(self, tree: LocalTree, version: str | None) -> None:
+        self._tree = tree
+        self.framework = tree.framework
+        self.version = version
+        self.description = f"wheel files unpacked in {tree.description} ({version})"
+        self._map: dict[str, str] | None = None
+
+    def _paths(self) -> dict[str, str]:
+        if self._map is None:
+            mapping: dict[str, str] = {}
+            prefixes = WHEEL_ONLY.get(self.framework, ())
+            for path in self._tree.list_files():
+                if not path.startswith(prefixes):
+                    continue
+                repo = repo_path(self.framework, path)
+                if repo is None or repo == path:
+                    continue
+                if path.startswith("tensorflow_core/"):
+                    mapping[repo] = path  # the real package wins over the tensorflow/ shim
+                else:
+                    mapping.setdefault(repo, path)
+            self._map = mapping
+        return self._map
+
+    def list_files(self) -> list[str]:
+        return list(self._paths())
+
+    def read_text(self, path: str) -> str | None:
+        installed = self._paths().get(path)
+        return None if installed is None else self._tree.read_text(installed)
 
 
 class SitePackages:
