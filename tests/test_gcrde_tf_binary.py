@@ -28,6 +28,7 @@ def tf_wheel(tmp: Path, version: str, named: list[str], headers: dict[str, str] 
     """A wheel whose library was compiled from tensorflow/core/kernels/<named[0]> and names the rest (as CHECKs do)."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
+    tmp.mkdir(parents=True, exist_ok=True)
     src = tmp / "repo" / named[0]
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_text(C_SOURCE.replace("NAMES", ", ".join(json.dumps(n) for n in named[1:]) or '""'), encoding="utf-8")
@@ -117,6 +118,17 @@ def test_a_listed_gpu_header_of_the_op_stops_the_guessing(tmp_path: Path) -> Non
     loc = locate(wheel, "top_k wrong on GPU", "TopKV2", body="Wrong on GPU, fine on CPU.")
     assert K + "topk_op_gpu.h" in paths(loc)
     assert not any("CPU-only build that names no GPU file" in s.reason for s in loc.suspects)
+
+
+def test_a_named_header_with_no_named_cc_seeds_the_guesses_and_a_listed_one_does_not(tmp_path: Path) -> None:
+    named_only = tf_wheel(tmp_path / "a", "2.4.0", [K + "relu_op.h", K + "constant_op.cc"])
+    loc = locate(named_only, "relu wrong on GPU", "Relu", body="Wrong on GPU, fine on CPU.")
+    assert paths(loc)[0] == K + "relu_op_gpu.cu.cc" and "inferred from relu_op.h" in loc.suspects[0].reason
+    # at hand, a header is read by the header rules (which know when it registers the GPU kernel itself)
+    listed = tf_wheel(tmp_path / "b", "2.4.0", [K + "matmul_op_impl.h"], headers={K + "matmul_op_impl.h": (
+        'REGISTER_KERNEL_BUILDER(Name("MatMul").Device(DEVICE_GPU), MatMulOp<GPUDevice, float>);\n')})
+    order = paths(locate(listed, "matmul wrong on GPU", "MatMul", body="Wrong on GPU, fine on CPU."))
+    assert order[0] == K + "matmul_op_impl.h" and not any(".cu." in p for p in order)
 
 
 def test_an_incidental_call_gets_no_guessed_gpu_files(tmp_path: Path) -> None:

@@ -131,8 +131,8 @@ def _tf_ops_from_python(api: str, source: SourceProvider) -> tuple[str, ...]:
         text = source.read_text(path)
         if not text or marker not in text:
             continue
-        pos = text.find(marker)
-        m = re.compile(r"\n(?:@[^\n]*\n)*def (\w+)\(").search(text, pos)
+        pos = _exported_at(text, marker)
+        m = re.compile(r"\n(?:@[^\n]*\n)*def (\w+)\(").search(text, pos) if pos >= 0 else None
         if m is None:
             continue
         end = re.compile(r"\n(?:@|def |class )").search(text, m.end())
@@ -153,6 +153,19 @@ def _tf_ops_from_python(api: str, source: SourceProvider) -> tuple[str, ...]:
             generated = _tf_gen_ops(source)
             return tuple(generated.get(c) or "".join(p[:1].upper() + p[1:] for p in c.split("_")) for c in calls)
     return ()
+
+
+def _exported_at(text: str, marker: str) -> int:
+    """Where `marker` ('"linalg.solve"') stands inside a @tf_export(...) decorator's arguments; -1 where it is only
+    another string (weak_tensor_ops.py's special_handling="constant" is no export of tf.constant)."""
+    pos = text.find(marker)
+    while pos >= 0:
+        dec = text.rfind("tf_export(", 0, pos)
+        args = text[dec:pos] if dec >= 0 else ""
+        if dec >= 0 and "\ndef " not in args and args.count("(") > args.count(")"):
+            return pos
+        pos = text.find(marker, pos + 1)
+    return -1
 
 
 def _tf_gen_export(api: str, source: SourceProvider) -> tuple[str, ...]:
@@ -586,20 +599,28 @@ def _tf_binary_named(
         # the op's GPU-side files at hand: named by the libraries, or listed (a wheel's headers: topk_op_gpu.h)
         gpu_known = [p for p in {h[0] for h in kept} | listed
                      if _tf_side(p) is Side.CUDA and _tf_name_match(op.name, keys, p)[0] >= top * 0.75]
-        for path, strength, why in kept:
+        guessed: set[str] = set()
+        # the .cc first: a guess says the file it was made from, the op's .cc rather than a header beside it
+        for path, strength, why in sorted(kept, key=lambda h: (not h[0].endswith(".cc"), -h[1], h[0])):
             w = op.weight * strength
             board.add(path, w, f"{path.rsplit('/', 1)[-1]}: named by the release's compiled libraries ({binary.wheel}); "
                       f"its source is not at hand; {why} [{op.origin}]", _tf_side(path))
             impl = _TF_IMPL_STEM.match(_tf_file_stem(path))
-            if binary.gpu_build or gpu_known or not path.endswith(".cc") or ".cu." in path or impl is None:
-                continue  # the build names the GPU files (none for this op: its GPU code is in the .cc), or no .cc
+            if binary.gpu_build or gpu_known or impl is None or _tf_side(path) is Side.CUDA or path in listed:
+                # the build names the GPU files (none for this op: its GPU code is in the .cc); a GPU file; or a
+                # header at hand, whose text the header rules read (matmul_op_impl.h registers the GPU kernel itself)
+                continue
             if op.weight < 0.5:
                 continue  # an incidental call (tf.constant building the input): its named file is enough noise
             folder, stem = path.rsplit("/", 1)[0] + "/", impl.group("stem")
             factor = 0.9 if gpu_first else 0.75  # a guessed file below the one known to exist, unless CUDA is blamed
             # TensorFlow's three layouts of an op's GPU code: topk_op_gpu.cu.cc, non_max_suppression_op.cu.cc,
-            # and the kernels written in a header the .cu.cc instantiates (topk_op_gpu.h, scan_ops_gpu.h)
+            # and the kernels written in a header the .cu.cc instantiates (topk_op_gpu.h, scan_ops_gpu.h); from
+            # the op's named .cc, or its named header (relu_op.h) where no .cc is named
             for i, guess in enumerate((f"{folder}{stem}_gpu.cu.cc", f"{folder}{stem}.cu.cc", f"{folder}{stem}_gpu.h")):
+                if guess in guessed or guess in binary.kernels:
+                    continue
+                guessed.add(guess)
                 board.add(guess, w * factor * (1.0 - 0.03 * i),
                           f"{_GPU_INFERRED.format(cc=path.rsplit('/', 1)[-1])} by TensorFlow's naming convention; "
                           f"source not available [{op.origin}]", Side.CUDA)
