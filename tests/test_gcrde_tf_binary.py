@@ -12,7 +12,7 @@ import pytest
 
 from sftl.localize.gcrde import localize_gcrde
 from sftl.model import Environment, Extraction, Issue, Localization, Outcome, Side
-from sftl.sources import WheelSource
+from sftl.sources import LocalTree, WheelSource
 
 K = "tensorflow/core/kernels/"
 NAMED = "named by the release's compiled libraries"
@@ -44,7 +44,7 @@ def tf_wheel(tmp: Path, version: str, named: list[str], headers: dict[str, str] 
     return WheelSource(wheel, "tensorflow")
 
 
-def locate(source: WheelSource, title: str, op: str, body: str = "") -> Localization:
+def locate(source: WheelSource | LocalTree, title: str, op: str, body: str = "") -> Localization:
     issue = Issue(repo="tensorflow/tensorflow", number=1, title=title, body=body)
     ex = Extraction(None, None, Environment(framework="tensorflow"), apis=(f"tensorflow.raw_ops.{op}",))
     return localize_gcrde(issue, ex, source)
@@ -147,3 +147,15 @@ def test_no_matching_named_file_abstains_and_says_what_was_searched(tmp_path: Pa
     loc = locate(wheel, "Qr differs on GPU", "Qr")
     assert loc.outcome is Outcome.ABSTAINED
     assert "nor among the 6 kernel files its libraries name" in loc.reason
+
+
+def test_an_unpacked_wheel_given_as_a_tree_is_read_through_its_libraries_on_disk(tmp_path: Path) -> None:
+    wheel = tf_wheel(tmp_path / "w", "2.4.0", CPU_BUILD)
+    root = tmp_path / "unpacked"
+    with zipfile.ZipFile(wheel.wheel) as zf:
+        zf.extractall(root)
+    tree = LocalTree(root, "tensorflow", "2.4.0", cache_dir=tmp_path / "cache")
+    loc = locate(tree, "linalg.solve gives different results on CPU and GPU", "MatrixSolve")
+    assert paths(loc)[0] == K + "linalg/matrix_solve_op.cc"
+    assert f"{NAMED} (1 compiled library on disk)" in loc.suspects[0].reason
+    assert list((tmp_path / "cache" / "index").glob("named-libraries-*.json"))  # scanned once, kept

@@ -30,7 +30,7 @@ from sftl.localize.gcrde.ops import (
     _title_tokens,
 )
 from sftl.model import Extraction, Issue, Localization, Outcome, Side
-from sftl.sources.inventory import named_paths, release_wheel
+from sftl.sources.inventory import named_paths, release_libraries, release_wheel
 
 if TYPE_CHECKING:
     from sftl.sources import SourceProvider
@@ -511,19 +511,26 @@ def _tf_gpu_headers_of(op: OpRef, texts: dict[str, str], weight: float, board: _
 
 @dataclass(frozen=True)
 class _BinaryLayer:
-    wheel: str  # the wheel's file name, for reasons
+    wheel: str  # the wheel's file name (or how many libraries on disk), for reasons
     kernels: tuple[str, ...]  # the named paths under tensorflow/core/kernels/
     gpu_build: bool  # the libraries name GPU files (.cu.cc): a GPU build; else the GPU files cannot be named
 
 
 def _tf_binary_layer(source: SourceProvider) -> _BinaryLayer | None:
-    found = release_wheel(source)
-    if found is None or found[1] != "tensorflow":
+    """The report's release's wheel, else its compiled libraries on disk (an unpacked wheel given as a tree)."""
+    wheel = release_wheel(source)
+    libraries = release_libraries(source) if wheel is None else None
+    if wheel is not None and wheel[1] == "tensorflow":
+        origin = wheel[0].name
+    elif libraries is not None and libraries[1] == "tensorflow":
+        n = len(libraries[0])
+        origin = f"{n} compiled librar{'y' if n == 1 else 'ies'} on disk"
+    else:
         return None
     kernels = tuple(sorted(p for p in named_paths(source) if p.startswith(_TF_KERNEL_DIR)))
     if not kernels:
         return None
-    return _BinaryLayer(found[0].name, kernels, any(p.endswith((".cu.cc", ".cu.h")) for p in kernels))
+    return _BinaryLayer(origin, kernels, any(p.endswith((".cu.cc", ".cu.h")) for p in kernels))
 
 
 # stem words that say what kind of file it is, not which op: dropped before comparing a file with an op
