@@ -211,3 +211,15 @@ def test_a_tensorflow_wheel_unzipped_as_the_tree_reads_its_headers_and_tensorflo
     assert not any(p.startswith(("tensorflow/include/", "tensorflow_core/")) for p in files)
     assert source.read_text("tensorflow/python/ops/nn_ops.py") == "def top_k(): pass\n"
     assert source.version == "2.0.0"
+
+
+def test_the_libraries_of_a_tensorflow_core_wheel_unzipped_as_the_tree_are_found_under_its_hidden_folder(
+        tmp_path: Path) -> None:
+    root = tmp_path / "tf"
+    (root / "tensorflow_core/python").mkdir(parents=True)
+    (root / "tensorflow_core/python/ops.py").write_text("x = 1\n", encoding="utf-8")
+    (root / "tensorflow_core/python/_pywrap_tensorflow_internal.so").write_bytes(
+        b"\0tensorflow/core/kernels/non_max_suppression_op.cc\0")
+    source = open_local_tree(root, "tensorflow", "2.0.0", cache_dir=tmp_path / "cache")
+    assert not any(p.startswith("tensorflow_core/") for p in source.list_files())
+    assert named_paths(source) == frozenset({"tensorflow/core/kernels/non_max_suppression_op.cc"})

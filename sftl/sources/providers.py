@@ -52,6 +52,7 @@ class LocalTree:
         # where localizers may keep indexes built from this tree (None: rebuild in every process)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._files: list[str] | None = None
+        self._all: list[str] = []  # the listing before `hide`
 
     def index_cache_path(self) -> Path | None:
         """Where a localizer may keep an index of this tree: one file per tree, keyed by its real path."""
@@ -96,6 +97,7 @@ class LocalTree:
                         pass
                 self._save_listing(stamps, files)
                 listing = files
+            self._all = listing
             self._files = [p for p in listing if not p.startswith(self.hide)] if self.hide else listing
         return self._files
 
@@ -131,8 +133,10 @@ class LocalTree:
             pass  # a cache: a read-only cache dir only costs time
 
     def library_files(self) -> list[Path]:
-        """The compiled libraries (*.so, *.so.N) the tree holds: an unpacked wheel's, a built checkout's."""
-        return [self.root / p for p in self.list_files() if _is_library(p)]
+        """The compiled libraries (*.so, *.so.N) the tree holds: an unpacked wheel's, a built checkout's (hidden
+        folders included: TF 2.0's libraries sit under tensorflow_core/)."""
+        self.list_files()
+        return [self.root / p for p in self._all if _is_library(p)]
 
     def read_text(self, path: str) -> str | None:
         if self.hide and path.startswith(self.hide):
