@@ -6,7 +6,7 @@ Public interface (other stages code against it):
 - `issue_from_json(obj, comments=None) -> Issue` and `comment_from_json(obj) -> Comment`:
   GitHub REST objects to model dataclasses (InputError on malformed objects).
 - `issue_to_json(issue) -> dict`: the reverse, so exports re-import losslessly.
-  (These parse without the network; they live in `sftl.github_json` and are re-exported here.)
+  (parsed without the network in `sftl.github_json`, re-exported here)
 - `GitHubClient(settings)`: `get_issue`, `get_comments`, `iter_issue_pages`,
   `iter_comment_pages` (the repository-wide comment listing), `get_tree`, `get_raw_file`,
   `commit_at` (the commit current at a date) and `download_tarball` (a release's source archive,
@@ -19,6 +19,9 @@ Public interface (other stages code against it):
   the HTTP cache is bounded; entries are evicted oldest-used first (a hit refreshes its time). A
   client that wrote to the cache prunes it to `CACHE_MAX_BYTES` / `CACHE_MAX_AGE_S` when it closes,
   at most once per `CACHE_PRUNE_INTERVAL_S`.
+
+About 800 lines, on purpose: what is left is the client class alone (every network call goes through
+it); its pure parts already live in `sftl.github_json` and `sftl.github_cache`.
 """
 
 from __future__ import annotations
