@@ -296,16 +296,10 @@ def compose_tree(wheel: Path, framework: str, release: str, dest: Path, trees_di
             if repo in written and not name.startswith("tensorflow_core/"):
                 continue
             written[repo] = name
-        for repo, name in sorted(written.items()):
-            folder = _materialize(partial, str(Path(repo).parent)) if "/" in repo else partial
-            target = folder / Path(repo).name
-            if target.is_symlink():
-                target.unlink()
-            with zf.open(name) as src, open(target, "wb") as out:
-                shutil.copyfileobj(src, out, 1 << 20)
-        for name in whole:
-            folder = _materialize(partial, str(Path(name).parent)) if "/" in name else partial
-            target = folder / Path(name).name
+        # each member at its repository path (Python files) or at its wheel path (a whole wheel)
+        for at, name in [*sorted(written.items()), *((n, n) for n in whole)]:
+            folder = _materialize(partial, str(Path(at).parent)) if "/" in at else partial
+            target = folder / Path(at).name
             if target.is_symlink():
                 target.unlink()
             with zf.open(name) as src, open(target, "wb") as out:
