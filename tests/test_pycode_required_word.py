@@ -30,7 +30,7 @@ def test_every_match_holds_the_required_word(pattern: str, texts: list[str]) -> 
         assert word in text
 
 
-@pytest.mark.parametrize("pattern", [r"foo|barbaz", r"(?:abc)?defg", r"(?i)class\s+Foo", r"(xyz|uvw)", r"\w+\.\w+"])
+@pytest.mark.parametrize("pattern", [r"foo|barbaz", r"(?:abc)?defg", r"(?<!self\.)weight_g\b(?!_norm)", r"(?i)class\s+Foo", r"(xyz|uvw)", r"\w+\.\w+"])
 def test_no_word_is_claimed_where_a_match_may_lack_it(pattern: str) -> None:
     assert required_word(pattern) is None
 
@@ -49,3 +49,11 @@ def test_the_unanchored_regex_matches_wherever_the_anchored_one_does(pattern: st
     for text in texts:
         assert re.search(pattern, text, re.M) and loose.search(text)
     assert not loose.search("nothing of the kind here")
+
+
+def test_a_top_level_alternation_requires_what_every_branch_holds() -> None:
+    pattern = r"\bsignal\.SIGKILL\b|^\s*from\s+signal\s+import\b[^\n]*\bSIGKILL\b"
+    assert required_word(pattern) == "SIGKILL"
+    for text in ("os.kill(pid, signal.SIGKILL)", "from signal import SIGTERM, SIGKILL"):
+        assert re.search(pattern, text, re.M) and "SIGKILL" in text
+    assert required_word(r"alpha_word|beta_word") is None

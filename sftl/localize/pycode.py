@@ -55,24 +55,36 @@ def required_word(pattern: str) -> str | None:
     """The longest literal word every match of the regex `pattern` contains, else None.
 
     Conservative: character classes and escapes are no words, a word's last letter is dropped when
-    a quantifier follows it, and an alternation counts only the words all its branches share (one
-    group level; a `|` outside groups, an optional group or inline flags give None).
+    a quantifier follows it, and an alternation (top level, or one group level) counts only the
+    words all its branches share; an optional group, deeper nesting or inline flags give None.
     """
-    if "(?i" in pattern or re.search(r"\)[?*{]", pattern):
-        return None
+    if "(?i" in pattern or "(?!" in pattern or "(?<!" in pattern or re.search(r"\)[?*{]", pattern):
+        return None  # a negative look-around's words are absent from a match
     plain = _ESCAPE.sub(" ", _CHAR_CLASS.sub(" ", pattern))
     plain = re.sub(r"\w(?=[?*{])", " ", plain)
-    words: set[str] = set()
-    for m in _GROUP.finditer(plain):
-        branches = m.group(1).split("|")
-        shared = set.intersection(*(set(_WORD.findall(b)) for b in branches))
-        words |= shared
-    outside = _GROUP.sub(" ", plain)
-    if "|" in outside or "(" in outside:
-        return None
-    words |= set(_WORD.findall(outside))
+    words = _required_words(plain)
     rare = words - _COMMON_WORDS or words  # "class" or "self" is in most files: the name it precedes is not
     return max(sorted(rare), key=len) if rare else None
+
+
+def _required_words(plain: str) -> set[str]:
+    """Words every match of `plain` (a pattern with classes and escapes blanked) holds; empty: none known."""
+    branches, depth, start = [], 0, 0
+    for i, ch in enumerate(plain):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "|" and depth == 0:
+            branches.append(plain[start:i])
+            start = i + 1
+    if branches:  # a top-level alternation: what every branch holds
+        branches.append(plain[start:])
+        return set.intersection(*(_required_words(b) for b in branches))
+    words: set[str] = set()
+    for m in _GROUP.finditer(plain):
+        words |= set.intersection(*(set(_WORD.findall(b)) for b in m.group(1).split("|")))
+    outside = _GROUP.sub(" ", plain)
+    if "(" in outside or ")" in outside:
+        return set()  # nested groups: claim nothing
+    return words | set(_WORD.findall(outside))
 
 
 def _unanchored(pattern: str) -> re.Pattern[str] | None:
