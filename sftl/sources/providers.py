@@ -10,11 +10,13 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, TypeVar
 
 from sftl.errors import InputError, SourceError
 from sftl.releases import normalize_framework
 from sftl.sources.frameworks import _IMPORT_NAMES, _PACKAGES, repo_path
+
+T = TypeVar("T")
 
 
 class SourceProvider(Protocol):
@@ -206,10 +208,7 @@ class WheelFilesIn:
                 repo = repo_path(self.framework, path)
                 if repo is None or repo == path:
                     continue
-                if path.startswith("tensorflow_core/"):
-                    mapping[repo] = path  # the real package wins over the tensorflow/ shim
-                else:
-                    mapping.setdefault(repo, path)
+                _keep(mapping, repo, path, path)
             self._map = mapping
         return self._map
 
@@ -285,6 +284,15 @@ def _installed_version(site_dir: Path, framework: str) -> str | None:
     return None
 
 
+def _keep(mapping: dict[str, T], repo: str, member: str, value: T) -> None:
+    """File a wheel member under its repository path: the first one wins, but TF 2.0/2.1's real package
+    (tensorflow_core/) wins over its tensorflow/ shim."""
+    if member.startswith("tensorflow_core/"):
+        mapping[repo] = value
+    else:
+        mapping.setdefault(repo, value)
+
+
 class WheelSource:
     """A release's wheel read as a zip (never installed), with wheel paths mapped to repository paths.
 
@@ -346,10 +354,7 @@ class WheelSource:
                 continue
             entry: list[object] = [name, info.header_offset, info.compress_size, info.file_size, info.compress_type,
                                    info.CRC]
-            if name.startswith("tensorflow_core/"):
-                table[repo] = entry  # the real package wins over the tensorflow/ shim
-            else:
-                table.setdefault(repo, entry)
+            _keep(table, repo, name, entry)
         path = self._table_path()
         tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
         try:  # a cache: a read-only folder only costs the next open its time
