@@ -463,3 +463,27 @@ def test_user_call_of_a_name_the_framework_calls_on_that_class_is_located(tmp_pa
     # a name nobody in the framework uses stays a user error
     ex = extraction([frame(None, 3, "<module>", "opt.fit()")], "AttributeError: 'Optimizer' object has no attribute 'fit'")
     assert localize_sftl(ISSUE, ex, source).outcome == Outcome.ABSTAINED
+
+
+def test_a_class_newer_than_the_sources_is_looked_for_in_the_module_the_snippet_names(source: LocalTree) -> None:
+    # the reporter holds a ChainedSGD built from torch.optim.sgd, a class the 9.9.0 sources lack: a newer build's
+    # torch/optim/sgd.py is where it lacks the name; a class of the user's own, or one reached through no
+    # framework module, stays a user error
+    error = "AttributeError: 'ChainedSGD' object has no attribute 'optimizer'"
+    ex = extraction([frame(None, 4, "<module>", "s.optimizer")], error)
+    body = "```python\nimport torch\ns = torch.optim.sgd.ChainedSGD([a, b])\ns.optimizer\n```\n" + error
+    loc = localize_sftl(Issue(repo="pytorch/pytorch", number=2, title="ChainedSGD lacks optimizer", body=body), ex, source)
+    assert loc.outcome == Outcome.LOCATED and paths(loc) == ["torch/optim/sgd.py"]
+    assert "newer" in loc.suspects[0].reason and "9.9.0" in loc.suspects[0].reason
+    imported = body.replace("import torch\ns = torch.optim.sgd.ChainedSGD", "from torch.optim.sgd import SGD, ChainedSGD\ns = ChainedSGD")
+    loc = localize_sftl(Issue(repo="pytorch/pytorch", number=3, title="t", body=imported), ex, source)
+    assert paths(loc) == ["torch/optim/sgd.py"]
+    own = "```python\nclass ChainedSGD:\n    pass\ns = torch.optim.sgd.ChainedSGD()\n```\n" + error
+    loc = localize_sftl(Issue(repo="pytorch/pytorch", number=4, title="t", body=own), ex, source)
+    assert loc.outcome == Outcome.ABSTAINED and "user code" in loc.reason
+    unqualified = "```python\ns = ChainedSGD()\ns.optimizer\n```\n" + error
+    loc = localize_sftl(Issue(repo="pytorch/pytorch", number=5, title="t", body=unqualified), ex, source)
+    assert loc.outcome == Outcome.ABSTAINED and not loc.suspects
+    nowhere = body.replace("torch.optim.sgd.ChainedSGD", "torch.optim.nosuch.ChainedSGD")
+    loc = localize_sftl(Issue(repo="pytorch/pytorch", number=6, title="t", body=nowhere), ex, source)
+    assert loc.outcome == Outcome.ABSTAINED and not loc.suspects

@@ -34,6 +34,33 @@ from sftl.localize.mme.state import skipped_setter, unpickled_without_default
 from sftl.localize.pycode import ClassRef, Code
 from sftl.model import Frame, Issue, Localization, Outcome, Suspect
 
+# `torch.optim.lr_scheduler.ChainedScheduler(` or `from torch.optim.lr_scheduler import (X, ChainedScheduler)`:
+# the framework module a snippet reaches a class through
+_QUALIFIED = r"\b((?:torch|tensorflow|tf|keras)(?:\.\w+)*)\.{owner}\b"
+_IMPORTED = r"^\s*from\s+((?:torch|tensorflow|tf|keras)(?:\.\w+)*)\s+import\s+\(?[^\n]*\b{owner}\b"
+
+
+def _owner_newer_than_sources(code: Code, issue: Issue | None, owner: str, name: str, version: str) -> Suspect | None:
+    """A class the sources at hand lack entirely, yet the report holds an instance of it, built from a framework
+    module its snippet names (and does not define itself): the reporter's build (a nightly, a release after
+    the sources) has the class, so the module's file in that build is where it lacks `name`. Else None."""
+    if not owner or issue is None or not re.fullmatch(r"[A-Z]\w*", owner):
+        return None
+    text = issue.text
+    if re.search(rf"^\s*class\s+{re.escape(owner)}\b", text, re.M):
+        return None  # the user's own class
+    modules = [m.group(1) for m in re.finditer(_QUALIFIED.format(owner=re.escape(owner)), text)]
+    modules += [m.group(1) for m in re.finditer(_IMPORTED.format(owner=re.escape(owner)), text, re.M)]
+    for dotted in dict.fromkeys(modules):
+        if dotted in ("tf", "keras"):
+            continue
+        path = code.module_path("tensorflow" + dotted[2:] if dotted.startswith("tf.") else dotted, stubs=False)
+        if path is None:
+            continue
+        return _suspect(path, 0.55, f"the snippet builds a {owner} from {dotted}, which the {version} sources at hand do "
+                        f"not define: the reporter's build is newer than them, and its {path} defines {owner} without {name}")
+    return None
+
 
 def _attribute(
     code: Code, ev: _Ev, missing: Missing, version: str, top: int, issue: Issue | None = None, framework: str | None = None
@@ -77,6 +104,9 @@ def _attribute(
         # no framework file the report points at uses the package: the usual reading (a user error) stands
     if owner in _BUILTIN_OWNERS or (owner and not candidates and not others and not missing.suggestion):
         if _user_frame(ev):
+            newer = _owner_newer_than_sources(code, issue, owner or "", name, version)
+            if newer is not None:
+                return _located([newer], top)
             return Localization("sftl", (), Outcome.ABSTAINED, f"'{owner}' has no '{name}' in user code: a user error, not a framework fault")
         if caller is not None:
             out.append(_suspect(caller[2], 0.5, f"frame {caller[0]} reads .{name} on a {owner}: the value is not what this code expects"))
