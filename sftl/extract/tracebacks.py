@@ -9,6 +9,8 @@ from sftl.model import Frame, Traceback
 _TB_HEAD = "Traceback (most recent call last)"
 _FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
 _FRAME_NEW_RE = re.compile(r"^\s*File (?P<path>\S+\.py):(?P<line>\d+), in (?P<func>[\w<>.]+)")
+# pytest's long format, as CI logs paste it: "src\\pkg\\mod.py:1063: in _get_module", the source line indented below
+_PYTEST_FRAME_RE = re.compile(r"^(?P<path>(?:[A-Za-z]:)?[^\s:<][^:]*?\.py|<[^>]+>):(?P<line>\d+): in (?P<func>[\w<>.]+)\s*$")
 _CELL_FRAME_RE = re.compile(r"^\s*(?P<path>Cell In\s?\[\d*\]), line (?P<line>\d+)")
 _IPY_FRAME_RE = re.compile(
     r"^\s*(?:File\s+)?(?P<path>(?:[~/A-Za-z]|<ipython|\\)[^\s]*?(?:\.py|>))(?::\d+)? in (?P<func>[\w<>.]+)\s*(?:\(.*)?$"
@@ -69,8 +71,8 @@ def _frame_lines(lines: list[str], start: int) -> tuple[list[Frame], int]:
     i = start
     while i < len(lines):
         line = lines[i]
-        m = _FRAME_RE.match(line) or _FRAME_NEW_RE.match(line) or _CELL_FRAME_RE.match(line)
-        if m and m.re is not _FRAME_RE:
+        m = _FRAME_RE.match(line) or _FRAME_NEW_RE.match(line) or _CELL_FRAME_RE.match(line) or _PYTEST_FRAME_RE.match(line)
+        if m and m.re is not _FRAME_RE and m.re is not _PYTEST_FRAME_RE:
             # IPython 8: "File ~/x.py:12, in f(a)" / "Cell In[3], line 2": context lines, "-> 12 code" marks the line
             j = i + 1
             src = ""
@@ -90,7 +92,7 @@ def _frame_lines(lines: list[str], start: int) -> tuple[list[Frame], int]:
             # the source line (and, in 3.11+, the ^^^^ markers) follow the frame line
             while j < len(lines) and lines[j].startswith((" ", "\t")) and not (_FRAME_RE.match(lines[j]) or _FRAME_NEW_RE.match(lines[j])):
                 s = lines[j].strip()
-                if s and not src and not set(s) <= set("^~ "):
+                if s and not src and not set(s) <= set("^~ ?"):  # pytest prints ??? for a frozen module's line
                     src = s
                 j += 1
             path = m.group("path")
@@ -142,7 +144,7 @@ def parse_tracebacks(text: str) -> list[Traceback]:
             i += 1
             continue
         is_head = _TB_HEAD in s or (s.startswith("---") and "Traceback" in s)
-        if is_head or _FRAME_RE.match(lines[i]):
+        if is_head or _FRAME_RE.match(lines[i]) or _PYTEST_FRAME_RE.match(lines[i]):
             start = i + 1 if is_head else i
             frames, j = _frame_lines(lines, start)
             exc, msg, j = _exception_after(lines, j)
@@ -166,7 +168,7 @@ def _exception_after(lines: list[str], j: int) -> tuple[str | None, str, int]:
     """The `Type: message` line(s) ending a traceback; tolerates a few junk lines before it."""
     k = j
     while k < len(lines) and k < j + 8:
-        s = lines[k].strip()
+        s = re.sub(r"^E {2,}", "", lines[k].strip())  # pytest marks the error lines with E
         if not s:
             k += 1
             continue

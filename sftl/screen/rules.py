@@ -38,6 +38,8 @@ _MME_VETO = re.compile(
     r"(?i)dll load failed|undefined symbol|winerror 126|\[winerror|illegal instruction|symbol not found|"
     r"image not found|cannot open shared object|libcudart|libcudnn\.so|specified module could not be found"
 )
+_IMPORT_LINE = re.compile(r"\s*(?:from\s+[\w.]+\s+)?import\s+[\w.(]")
+_TITLE_FRAMEWORK = re.compile(r"(?i)\b(?:py)?torch(?:run|vision|audio|dynamo|inductor)?\b|\btensorflow\b|\btf\.\w|\bkeras\b")
 _UNPICKLE = re.compile(r"find_class|[Uu]npickl|pickle\.load|_pickle\.|\bjoblib\b|torch\.load\(")
 _BUILTIN_OWNERS = {"NoneType", "str", "int", "float", "list", "dict", "tuple", "bool", "bytes", "set", "function",
                    "method", "builtin_function_or_method", "numpy.ndarray", "ndarray"}
@@ -60,11 +62,16 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
     flags = {"mme_match": 0.0, "mme_veto": 0.0, "mme_user": 0.0, "mme_torchscript": 0.0}
     fw_frames = False
     last_user = False
+    cut_in_import = False
     if extraction and extraction.traceback:
         frames = extraction.traceback.frames
         # where it was raised: the innermost frame
         fw_frames = bool(frames) and bool(frames[-1].repo_path)
         last_user = bool(frames) and not frames[-1].repo_path and not frames[-1].path.startswith("<")
+        # a trace that stops at an import statement was cut: the error came from the module being imported,
+        # whose frames are not shown; a title naming the framework says whose module that was
+        cut_in_import = bool(frames) and _IMPORT_LINE.match(frames[-1].source or "") is not None \
+            and _TITLE_FRAMEWORK.search(sections.title) is not None
     veto = _MME_VETO.search(text)
     hits: list[str] = []
     for kind, pat in _MME_PATTERNS:
@@ -86,7 +93,7 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
                 if owner.startswith("__main__") or (not ours and not fw_frames) or unpickled:
                     flags["mme_user"] = 1.0
                     continue
-            if kind in ("module-attr", "import-name") and owner and not fw_frames and not (
+            if kind in ("module-attr", "import-name") and owner and not fw_frames and not cut_in_import and not (
                     FRAMEWORK_MODULES.match(owner) or (kind == "import-name" and FRAMEWORK_DEPS.match(owner))):
                 flags["mme_user"] = 1.0
                 continue

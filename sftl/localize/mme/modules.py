@@ -206,13 +206,19 @@ def _import_name(code: Code, ev: _Ev, missing: Missing, version: str, top: int, 
     return _located(out, top)
 
 
+_IMPORT_STATEMENT = re.compile(r"\s*(?:from\s+[\w.]+\s+)?import\s+[\w.(]")
+
+
 def _foreign_module_attribute(
     code: Code, ev: _Ev, missing: Missing, top: int, framework: str | None, issue: Issue | None
 ) -> Localization:
     """`module 'signal' has no attribute 'SIGKILL'` from framework code: the framework's reference is the fault."""
     module, name = missing.module or "", missing.name
     not_ours = f"module {module} is not part of {framework or 'the framework'}"
-    if (ev.frames and not ev.framework_frames) or (ev.framework_frames and _user_frame(ev)):
+    # a trace that stops at an import statement was cut: the module being imported, whose frames are not
+    # shown, asked for the name, and it may be the framework's; the framework's references to it then decide
+    cut_in_import = bool(ev.frames) and _IMPORT_STATEMENT.match(ev.frames[-1][1].source or "") is not None
+    if not cut_in_import and ((ev.frames and not ev.framework_frames) or (ev.framework_frames and _user_frame(ev))):
         return Localization("sftl", (), Outcome.ABSTAINED, f"{not_ours}, and code outside the framework asked for {name}")
     if is_stdlib(module):
         status = stdlib_status(module, name)
