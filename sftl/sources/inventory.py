@@ -352,17 +352,36 @@ def release_libraries(source: Any) -> tuple[list[Path], str, Any] | None:
     return None
 
 
-def named_paths(source: Any, build: bool = True) -> frozenset[str]:
-    """The repository paths the report's release's compiled libraries name (empty when the source has no wheel
-    of that release, nor its libraries on disk). The first call on a wheel scans it (5-60 s) unless `build` is
-    False; later ones read the cache beside the wheel (milliseconds)."""
+def named_paths(source: Any, build: bool = True, index: bool = True) -> frozenset[str]:
+    """The repository paths the report's release's compiled libraries name. The first call on a wheel scans it
+    (5-60 s) unless `build` is False; later ones read the cache beside the wheel (milliseconds). A source with no
+    wheel at all nor libraries on disk reads sftl's bundled release index (`indexed`; `index`), else empty."""
     found = release_wheel(source)
     if found is not None:
         return wheel_named_paths(found[0], found[1], build=build) or frozenset()
     libraries = release_libraries(source)
     if libraries is None:
-        return frozenset()
+        hit = indexed(source) if index else None
+        return hit.paths if hit is not None else frozenset()
     return library_named_paths(libraries[0], libraries[1], libraries[2], build=build) or frozenset()
+
+
+def indexed(source: Any) -> Any:
+    """The bundled release index's entry (`release_index.IndexedRelease`) standing for the source's release, when
+    the source layers no wheel of any release and no compiled libraries; else None."""
+    from sftl.sources import release_index
+
+    framework = getattr(source, "framework", None)
+    for layer in _layers(source):
+        if isinstance(getattr(layer, "wheel", None), Path):
+            return None  # a wheel at hand (of this release or a stand-in) is read instead
+        files = getattr(layer, "library_files", None)
+        if callable(files) and files():
+            return None
+        framework = framework or getattr(layer, "framework", None)
+    if not isinstance(framework, str):
+        return None
+    return release_index.indexed_release(framework, getattr(source, "version", None))
 
 
 def under(paths: Iterable[str], prefix: str) -> list[str]:

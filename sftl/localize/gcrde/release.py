@@ -85,9 +85,12 @@ def release_names(source: Any) -> tuple[frozenset[str], str]:
     from sftl.sources import inventory
 
     version = getattr(source, "version", None)
-    named = inventory.named_paths(source)
+    named = inventory.named_paths(source, index=False)
     if named:
         return named, str(version)
+    hit = inventory.indexed(source)  # no wheel nor libraries at hand: sftl's bundled release index
+    if hit is not None and hit.paths:
+        return hit.paths, f"{hit.release} [{hit.origin}]"
     want = {_base(version), _base(getattr(source, "era_release", None))} - {None}
     if not want:
         return frozenset(), ""
@@ -127,7 +130,10 @@ def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any
     main = [o for o in ops if o.weight >= 0.7 * heaviest]
     notes: list[str] = []
     short = release.split(" ", 1)[0]
-    whose = release if short == release else f"{short} (its wheel standing for {getattr(source, 'version', '')})"
+    if " [" in release:  # read from the bundled release index: say so, and which release
+        whose = release.split(" [", 1)[1].rstrip("]").replace("'s libraries", "", 1)
+    else:
+        whose = release if short == release else f"{short} (its wheel standing for {getattr(source, 'version', '')})"
     # 1. the release's files the tree lacks, standing for the tree's file of the op (or named after the op)
     added: list[str] = []
     for path in sorted(named):

@@ -1,0 +1,127 @@
+"""sftl's bundled release index: the kernel files each indexed release's compiled libraries name, for a source with no wheel."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+# Built by tools/build_release_index.py from release wheels (sftl.sources.inventory.wheel_named_paths); read when
+# the source at hand holds neither the report's wheel nor its libraries (a --source-root tree of Python files).
+
+INDEX_PATH = Path(__file__).resolve().parent.parent / "data" / "release-index-v1.json.gz"
+FORMAT = 1
+# what the localizers read of the named paths (gcrde/release.py: ATen/native; tensorflow.py: core/kernels)
+KEEP: dict[str, tuple[str, ...]] = {
+    "pytorch": ("aten/src/ATen/",),
+    "tensorflow": ("tensorflow/core/kernels/",),
+}
+_RELEASE = re.compile(r"r?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@dataclass(frozen=True)
+class IndexedRelease:
+    framework: str
+    release: str  # the indexed release these paths are of
+    paths: frozenset[str]
+    exact: bool  # True when it is the report's own release number
+    origin: str  # for reasons, e.g. "torch 1.9.0's libraries (sftl's bundled release index)"
+    gpu_build: bool  # the indexed build names GPU files
+
+
+def release_key(version: str | None) -> tuple[int, int, int] | None:
+    """'1.7.0.dev20201001' -> (1, 7, 0), '2.10.0+cu128' -> (2, 10, 0), '1.10' / 'r2.2' -> (1, 10, 0) / (2, 2, 0)."""
+    m = _RELEASE.match((version or "").strip().lower().removeprefix("v"))
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def build_index(entries: list[dict[str, Any]], builder: str, date: str) -> dict[str, Any]:
+    """The index document from [{framework, release, paths, wheel, size, sha256}], paths kept under KEEP and stored
+    per path as ranges [first, last] of positions in the framework's sorted release list."""
+    frameworks: dict[str, Any] = {}
+    for fw in sorted({e["framework"] for e in entries}):
+        rows = sorted((e for e in entries if e["framework"] == fw), key=lambda e: release_key(e["release"]) or (0, 0, 0))
+        releases = [e["release"] for e in rows]
+        holders: dict[str, list[int]] = {}
+        for i, e in enumerate(rows):
+            for p in e["paths"]:
+                if p.startswith(KEEP.get(fw, ())):
+                    holders.setdefault(p, []).append(i)
+        paths: dict[str, list[list[int]]] = {}
+        for p in sorted(holders):
+            ranges: list[list[int]] = []
+            for i in holders[p]:
+                if ranges and ranges[-1][1] == i - 1:
+                    ranges[-1][1] = i
+                else:
+                    ranges.append([i, i])
+            paths[p] = ranges
+        frameworks[fw] = {
+            "releases": releases,
+            "wheels": [{"release": e["release"], "wheel": e["wheel"], "size": e["size"], "sha256": e["sha256"],
+                        "gpu_build": _gpu(fw, e["paths"])} for e in rows],
+            "paths": paths,
+        }
+    return {"format": FORMAT, "builder": builder, "date": date, "keep": KEEP, "frameworks": frameworks}
+
+
+def _gpu(framework: str, paths: Any) -> bool:
+    kinds = (".cu", ".cuh") if framework == "pytorch" else (".cu.cc", ".cu.h")
+    return any(str(p).endswith(kinds) for p in paths)
+
+
+def write_index(doc: dict[str, Any], path: Path) -> None:
+    path.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":"), sort_keys=True).encode(), mtime=0))
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(gzip.decompress(Path(path).read_bytes()))
+    except (OSError, ValueError, EOFError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
+
+
+@lru_cache(maxsize=256)
+def _release_paths(path: str, framework: str, position: int) -> frozenset[str]:
+    doc = _load(path)
+    assert doc is not None
+    table = doc["frameworks"][framework]["paths"]
+    return frozenset(p for p, ranges in table.items() if any(a <= position <= b for a, b in ranges))
+
+
+def indexed_release(framework: str, version: str | None, index: str | Path | None = None) -> IndexedRelease | None:
+    """The indexed release standing for `version`: the same release number (exact), else the nearest indexed release
+    not after it, else (a version before them all) the first one; None for an unknown framework or version."""
+    fw = "pytorch" if framework in ("torch", "pytorch") else framework
+    key = release_key(version)
+    path = str(index or INDEX_PATH)
+    doc = _load(path)
+    if key is None or doc is None or fw not in doc.get("frameworks", {}):
+        return None
+    table = doc["frameworks"][fw]
+    keys = [release_key(r) for r in table["releases"]]
+    exact = [i for i, k in enumerate(keys) if k == key]
+    before = [i for i, k in enumerate(keys) if k is not None and k < key]
+    if exact:
+        pos, how = exact[0], ""
+    elif before:
+        pos = before[-1]
+        how = f", the nearest indexed release before {version}"
+    elif keys:
+        pos = 0
+        how = f", the first indexed release, after {version}"
+    else:
+        return None
+    release = table["releases"][pos]
+    package = "torch" if fw == "pytorch" else "tensorflow"
+    return IndexedRelease(fw, release, _release_paths(path, fw, pos), bool(exact),
+                          f"{package} {release}'s libraries (sftl's bundled release index{how})",
+                          bool(table["wheels"][pos].get("gpu_build")))
