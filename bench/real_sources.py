@@ -53,7 +53,9 @@ WHEELS = [
         ("2.3.0", "3.11"), ("2.4.0", "3.11"), ("2.4.1", "3.11"), ("2.7.1", "3.12"), ("2.9.0", "3.12"),
         ("2.10.0", "3.12"), ("2.12.0", "3.12"),
     )),
-    *(("tensorflow", "tensorflow-cpu", v, py) for v, py in (
+    # TensorFlow: the GPU-enabled build a user reporting a GPU/CPU discrepancy runs (tensorflow-gpu up to 2.0, the
+    # plain wheel after), whose libraries name the GPU kernel files; sftl.sources.frameworks.wheel_packages
+    *(("tensorflow", "tensorflow-gpu" if v in ("1.15.0", "2.0.0") else "tensorflow", v, py) for v, py in (
         ("1.15.0", "3.7"), ("2.0.0", "3.7"), ("2.2.0", "3.7"), ("2.4.0", "3.8"), ("2.19.0", "3.11"), ("2.20.0", "3.12"),
     )),
 ]

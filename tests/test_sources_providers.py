@@ -526,3 +526,31 @@ def test_tf_2_1_wheel_layout_maps_tensorflow_core_over_the_shim(tmp_path: Path) 
     assert sorted(src.list_files()) == ["tensorflow/__init__.py", "tensorflow/python/framework/ops.py"]
     assert src.read_text("tensorflow/__init__.py") == "# the real package\n"
     assert "class Tensor" in (src.read_text("tensorflow/python/framework/ops.py") or "")
+
+
+def test_tensorflow_wheels_prefer_the_gpu_enabled_build() -> None:
+    from sftl.sources.frameworks import wheel_packages
+
+    assert wheel_packages("tensorflow", "1.15.0")[0] == "tensorflow-gpu"
+    assert wheel_packages("tensorflow", "2.0.0")[0] == "tensorflow-gpu"
+    assert wheel_packages("tensorflow", "2.1.0")[0] == "tensorflow"
+    assert wheel_packages("tensorflow", "2.19.0") == ("tensorflow", "tensorflow-cpu")
+    assert wheel_packages("pytorch", "2.0.0") == ("torch",)
+
+
+def test_fetch_wheel_takes_the_gpu_build_and_falls_back_to_the_cpu_one(tmp_path: Path) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    for dist, ver, tag in (("tensorflow_gpu", "2.0.0", "cp37-cp37m-manylinux2010_x86_64"),
+                           ("tensorflow_cpu", "2.0.0", "cp37-cp37m-manylinux2010_x86_64"),
+                           ("tensorflow_cpu", "2.19.0", "cp311-cp311-manylinux2014_x86_64")):
+        with zipfile.ZipFile(links / f"{dist}-{ver}-{tag}.whl", "w") as zf:
+            zf.writestr("tensorflow/__init__.py", "")
+            info = f"{dist}-{ver}.dist-info/"
+            zf.writestr(info + "METADATA", f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: {ver}\n")
+            zf.writestr(info + "WHEEL", f"Wheel-Version: 1.0\nGenerator: sftl-tests\nRoot-Is-Purelib: false\nTag: {tag}\n")
+            zf.writestr(info + "RECORD", "")
+    settings = load_settings(_pip_env(links), home=tmp_path / "home")
+    assert fetch_wheel("tensorflow", "2.0.0", settings, python="3.7").name.startswith("tensorflow_gpu-")
+    # no plain tensorflow 2.19.0 wheel in the index: the CPU-only one
+    assert fetch_wheel("tensorflow", "2.19.0", settings, python="3.11").name.startswith("tensorflow_cpu-")

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import re
+
 from sftl.errors import InputError
 from sftl.releases import normalize_framework
 
 FRAMEWORKS = ("pytorch", "tensorflow")
 _PACKAGES = {"pytorch": ("torch",), "tensorflow": ("tensorflow-cpu", "tensorflow")}
 _IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
+
+
+def wheel_packages(framework: str, version: str) -> tuple[str, ...]:
+    """The packages whose wheel of `version` is the release's sources, most wanted first.
+
+    A user who reports a GPU/CPU discrepancy runs the GPU-enabled build, and only its compiled libraries
+    name the GPU kernel files (.cu.cc, the headers whose CHECKs they inline): `tensorflow-gpu` up to 2.0,
+    the plain `tensorflow` wheel from 2.1 on (GPU-enabled on Linux x86_64). The CPU-only wheel
+    (`tensorflow-cpu`) is the fallback; the Python files are the same in all of them.
+    """
+    if framework != "tensorflow":
+        return _PACKAGES[framework]
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is not None and (int(m.group(1)), int(m.group(2))) <= (2, 0):
+        return ("tensorflow-gpu", "tensorflow", "tensorflow-cpu")
+    return ("tensorflow", "tensorflow-cpu")
 # the C++/CUDA parts a localizer reads; `sftl sources fetch --cxx` downloads these
 CXX_PREFIXES = {
     "pytorch": (

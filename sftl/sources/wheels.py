@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from sftl.errors import SourceError
 from sftl.releases import normalize_framework
 from sftl.sources import cached_wheel, wheel_cache_dir
-from sftl.sources.frameworks import _PACKAGES
+from sftl.sources.frameworks import wheel_packages
 
 if TYPE_CHECKING:
     from sftl.config import Settings
@@ -89,7 +89,7 @@ def fetch_wheel(
     partial.mkdir(parents=True, exist_ok=True)
     tried: list[str] = []
     last = ""
-    for package in _PACKAGES[framework]:
+    for package in wheel_packages(framework, version):
         for py in [python] if python else candidate_pythons(framework, version):
             argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]
             argv += ["--disable-pip-version-check", "--implementation", "cp", "--python-version", py]
