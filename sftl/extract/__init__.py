@@ -14,13 +14,13 @@ from sftl.extract.apis import _apis_regex, extract_apis
 from sftl.extract.environment import framework_from, parse_environment
 from sftl.extract.snippets import choose_snippet, classify_block, code_blocks, doctest_to_script
 from sftl.extract.text import MAX_CHARS, Segment, _clean, _non_english, segments
-from sftl.extract.tracebacks import find_error_line, map_frame_path, parse_tracebacks
+from sftl.extract.tracebacks import find_error_line, map_frame_path, parse_tracebacks, stops_at_import
 from sftl.model import Environment, Extraction, Issue
 
 __all__ = [
     "MAX_CHARS", "Segment", "choose_snippet", "classify_block", "code_blocks", "doctest_to_script", "extract",
     "extract_apis", "extract_text", "find_error_line", "framework_from", "map_frame_path", "parse_environment",
-    "parse_tracebacks", "segments",
+    "parse_tracebacks", "segments", "stops_at_import",
 ]
 
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,15 @@ _SOURCE_TREE = re.compile(
 )
 
 
+_IMPORT_STATEMENT = re.compile(r"\s*(?:from\s+[\w.]+\s+)?import\s+[\w.(]")
+
+
+def stops_at_import(frames: tuple[Frame, ...] | list[Frame]) -> bool:
+    """The trace's innermost frame shown is an import statement: it was cut, and the error came from the module
+    being imported, whose frames are not shown (pytest's collection errors, truncated pastes)."""
+    return bool(frames) and _IMPORT_STATEMENT.match(frames[-1].source or "") is not None
+
+
 def map_frame_path(path: str) -> str | None:
     """Repository-relative path of a framework file (e.g. `torch/nn/functional.py`); None for user files."""
     if not path or not isinstance(path, str):

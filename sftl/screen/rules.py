@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from sftl.extract import stops_at_import
 from sftl.model import Extraction
 from sftl.screen.one_device import CUDA_FAILURE, one_device_failure
 from sftl.screen.one_device import POINTS as ONE_DEVICE_POINTS
@@ -38,7 +39,6 @@ _MME_VETO = re.compile(
     r"(?i)dll load failed|undefined symbol|winerror 126|\[winerror|illegal instruction|symbol not found|"
     r"image not found|cannot open shared object|libcudart|libcudnn\.so|specified module could not be found"
 )
-_IMPORT_LINE = re.compile(r"\s*(?:from\s+[\w.]+\s+)?import\s+[\w.(]")
 _TITLE_FRAMEWORK = re.compile(r"(?i)\b(?:py)?torch(?:run|vision|audio|dynamo|inductor)?\b|\btensorflow\b|\btf\.\w|\bkeras\b")
 _UNPICKLE = re.compile(r"find_class|[Uu]npickl|pickle\.load|_pickle\.|\bjoblib\b|torch\.load\(")
 _BUILTIN_OWNERS = {"NoneType", "str", "int", "float", "list", "dict", "tuple", "bool", "bytes", "set", "function",
@@ -70,8 +70,7 @@ def mme_evidence(sections: Sections, extraction: Extraction | None = None) -> tu
         last_user = bool(frames) and not frames[-1].repo_path and not frames[-1].path.startswith("<")
         # a trace that stops at an import statement was cut: the error came from the module being imported,
         # whose frames are not shown; a title naming the framework says whose module that was
-        cut_in_import = bool(frames) and _IMPORT_LINE.match(frames[-1].source or "") is not None \
-            and _TITLE_FRAMEWORK.search(sections.title) is not None
+        cut_in_import = stops_at_import(frames) and _TITLE_FRAMEWORK.search(sections.title) is not None
     veto = _MME_VETO.search(text)
     hits: list[str] = []
     for kind, pat in _MME_PATTERNS:

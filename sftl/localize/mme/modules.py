@@ -6,6 +6,7 @@ import ast
 import re
 import sys
 
+from sftl.extract import stops_at_import
 from sftl.localize.mme.evidence import Missing, _caller, _Ev, _frame_source, _located, _suspect, _user_frame
 from sftl.localize.mme.foreign import is_stdlib, rank_referrers, stdlib_status
 from sftl.localize.mme.releases import module_history, neighbours
@@ -206,9 +207,6 @@ def _import_name(code: Code, ev: _Ev, missing: Missing, version: str, top: int, 
     return _located(out, top)
 
 
-_IMPORT_STATEMENT = re.compile(r"\s*(?:from\s+[\w.]+\s+)?import\s+[\w.(]")
-
-
 def _foreign_module_attribute(
     code: Code, ev: _Ev, missing: Missing, top: int, framework: str | None, issue: Issue | None
 ) -> Localization:
@@ -217,7 +215,7 @@ def _foreign_module_attribute(
     not_ours = f"module {module} is not part of {framework or 'the framework'}"
     # a trace that stops at an import statement was cut: the module being imported, whose frames are not
     # shown, asked for the name, and it may be the framework's; the framework's references to it then decide
-    cut_in_import = bool(ev.frames) and _IMPORT_STATEMENT.match(ev.frames[-1][1].source or "") is not None
+    cut_in_import = stops_at_import([f for _, f, _ in ev.frames])
     if not cut_in_import and ((ev.frames and not ev.framework_frames) or (ev.framework_frames and _user_frame(ev))):
         return Localization("sftl", (), Outcome.ABSTAINED, f"{not_ours}, and code outside the framework asked for {name}")
     if is_stdlib(module):
