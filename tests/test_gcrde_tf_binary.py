@@ -159,3 +159,21 @@ def test_an_unpacked_wheel_given_as_a_tree_is_read_through_its_libraries_on_disk
     assert paths(loc)[0] == K + "linalg/matrix_solve_op.cc"
     assert f"{NAMED} (1 compiled library on disk)" in loc.suspects[0].reason
     assert list((tmp_path / "cache" / "index").glob("named-libraries-*.json"))  # scanned once, kept
+
+
+def test_a_tree_of_python_files_alone_reads_the_bundled_index_of_its_release(tmp_path: Path) -> None:
+    # no wheel and no libraries at hand (what an evaluator's --source-root of Python files gives): the kernel files the
+    # shipped index holds for the reported release, or the nearest indexed release before it, which the reason names
+    root = tmp_path / "py"
+    (root / "tensorflow").mkdir(parents=True)
+    (root / "tensorflow" / "__init__.py").write_text("")
+    body = "It works on CPU but returns a different result on GPU."
+    exact = locate(LocalTree(root, "tensorflow", "2.0.0"), "NonMaxSuppressionV3 differs on GPU", "NonMaxSuppressionV3", body)
+    assert exact.outcome is Outcome.LOCATED
+    assert paths(exact)[0] == K + "non_max_suppression_op.cu.cc"  # 2.0 keeps it at the top of kernels/, a GPU build
+    assert "tensorflow 2.0.0's libraries (sftl's bundled release index)" in exact.suspects[0].reason
+    near = locate(LocalTree(root, "tensorflow", "2.6.1"), "NonMaxSuppressionV3 differs on GPU", "NonMaxSuppressionV3", body)
+    assert paths(near)[0] == K + "image/non_max_suppression_op.cu.cc"  # moved to image/ by 2.4
+    assert "the nearest indexed release before 2.6.1" in near.reason
+    assert locate(LocalTree(root, "tensorflow", None), "NonMaxSuppressionV3 differs on GPU",
+                  "NonMaxSuppressionV3", body).outcome is Outcome.ABSTAINED  # no release, no index entry to read

@@ -226,3 +226,20 @@ def test_the_libraries_of_a_tensorflow_core_wheel_unzipped_as_the_tree_are_found
     source = open_local_tree(root, "tensorflow", "2.0.0", cache_dir=tmp_path / "cache")
     assert not any(p.startswith("tensorflow_core/") for p in source.list_files())
     assert named_paths(source) == frozenset({"tensorflow/core/kernels/non_max_suppression_op.cc"})
+
+
+def test_a_tensorflow_tree_says_its_release_from_its_setup_script_or_its_version_header(tmp_path: Path) -> None:
+    wheel_files = tmp_path / "wheel"
+    (wheel_files / "tensorflow/tools/pip_package").mkdir(parents=True)
+    (wheel_files / "tensorflow/tools/pip_package/setup.py").write_text(
+        "import os\n_VERSION = '2.20.0'\nREQUIRED_PACKAGES = []\n", encoding="utf-8")
+    assert tree_python_release(LocalTree(wheel_files, "tensorflow")) == "2.20.0"
+    assert open_local_tree(wheel_files, "tensorflow").version == "2.20.0"  # a report naming no release reads the tree's
+    assert open_local_tree(wheel_files, "tensorflow", "2.19.0").version == "2.19.0"  # the report's own number wins
+    checkout = tmp_path / "checkout"
+    (checkout / "tensorflow/core/public").mkdir(parents=True)
+    (checkout / "tensorflow/core/public/version.h").write_text(
+        "#define TF_MAJOR_VERSION 1\n#define TF_MINOR_VERSION 15\n#define TF_PATCH_VERSION 0\n", encoding="utf-8")
+    assert tree_python_release(LocalTree(checkout, "tensorflow")) == "1.15.0"
+    (checkout / "tensorflow/core/public/version.h").write_text("#define TF_MAJOR_VERSION 1\n", encoding="utf-8")
+    assert tree_python_release(LocalTree(checkout, "tensorflow")) is None  # a partial header says nothing

@@ -255,6 +255,7 @@ def registered_trees(settings: Settings, framework: str) -> dict[str, Path]:
 
 
 _PY_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
+_TF_SETUP_VERSION = re.compile(r"""^_VERSION\s*=\s*['"]([^'"]+)['"]""", re.M)
 _RELEASE_NUMBER = re.compile(r"\d+\.\d+(?:\.\d+)?")
 
 
@@ -269,7 +270,15 @@ def _release_number(version: str | None) -> str | None:
 
 def tree_python_release(tree: LocalTree) -> str | None:
     """The release of a tree's Python package as it says itself (`torch/version.py`, written by the build
-    into wheels and built checkouts); None when the tree does not say."""
+    into wheels and built checkouts; TensorFlow's `tools/pip_package/setup.py`, which its wheels carry too, else
+    its `core/public/version.h`); None when the tree does not say."""
+    if tree.framework == "tensorflow":
+        m = _TF_SETUP_VERSION.search(tree.read_text("tensorflow/tools/pip_package/setup.py") or "")
+        if m:
+            return m.group(1)
+        header = tree.read_text("tensorflow/core/public/version.h") or ""
+        parts = [re.search(rf"#define TF_{k}_VERSION (\d+)", header) for k in ("MAJOR", "MINOR", "PATCH")]
+        return ".".join(x.group(1) for x in parts if x) if all(parts) else None
     if tree.framework != "pytorch":
         return None
     text = tree.read_text("torch/version.py")

@@ -299,7 +299,7 @@ class _lock:
             os.close(self.fd)  # closing releases the flock
 
 
-def _layers(source: Any) -> Iterator[Any]:
+def layers(source: Any) -> Iterator[Any]:
     """The providers a source reads from, first layer first (a layered source's, a Python-files view's)."""
     seen: set[int] = set()
     stack = [source]
@@ -323,7 +323,7 @@ def release_wheel(source: Any) -> tuple[Path, str] | None:
     """(wheel, framework) of the report's release among the source's layers: its first wheel layer of the
     source's own release (a stand-in wheel of another release, or a later one, is never it)."""
     version = getattr(source, "version", None)
-    for layer in _layers(source):
+    for layer in layers(source):
         wheel = getattr(layer, "wheel", None)
         framework = getattr(layer, "framework", None)
         if not isinstance(wheel, Path) or not isinstance(framework, str):
@@ -339,7 +339,7 @@ def release_libraries(source: Any) -> tuple[list[Path], str, Any] | None:
     holding compiled libraries on disk (`library_files()`: a tree given as --source-root, an unpacked wheel in
     it) of the source's own release, or of the release standing for its era."""
     versions = {getattr(source, "version", None), getattr(source, "era_release", None)} - {None}
-    for layer in _layers(source):
+    for layer in layers(source):
         files = getattr(layer, "library_files", None)
         framework = getattr(layer, "framework", None)
         if not callable(files) or not isinstance(framework, str):
@@ -372,7 +372,7 @@ def indexed(source: Any) -> Any:
     from sftl.sources import release_index
 
     framework = getattr(source, "framework", None)
-    for layer in _layers(source):
+    for layer in layers(source):
         if isinstance(getattr(layer, "wheel", None), Path):
             return None  # a wheel at hand (of this release or a stand-in) is read instead
         files = getattr(layer, "library_files", None)

@@ -30,7 +30,6 @@ reads the wheel of the same release number, or the stand-in era wheel the source
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from sftl.localize import _native as nat
 from sftl.localize.gcrde.board import _TFIDF, _Board, _lead
 from sftl.localize.gcrde.ops import OpRef, _dunder_free
 from sftl.model import Side
+from sftl.sources import inventory
 
 NATIVE = "aten/src/ATen/native/"
 CUDA_DIR = NATIVE + "cuda/"
@@ -61,29 +61,8 @@ def _base(version: str | None) -> str | None:
     return ".".join(parts + ["0"] * (3 - len(parts)))
 
 
-def _layers(source: Any) -> Iterator[Any]:
-    stack = [source]
-    seen: set[int] = set()
-    while stack:
-        p = stack.pop(0)
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
-        inner = getattr(p, "providers", None)
-        if isinstance(inner, list | tuple):
-            stack[:0] = list(inner)
-            continue
-        wrapped = getattr(p, "provider", None)
-        if wrapped is not None:
-            stack.insert(0, wrapped)
-            continue
-        yield p
-
-
 def release_names(source: Any) -> tuple[frozenset[str], str]:
     """The paths the report's release's libraries name, and the release they were read from ('' when none)."""
-    from sftl.sources import inventory
-
     version = getattr(source, "version", None)
     named = inventory.named_paths(source, index=False)
     if named:
@@ -94,7 +73,7 @@ def release_names(source: Any) -> tuple[frozenset[str], str]:
     want = {_base(version), _base(getattr(source, "era_release", None))} - {None}
     if not want:
         return frozenset(), ""
-    for layer in _layers(source):  # no wheel of the report's own version string: one of the same release number
+    for layer in inventory.layers(source):  # no wheel of the report's own version string: one of the same release number
         wheel, fw = getattr(layer, "wheel", None), getattr(layer, "framework", None)
         if isinstance(wheel, Path) and isinstance(fw, str) and _base(getattr(layer, "version", None)) in want:
             found = inventory.wheel_named_paths(wheel, fw)
@@ -209,7 +188,7 @@ def _best_of_op(board: _Board, op: str, side: Side | None) -> str | None:
 def _tree_release(source: Any) -> str | None:
     """The release of the tree whose C++ the source reads, when it is not the report's; else None."""
     report = _base(getattr(source, "version", None))
-    for layer in _layers(source):
+    for layer in inventory.layers(source):
         if getattr(layer, "wheel", None) is None and getattr(layer, "root", None) is not None:
             tree = _base(getattr(layer, "version", None))
             return tree if tree and tree != report else None

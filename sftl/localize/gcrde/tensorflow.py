@@ -30,7 +30,7 @@ from sftl.localize.gcrde.ops import (
     _title_tokens,
 )
 from sftl.model import Extraction, Issue, Localization, Outcome, Side
-from sftl.sources.inventory import named_paths, release_libraries, release_wheel
+from sftl.sources.inventory import indexed, named_paths, release_libraries, release_wheel
 
 if TYPE_CHECKING:
     from sftl.sources import SourceProvider
@@ -521,13 +521,18 @@ def _tf_binary_layer(source: SourceProvider) -> _BinaryLayer | None:
     wheel = release_wheel(source)
     libraries = release_libraries(source) if wheel is None else None
     if wheel is not None and wheel[1] == "tensorflow":
-        origin = wheel[0].name
+        origin, named = wheel[0].name, named_paths(source)
     elif libraries is not None and libraries[1] == "tensorflow":
         n = len(libraries[0])
-        origin = f"{n} compiled librar{'y' if n == 1 else 'ies'} on disk"
+        origin, named = f"{n} compiled librar{'y' if n == 1 else 'ies'} on disk", named_paths(source)
     else:
-        return None
-    kernels = tuple(sorted(p for p in named_paths(source) if p.startswith(_TF_KERNEL_DIR)))
+        # neither at hand (a --source-root tree of Python files): the kernel files sftl's bundled index holds for
+        # the release (or the nearest indexed one before it), which says which release it read
+        hit = indexed(source)
+        if hit is None or hit.framework != "tensorflow":
+            return None
+        origin, named = hit.origin, hit.paths
+    kernels = tuple(sorted(p for p in named if p.startswith(_TF_KERNEL_DIR)))
     if not kernels:
         return None
     return _BinaryLayer(origin, kernels, any(p.endswith((".cu.cc", ".cu.h")) for p in kernels))
