@@ -149,6 +149,10 @@ def test_tf_reraised_import_error_reports_the_inner_line() -> None:
         ("/root/tensorflow/tensorflow/python/ops/array_ops.py", "tensorflow/python/ops/array_ops.py"),
         ("/home/dev/pytorch/torch/_inductor/codegen/cpp.py", "torch/_inductor/codegen/cpp.py"),
         ("/lib/site-packages/torch-1.0.0-py3.6-linux-x86_64.egg/torch/autograd/function.py", "torch/autograd/function.py"),
+        ("/home/jansel/torchdynamo/torchinductor/ir.py", "torchinductor/ir.py"),  # a pytorch/torchdynamo checkout
+        ("/home/dev/torchdynamo/torchdynamo/eval_frame.py", "torchdynamo/eval_frame.py"),
+        ("/usr/lib/python3.9/site-packages/torchinductor/lowering.py", "torchinductor/lowering.py"),
+        ("/home/me/project/torchdynamo_test.py", None),
         ("/home/me/project/train.py", None),
         ("/usr/lib/python3.10/site-packages/numpy/core/fromnumeric.py", None),
         ("<frozen importlib._bootstrap>", None),

@@ -407,3 +407,25 @@ def test_a_name_only_some_builds_bind_asked_by_user_code_abstains() -> None:
     loc = _locate("compiled_stub", "fails on a CPU build", body)
     assert loc.outcome == Outcome.ABSTAINED
     assert "installed build lacks it" in loc.reason
+
+
+# -- a checkout of the framework's own pre-merge packages (torchdynamo, torchinductor) ----------------
+
+
+def test_a_torchdynamo_checkout_frame_is_framework_code_at_its_innermost_package() -> None:
+    from sftl.localize.mme.evidence import frame_repo_path
+    from sftl.model import Frame
+
+    frame = Frame("/home/dev/torchdynamo/torchinductor/ir.py", 1788, "simplify_and_reorder")
+    assert frame_repo_path(frame, "pytorch") == "torchinductor/ir.py"  # not torchdynamo/torchinductor/ir.py
+    site = Frame(f"{SITE}/torch/_inductor/ir.py", 10, "f")
+    assert frame_repo_path(site, "pytorch") == "torch/_inductor/ir.py"
+    assert frame_repo_path(Frame("/home/dev/myproj/model.py", 3, "f"), "pytorch") is None
+    # the compiler's own frame reads a name its value lacks: that frame, not a user error
+    body = _tb(("/home/dev/torchdynamo/torchinductor/scheduler.py", 254, "__init__", ") = node.simplify_and_reorder()"),
+               ("/home/dev/torchdynamo/torchinductor/ir.py", 1788, "simplify_and_reorder",
+                "reordering_reindex[i] = reads_buf.iter_reordering_reindex"),
+               error="AttributeError: 'ComputedBuffer' object has no attribute 'iter_reordering_reindex'")
+    loc = _locate("stdlib_platform_name", "[inductor] crash in simplify_and_reorder", body)
+    assert loc.outcome == Outcome.LOCATED, loc.reason
+    assert loc.suspects[0].path == "torchinductor/ir.py" and "frame 2 reads .iter_reordering_reindex" in loc.suspects[0].reason

@@ -30,6 +30,7 @@ _ERROR_ANYWHERE = re.compile(
 _FRAMEWORK_PKGS = (
     "torch", "tensorflow", "tensorflow_core", "keras", "tf_keras", "torchvision", "torchaudio", "torchtext",
     "caffe2", "functorch", "torchgen", "tensorboard", "tensorflow_estimator", "tensorflow_probability",
+    "torchdynamo", "torchinductor",  # PyTorch's compiler before it moved into torch/_dynamo, torch/_inductor (2.0)
 )
 _SITE = re.compile(r"(?:site|dist)-packages/(?:[^/]+\.egg/)?(?P<rest>.+)$")
 _SOURCE_TREE = re.compile(
@@ -39,7 +40,9 @@ _SOURCE_TREE = re.compile(
     r"linalg|fft|special|masked|amp|quantization|multiprocessing|_library|_export)/.+)"
     r"|(?:torch/(?:_tensor|functional|__init__|serialization|overrides|_ops|_utils|hub|random|storage|"
     r"_jit_internal|_torch_docs|_tensor_str|library|types)\.py)"
-    r"|(?:keras/(?:src|engine|layers|backend|models|optimizers|saving|utils|api)/.+))$"
+    r"|(?:keras/(?:src|engine|layers|backend|models|optimizers|saving|utils|api)/.+)"
+    # a checkout of pytorch/torchdynamo: the innermost package folder (.../torchdynamo/torchinductor/ir.py)
+    r"|(?:(?:torchdynamo|torchinductor)/(?!torchdynamo/|torchinductor/).+\.py))$"
 )
 
 

@@ -10,7 +10,7 @@ from sftl.sources import SourceProvider
 
 # top-level packages that belong to each framework's repository
 FRAMEWORK_PACKAGES: dict[str, tuple[str, ...]] = {
-    "pytorch": ("torch", "torchgen", "functorch"),
+    "pytorch": ("torch", "torchgen", "functorch", "torchdynamo", "torchinductor"),
     "tensorflow": ("tensorflow", "tensorflow_core"),
 }
 

@@ -17,7 +17,7 @@ STRONG_GCRDE_MARGIN = 1.5  # this much above GCRDE_RULE_MIN, the rule decides ev
 FRAMEWORK_MODULES = re.compile(
     r"^(?:torch|tensorflow|tensorflow_core|tf|keras|tf_keras|torchvision|torchaudio|torchtext|caffe2|functorch|"
     r"tensorboard|tensorflow_estimator|tensorflow_probability|_pywrap_tensorflow\w*|pywrap_tensorflow\w*|"
-    r"tensorflow_addons|tensorflow_hub|torch_\w+|triton|onnx|_C)(?:\.|$)"
+    r"tensorflow_addons|tensorflow_hub|torch_\w+|torchdynamo|torchinductor|triton|onnx|_C)(?:\.|$)"
 )
 # the frameworks' own dependencies: a missing one is raised by the framework's import
 FRAMEWORK_DEPS = re.compile(

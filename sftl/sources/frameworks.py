@@ -26,6 +26,8 @@ def wheel_packages(framework: str, version: str) -> tuple[str, ...]:
     if m is not None and (int(m.group(1)), int(m.group(2))) <= (2, 0):
         return ("tensorflow-gpu", "tensorflow", "tensorflow-cpu")
     return ("tensorflow", "tensorflow-cpu")
+
+
 # the C++/CUDA parts a localizer reads; `sftl sources fetch --cxx` downloads these
 CXX_PREFIXES = {
     "pytorch": (

@@ -96,10 +96,10 @@ def frame_repo_path(frame: Frame, framework: str | None) -> str | None:
     rel = site.group(1) if site else None
     if rel and rel.split("/", 1)[0] in packages and rel.endswith(".py"):
         return _repo_layout(rel)
-    for pkg in packages:
-        idx = path.find(f"/{pkg}/")
-        if idx >= 0 and path.endswith(".py"):
-            return _repo_layout(path[idx + 1 :])
+    # the innermost package folder: a checkout of torchdynamo holds the torchinductor package (.../torchdynamo/torchinductor/ir.py)
+    found = max((path.rfind(f"/{pkg}/") for pkg in packages), default=-1)
+    if found >= 0 and path.endswith(".py"):
+        return _repo_layout(path[found + 1 :])
     return None
 
 
