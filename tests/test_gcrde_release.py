@@ -147,3 +147,36 @@ def test_a_file_reached_through_a_stub_the_release_did_not_declare_ranks_below_t
     new = stub_source(tmp_path / "new", fixtures_dir, "#pragma once\nDECLARE_DISPATCH(topk_fn, topk_stub);\n")
     got = short(locate(new, "topk returns wrong values on CPU", ("torch.topk",)))
     assert got.index("cpu/SortingKernel.cpp") < got.index("Sorting.cpp")
+
+
+def index_stub_source(tmp: Path, fixtures_dir: Path, version: str) -> LayeredSource:
+    """A Python-files tree of `version` (no wheel, no libraries: what a --source-root gives) over the fixture tree,
+    whose topk kernel calls sort_stub, declared in Sorting.h and registered by cpu/SortingKernel.cpp."""
+    root = tmp / "tree"
+    shutil.copytree(fixtures_dir / "gcrde_roles", root)
+    for rel in ("Sorting.cpp", "cpu/SortingKernel.cpp"):
+        path = root / NATIVE / rel
+        path.write_text(path.read_text(encoding="utf-8").replace("topk_stub", "sort_stub"), encoding="utf-8")
+    (root / NATIVE / "Sorting.h").write_text("#pragma once\nDECLARE_DISPATCH(sort_fn, sort_stub);\n"
+                                             "DECLARE_DISPATCH(topk_fn, topk_stub);\n", encoding="utf-8")
+    python = tmp / "python"
+    (python / "torch").mkdir(parents=True)
+    (python / "torch/version.py").write_text(f"__version__ = '{version}'\n", encoding="utf-8")
+    layered = LayeredSource([LocalTree(python, "pytorch", version), LocalTree(root, "pytorch", "2.6.0")])
+    layered.version = version
+    return layered
+
+
+def test_without_the_releases_headers_the_bundled_index_says_which_stubs_it_declared(
+        tmp_path: Path, fixtures_dir: Path) -> None:
+    # torch 1.6.0's Sorting.h declared topk_stub only (sort_stub came in 1.7.0): a fact the shipped index keeps
+    old = locate(index_stub_source(tmp_path / "old", fixtures_dir, "1.6.0"), "topk returns wrong values on CPU",
+                 ("torch.topk",))
+    got = short(old)
+    assert got.index("Sorting.cpp") < got.index("cpu/SortingKernel.cpp")
+    moved = old.suspects[got.index("cpu/SortingKernel.cpp")]
+    assert "sort_stub, which 1.6.0's headers (torch 1.6.0's libraries (sftl's bundled release index)) do not declare" \
+        in moved.reason
+    new = short(locate(index_stub_source(tmp_path / "new", fixtures_dir, "1.7.0"), "topk returns wrong values on CPU",
+                       ("torch.topk",)))
+    assert new.index("cpu/SortingKernel.cpp") < new.index("Sorting.cpp")

@@ -165,8 +165,9 @@ def test_a_tree_of_python_files_alone_reads_the_bundled_index_of_its_release(tmp
     # no wheel and no libraries at hand (what an evaluator's --source-root of Python files gives): the kernel files the
     # shipped index holds for the reported release, or the nearest indexed release before it, which the reason names
     root = tmp_path / "py"
-    (root / "tensorflow").mkdir(parents=True)
+    (root / "tensorflow/core/kernels").mkdir(parents=True)  # wheels keep Python files there (boosted_trees/)
     (root / "tensorflow" / "__init__.py").write_text("")
+    (root / "tensorflow/core/kernels/__init__.py").write_text("")
     body = "It works on CPU but returns a different result on GPU."
     exact = locate(LocalTree(root, "tensorflow", "2.0.0"), "NonMaxSuppressionV3 differs on GPU", "NonMaxSuppressionV3", body)
     assert exact.outcome is Outcome.LOCATED
@@ -177,3 +178,18 @@ def test_a_tree_of_python_files_alone_reads_the_bundled_index_of_its_release(tmp
     assert "the nearest indexed release before 2.6.1" in near.reason
     assert locate(LocalTree(root, "tensorflow", None), "NonMaxSuppressionV3 differs on GPU",
                   "NonMaxSuppressionV3", body).outcome is Outcome.ABSTAINED  # no release, no index entry to read
+
+
+def test_the_index_keeps_what_the_releases_gpu_headers_declare_for_a_tree_without_them(tmp_path: Path) -> None:
+    # the GPU transpose's tiles live in conv_2d_gpu.h (BatchNarrowMatrixTransposeDispatcher): a header that names no
+    # op, found by the types its device code declares, which the shipped index keeps of the 2.20.0 wheel's headers
+    root = tmp_path / "py"
+    (root / "tensorflow").mkdir(parents=True)
+    (root / "tensorflow" / "__init__.py").write_text("")
+    loc = locate(LocalTree(root, "tensorflow", "2.20.0"), "conjugate transpose differs on GPU", "Transpose",
+                 "It works on CPU but returns a different result on GPU.")
+    header = next(s for s in loc.suspects if s.path == K + "conv_2d_gpu.h")
+    assert paths(loc).index(header.path) < 5 and header.side is Side.CUDA
+    assert "declares BatchNarrowMatrixTransposeDispatcher" in header.reason
+    assert "its text is not at hand: the types sftl's bundled index keeps of the release's headers" in header.reason
+    assert paths(loc)[0] == K + "transpose_functor_gpu.cu.cc"  # the op's own GPU file, named, leads

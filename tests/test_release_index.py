@@ -22,8 +22,10 @@ def test_built_index_answers_exact_neighbour_and_unknown(tmp_path: Path) -> None
         w = _wheel(tmp_path, version, paths)
         named = inventory.wheel_named_paths(w, "pytorch")
         assert named is not None
+        stubs = ["sort_stub", "topk_stub"] if version == "1.11.0" else ["topk_stub"]
         entries.append({"framework": "pytorch", "release": version, "paths": sorted(named), "wheel": w.name,
-                        "size": w.stat().st_size, "sha256": None})
+                        "size": w.stat().st_size, "sha256": None,
+                        "declarations": {"aten/src/ATen/native/Sorting.h": stubs}})
     out = tmp_path / "index.json.gz"
     release_index.write_index(release_index.build_index(entries, "test", "2026-01-01"), out)
     hit = release_index.indexed_release("pytorch", "1.9.0", out)
@@ -31,6 +33,9 @@ def test_built_index_answers_exact_neighbour_and_unknown(tmp_path: Path) -> None
     near = release_index.indexed_release("torch", "1.10.0.dev20210601", out)
     assert near is not None and not near.exact and near.release == "1.9.0" and "nearest" in near.origin
     assert release_index.indexed_release("pytorch", "r1.12", out).release == "1.11.0"  # type: ignore[union-attr]
+    assert hit.declarations == {"aten/src/ATen/native/Sorting.h": ("topk_stub",)}
+    later = release_index.indexed_release("pytorch", "1.11.0", out)
+    assert later is not None and later.declarations["aten/src/ATen/native/Sorting.h"] == ("sort_stub", "topk_stub")
     assert release_index.indexed_release("pytorch", "nightly", out) is None
     assert release_index.indexed_release("mxnet", "1.9.0", out) is None
 
@@ -53,3 +58,21 @@ def test_named_paths_falls_back_to_the_index_without_a_wheel() -> None:
 
     assert inventory.named_paths(Tree()) == release_index.indexed_release("pytorch", "1.9.0").paths  # type: ignore[union-attr]
     assert inventory.named_paths(Tree(), index=False) == frozenset()
+
+
+def test_the_builder_keeps_the_stubs_a_wheels_native_headers_declare(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_release_index", Path(__file__).parent.parent / "tools" / "build_release_index.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    w = _wheel(tmp_path, "1.6.0", ["aten/src/ATen/native/cuda/Sort.cu"])
+    with zipfile.ZipFile(w, "a") as zf:
+        zf.writestr("torch/include/ATen/native/Sorting.h", "#pragma once\nDECLARE_DISPATCH(topk_fn, topk_stub);\n")
+        zf.writestr("torch/include/ATen/native/Empty.h", "#pragma once\n")
+    out = tmp_path / "index.json.gz"
+    assert tool.main(["--scan", "-o", str(out), str(tmp_path)]) == 0
+    hit = release_index.indexed_release("pytorch", "1.6.0", out)
+    assert hit is not None and hit.paths == {"aten/src/ATen/native/cuda/Sort.cu"}
+    assert hit.declarations == {"aten/src/ATen/native/Sorting.h": ("topk_stub",)}  # a header declaring none is left out

@@ -2,7 +2,9 @@
 
 usage: python tools/build_release_index.py [--scan] [--sha256] [-o OUT] WHEEL_DIR...
 Each WHEEL_DIR is searched for `*.whl` (torch-*, tensorflow-*, tensorflow_gpu-*, tensorflow_cpu-*); a wheel's named
-paths come from the inventory cache beside it, or (--scan) from scanning it (5-60 s per wheel: take the bench lock).
+paths come from the inventory cache beside it, or (--scan) from scanning it (5-60 s per wheel: take the bench lock);
+the headers a wheel ships (include/) give PyTorch's declared dispatch stubs and the types TensorFlow's GPU
+kernel headers' device code declares.
 """
 
 from __future__ import annotations
@@ -15,9 +17,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sftl.sources import inventory, release_index  # noqa: E402
+from sftl.localize.gcrde.release import declared_stubs  # noqa: E402
+from sftl.localize.gcrde.tensorflow import tf_gpu_declarations  # noqa: E402
+from sftl.sources import WheelSource, inventory, release_index  # noqa: E402
 
-BUILDER = "build_release_index 1"
+BUILDER = "build_release_index 2"
+
+
+def header_declarations(wheel: Path, framework: str) -> dict[str, list[str]]:
+    """What the localizers read of the headers a wheel ships (include/): PyTorch's native headers with the dispatch
+    stubs they declare, TensorFlow's GPU kernel headers with the types their device code declares."""
+    folder, read = (("aten/src/ATen/native/", declared_stubs) if framework == "pytorch"
+                    else ("tensorflow/core/kernels/", tf_gpu_declarations))
+    source = WheelSource(wheel, framework)
+    found: dict[str, list[str]] = {}
+    for path in source.list_files():
+        if path.startswith(folder) and path.endswith(".h"):
+            names = read(path, source.read_text(path) or "")
+            if names:
+                found[path] = list(names)
+    return found
 
 
 def _framework(name: str) -> str | None:
@@ -43,9 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skip {wheel.name}: not scanned", file=sys.stderr)
             continue
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest() if args.sha256 else None
+        declarations = header_declarations(wheel, fw)
         entries[(fw, release)] = {"framework": fw, "release": release, "paths": sorted(paths), "wheel": wheel.name,
-                                  "size": wheel.stat().st_size, "sha256": digest}
-        print(f"{fw} {release}: {len(paths)} paths ({wheel.name})")
+                                  "size": wheel.stat().st_size, "sha256": digest, "declarations": declarations}
+        print(f"{fw} {release}: {len(paths)} paths, {len(declarations)} headers' declarations ({wheel.name})")
     doc = release_index.build_index(list(entries.values()), BUILDER, time.strftime("%Y-%m-%d", time.gmtime()))
     release_index.write_index(doc, args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 # Built by tools/build_release_index.py from release wheels (sftl.sources.inventory.wheel_named_paths); read when
@@ -31,6 +33,9 @@ class IndexedRelease:
     exact: bool  # True when it is the report's own release number
     origin: str  # for reasons, e.g. "torch 1.9.0's libraries (sftl's bundled release index)"
     gpu_build: bool  # the indexed build names GPU files
+    # what the localizers read of the release wheel's headers, for a source without them: header -> names
+    # (PyTorch: the dispatch stubs a native header declares; TensorFlow: the types a GPU header's device code declares)
+    declarations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def release_key(version: str | None) -> tuple[int, int, int] | None:
@@ -49,26 +54,33 @@ def build_index(entries: list[dict[str, Any]], builder: str, date: str) -> dict[
         rows = sorted((e for e in entries if e["framework"] == fw), key=lambda e: release_key(e["release"]) or (0, 0, 0))
         releases = [e["release"] for e in rows]
         holders: dict[str, list[int]] = {}
+        declaring: dict[str, list[int]] = {}  # "header|Name" -> the releases whose header declares Name
         for i, e in enumerate(rows):
             for p in e["paths"]:
                 if p.startswith(KEEP.get(fw, ())):
                     holders.setdefault(p, []).append(i)
-        paths: dict[str, list[list[int]]] = {}
-        for p in sorted(holders):
-            ranges: list[list[int]] = []
-            for i in holders[p]:
-                if ranges and ranges[-1][1] == i - 1:
-                    ranges[-1][1] = i
-                else:
-                    ranges.append([i, i])
-            paths[p] = ranges
+            for header, names in (e.get("declarations") or {}).items():
+                for name in names:
+                    declaring.setdefault(f"{header}|{name}", []).append(i)
         frameworks[fw] = {
             "releases": releases,
             "wheels": [{"release": e["release"], "wheel": e["wheel"], "size": e["size"], "sha256": e["sha256"],
                         "gpu_build": _gpu(fw, e["paths"])} for e in rows],
-            "paths": paths,
+            "paths": {p: _ranges(holders[p]) for p in sorted(holders)},
+            "declarations": {k: _ranges(declaring[k]) for k in sorted(declaring)},
         }
     return {"format": FORMAT, "builder": builder, "date": date, "keep": KEEP, "frameworks": frameworks}
+
+
+def _ranges(positions: list[int]) -> list[list[int]]:
+    """[0, 1, 2, 5] -> [[0, 2], [5, 5]]: the runs of release positions."""
+    ranges: list[list[int]] = []
+    for i in positions:
+        if ranges and ranges[-1][1] == i - 1:
+            ranges[-1][1] = i
+        else:
+            ranges.append([i, i])
+    return ranges
 
 
 def _gpu(framework: str, paths: Any) -> bool:
@@ -95,6 +107,18 @@ def _release_paths(path: str, framework: str, position: int) -> frozenset[str]:
     assert doc is not None
     table = doc["frameworks"][framework]["paths"]
     return frozenset(p for p, ranges in table.items() if any(a <= position <= b for a, b in ranges))
+
+
+@lru_cache(maxsize=256)
+def _release_declarations(path: str, framework: str, position: int) -> Mapping[str, tuple[str, ...]]:
+    doc = _load(path)
+    assert doc is not None
+    found: dict[str, list[str]] = {}
+    for key, ranges in doc["frameworks"][framework].get("declarations", {}).items():
+        if any(a <= position <= b for a, b in ranges):
+            header, _, name = key.partition("|")
+            found.setdefault(header, []).append(name)
+    return MappingProxyType({h: tuple(sorted(names)) for h, names in found.items()})
 
 
 def indexed_release(framework: str, version: str | None, index: str | Path | None = None) -> IndexedRelease | None:
@@ -124,4 +148,4 @@ def indexed_release(framework: str, version: str | None, index: str | Path | Non
     package = "torch" if fw == "pytorch" else "tensorflow"
     return IndexedRelease(fw, release, _release_paths(path, fw, pos), bool(exact),
                           f"{package} {release}'s libraries (sftl's bundled release index{how})",
-                          bool(table["wheels"][pos].get("gpu_build")))
+                          bool(table["wheels"][pos].get("gpu_build")), _release_declarations(path, fw, pos))

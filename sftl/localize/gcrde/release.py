@@ -207,11 +207,25 @@ def _declaring_headers(index: nat.KernelIndex, stub: str) -> list[str]:
             and re.search(r"DECLARE_DISPATCH\([^;]*\b" + re.escape(stub) + r"\b", index.texts.get(p, ""))]
 
 
-def _release_lacks(stub: str, index: nat.KernelIndex, layers: list[Any], memo: dict[str, str]) -> bool:
+def declared_stubs(path: str, text: str) -> tuple[str, ...]:
+    """The dispatch stubs a native header declares (DECLARE_DISPATCH); () for any other file. What the bundled
+    release index keeps of a wheel's headers, for a source without them."""
+    if not (path.startswith(NATIVE) and path.endswith(".h")):
+        return ()
+    return tuple(sorted(set(_DECLARE.findall(text))))
+
+
+def _release_lacks(stub: str, index: nat.KernelIndex, layers: list[Any], memo: dict[str, str],
+                   indexed: Any = None) -> bool:
     """Whether the report's release's own headers never declare `stub` though they hold the header the tree declares
-    it in (the registration was added later); an unknown header decides nothing."""
+    it in (the registration was added later); an unknown header decides nothing. Without the release's headers,
+    the stubs the bundled index keeps of them (`indexed`: release_index.IndexedRelease) answer."""
     headers = _declaring_headers(index, stub)
     own = [t for h in headers for layer in layers if (t := layer.read_text(h)) is not None]
+    if not own and indexed is not None and indexed.declarations:
+        if not any(h in indexed.declarations for h in headers):
+            return False  # the release had none of the headers the tree declares it in: nothing to judge by
+        return not any(stub in names for names in indexed.declarations.values())
     if not own or any(stub in t for t in own):
         return False
     if "all" not in memo:  # moved to another header? read the release's headers once, only now
@@ -233,6 +247,7 @@ def apply_release_stubs(board: _Board, index: nat.KernelIndex, source: Any,
     memo: dict[str, str] = {}
     lacking: dict[str, bool] = {}
     moved: list[str] = []
+    indexed = inventory.indexed(source)  # no wheel nor libraries at hand: the stubs the bundled index keeps
 
     def effective(path: str) -> float:
         ev = board.files[path]
@@ -251,7 +266,7 @@ def apply_release_stubs(board: _Board, index: nat.KernelIndex, source: Any,
             continue
         for stub in stubs:
             if stub not in lacking:
-                lacking[stub] = _release_lacks(stub, index, layers, memo)
+                lacking[stub] = _release_lacks(stub, index, layers, memo, indexed)
         if not all(lacking[s] for s in stubs):
             continue
         caller = max(callers, key=effective)
@@ -262,7 +277,8 @@ def apply_release_stubs(board: _Board, index: nat.KernelIndex, source: Any,
         rest = max((sc for sc, r in ev.reasons if not ((m := _REGISTER.match(r)) and m.group(1) in stubs)), default=0.0)
         ev.score = max(rest, (ceiling * _BELOW - 0.02 * min(ev.hits - 1, 3)) / max(w, 1e-6))
         release = getattr(source, "era_release", None) or getattr(source, "version", "")
-        _lead(ev, f"registers {', '.join(sorted(stubs))}, which {release}'s own headers do not declare: the op's "
+        whose = f"{release}'s own headers" if indexed is None else f"{release}'s headers ({indexed.origin})"
+        _lead(ev, f"registers {', '.join(sorted(stubs))}, which {whose} do not declare: the op's "
               f"code then sat in {caller.removeprefix(NATIVE)}, which calls the stub now")
         moved.append(path)
     if not moved:

@@ -6,7 +6,8 @@ import difflib
 import re
 import weakref
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sftl.localize.gcrde.board import (
@@ -259,7 +260,8 @@ def _localize_tensorflow(
     # a header-only listing infers the implementation files even beside a registration a header holds
     inferred = method == "sftl" and _tf_header_only(files) and _tf_headers(ordered, texts, set(files), board, cues)
     # no kernel .cc at hand (a wheel, an installed package): the files the release's own libraries name
-    binary = _tf_binary_layer(source) if method == "sftl" and not any(f.endswith(".cc") for f in files) else None
+    binary = (_tf_binary_layer(source, index=not any(f.endswith((".h", ".cuh")) for f in files))
+              if method == "sftl" and not any(f.endswith(".cc") for f in files) else None)
     by_binary = binary is not None and _tf_binary_named(ordered, binary, set(files), board, div, _tf_gen_ops(source))
     if not registered and not inferred and not by_binary:
         _tf_names(ordered, files, board, fuzzy_only=method == "paper")
@@ -446,6 +448,7 @@ def _tf_gpu_companions(header: str, texts: dict[str, str]) -> list[str]:
 def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board: _Board, cues: Cues) -> bool:
     """Rank the headers declaring each op's functor and the implementation files they name by convention."""
     found = False
+    declared = {p: d for p, t in texts.items() if (d := tf_gpu_declarations(p, t))}
     for op in ops:
         hits = _tf_declaring(op.name, texts)
         if not hits:
@@ -482,24 +485,35 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
                                   Side.CUDA if path in comps else None)
             elif cues.value_dependent and functor:
                 board.add(header, w * _LIFT, f"{cues.value_dependent}: the math is the functor in {name}")
-        _tf_gpu_headers_of(op, texts, op.weight * top, board)
+        _tf_gpu_headers_of(op, declared, op.weight * top, board)
     return found
 
 
-def _tf_gpu_headers_of(op: OpRef, texts: dict[str, str], weight: float, board: _Board) -> None:
+def tf_gpu_declarations(path: str, text: str) -> tuple[str, ...]:
+    """The types a GPU-side kernel header's device code declares (conv_2d_gpu.h: SwapDimension1And2InTensor3,
+    TransposeElemType, ...); () for any other file. What the bundled release index keeps of a wheel's headers."""
+    if not path.endswith(".h") or _tf_side(path) is not Side.CUDA or not _TF_DEVICE_CODE.search(text):
+        return ()
+    return tuple(sorted(set(_TF_DECL.findall(text))))
+
+
+def _tf_gpu_headers_of(op: OpRef, declared: Mapping[str, Sequence[str]], weight: float, board: _Board,
+                       whence: str = "") -> bool:
     """GPU headers named otherwise whose device code declares types named after the op: the GPU transpose's
-    tiles live in conv_2d_gpu.h (BatchNarrowMatrixTransposeDispatcher, TransposeElemType), not in a transpose file."""
+    tiles live in conv_2d_gpu.h (BatchNarrowMatrixTransposeDispatcher, TransposeElemType), not in a transpose file.
+    `declared`: header -> its device code's declared types (`tf_gpu_declarations`), read or from the index."""
     base = re.sub(r"(?:V\d+|Native)$", "", op.name)
     if len(base) < 5:
-        return  # Sum, Max, Mean: too short a word to tell one header from another
+        return False  # Sum, Max, Mean: too short a word to tell one header from another
     word = re.compile(re.escape(base) + r"(?![a-z])")
-    for path, text in texts.items():
-        if not path.endswith(".h") or _tf_side(path) is not Side.CUDA or not _TF_DEVICE_CODE.search(text):
-            continue
-        named = sorted({d for d in _TF_DECL.findall(text) if word.search(d)})
+    found = False
+    for path, names in declared.items():
+        named = sorted(d for d in names if word.search(d))
         if named:
+            found = True
             board.add(path, weight * 0.9, f"{path.rsplit('/', 1)[-1]}: its GPU device code declares "
-                      f"{', '.join(named[:2])}, named after {op.name} [{op.origin}]", Side.CUDA)
+                      f"{', '.join(named[:2])}, named after {op.name}{whence} [{op.origin}]", Side.CUDA)
+    return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -514,12 +528,16 @@ class _BinaryLayer:
     wheel: str  # the wheel's file name (or how many libraries on disk), for reasons
     kernels: tuple[str, ...]  # the named paths under tensorflow/core/kernels/
     gpu_build: bool  # the libraries name GPU files (.cu.cc): a GPU build; else the GPU files cannot be named
+    # from the bundled index, for a source without the headers' text: GPU header -> its device code's declared types
+    declarations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-def _tf_binary_layer(source: SourceProvider) -> _BinaryLayer | None:
-    """The report's release's wheel, else its compiled libraries on disk (an unpacked wheel given as a tree)."""
+def _tf_binary_layer(source: SourceProvider, index: bool) -> _BinaryLayer | None:
+    """The report's release's wheel, else its compiled libraries on disk (an unpacked wheel given as a tree), else
+    (`index`: no kernel C++ at hand, not even headers: a tree of Python files) sftl's bundled index of the release."""
     wheel = release_wheel(source)
     libraries = release_libraries(source) if wheel is None else None
+    declarations: Mapping[str, tuple[str, ...]] = {}  # a wheel's headers are read as text (_tf_headers) instead
     if wheel is not None and wheel[1] == "tensorflow":
         origin, named = wheel[0].name, named_paths(source)
     elif libraries is not None and libraries[1] == "tensorflow":
@@ -528,14 +546,15 @@ def _tf_binary_layer(source: SourceProvider) -> _BinaryLayer | None:
     else:
         # neither at hand (a --source-root tree of Python files): the kernel files sftl's bundled index holds for
         # the release (or the nearest indexed one before it), which says which release it read
-        hit = indexed(source)
+        hit = indexed(source) if index else None
         if hit is None or hit.framework != "tensorflow":
             return None
         origin, named = hit.origin, hit.paths
+        declarations = hit.declarations
     kernels = tuple(sorted(p for p in named if p.startswith(_TF_KERNEL_DIR)))
     if not kernels:
         return None
-    return _BinaryLayer(origin, kernels, any(p.endswith((".cu.cc", ".cu.h")) for p in kernels))
+    return _BinaryLayer(origin, kernels, any(p.endswith((".cu.cc", ".cu.h")) for p in kernels), declarations)
 
 
 # stem words that say what kind of file it is, not which op: dropped before comparing a file with an op
@@ -603,10 +622,14 @@ def _tf_binary_named(
             continue
         hits = [(p, *_tf_name_match(op.name, keys, p)) for p in binary.kernels]
         hits = [h for h in hits if h[1] > 0]
+        top = max((s for _, s, _ in hits), default=1.0)
+        if binary.declarations and op.weight >= 0.5:
+            found |= _tf_gpu_headers_of(op, binary.declarations, op.weight * top, board,
+                                        " (its text is not at hand: the types sftl's bundled index keeps of the "
+                                        "release's headers)")
         if not hits:
             continue
         found = True
-        top = max(s for _, s, _ in hits)
         kept = [h for h in hits if h[1] >= top * 0.75]  # a likeness beside a file that is the op's is noise
         # the op's GPU-side files at hand: named by the libraries, or listed (a wheel's headers: topk_op_gpu.h)
         gpu_known = [p for p in {h[0] for h in kept} | listed
