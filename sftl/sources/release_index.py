@@ -1,4 +1,4 @@
-"""sftl's bundled release index: the kernel files each indexed release's compiled libraries name, for a source with no wheel."""
+"""sftl's bundled release index: per release, the kernel files its compiled libraries name and what its headers declare, for a source with no wheel."""
 
 from __future__ import annotations
 
