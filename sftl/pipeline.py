@@ -71,7 +71,7 @@ def locate(
 
     category, lead = screening.category, ""
     if category == Category.OTHER:
-        lead = _kernel_fault_lead(issue, extraction)
+        lead = _kernel_fault_lead(issue, extraction) or _borderline_discrepancy_lead(issue, extraction)
         category = Category.GCRDE if lead else category
     if category == Category.OTHER:
         loc = Localization(method, (), Outcome.SKIPPED, _other_reason(screening))
@@ -120,6 +120,31 @@ def _kernel_fault_lead(issue: Issue, extraction: Extraction) -> str:
         return ""
     return (f"screened 'other' (a CUDA failure, {fault!r}, with no word of the CPU); "
             "ranked as a fault of the CUDA kernel that raised it")
+
+
+# device-comparison points (sftl.screen.rules.gcrde_evidence) from which a report screened *other* is still ranked:
+# below the screening's own bar, above what the development set's *other* reports reach (at most 1.0 of 93;
+# its discrepancies score 3.0 and up)
+BORDERLINE_GCRDE = 1.5
+
+
+def _borderline_discrepancy_lead(issue: Issue, extraction: Extraction) -> str:
+    """Why a report screened *other* is still ranked as a GPU/CPU discrepancy, else "".
+
+    `sftl locate` was asked for this very report: one with a snippet and some device-comparison evidence (the
+    screening rules' points) that fell short of the screening's bar gets a ranking marked as the weaker lead it
+    is, rather than none; its screening stays *other*.
+    """
+    from sftl import screen as scr
+
+    if extraction.snippet is None or extraction.environment.framework not in ("pytorch", "tensorflow"):
+        return ""
+    rules = scr.prepare(issue, extraction).rules
+    if rules.mme or rules.gcrde < BORDERLINE_GCRDE:
+        return ""
+    why = "; ".join(rules.gcrde_why[:2])
+    return (f"screened 'other', with device-comparison evidence {rules.gcrde:g} ({why}) short of the screening's "
+            "bar; ranked as a GPU/CPU discrepancy, a weaker lead")
 
 
 def _other_reason(screening: Screening) -> str:

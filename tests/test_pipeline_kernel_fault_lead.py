@@ -61,3 +61,32 @@ def test_an_out_of_memory_report_is_not_ranked(sftl_home: Path) -> None:
         report = locate(issue, settings, store, source_root=TREE)
     assert report.localization is not None and report.localization.outcome == Outcome.SKIPPED
     assert "other" in report.localization.reason and report.localization.suspects == ()
+
+
+BOTH_DEVICES = ("```python\nimport torch\nx = torch.randn(100, 100)\nprint(torch.cumsum(x, 0)[-1])\n"
+                "print(torch.cumsum(x.cuda(), 0)[-1])\n```\n")
+
+
+def test_a_snippet_comparing_devices_below_the_screenings_bar_is_ranked_as_a_weaker_lead(sftl_home: Path) -> None:
+    settings = load_settings(offline=True)
+    with Store(settings.db_path) as store:
+        issue = Issue(repo="pytorch/pytorch", number=70002, title="cumsum last value is off",
+                      body="The last value looks odd to me.\n\n" + BOTH_DEVICES + VERSION)
+        report = locate(issue, settings, store, source_root=TREE)
+    assert report.screening is not None and report.screening.category == Category.OTHER  # the screening stands
+    loc = report.localization
+    assert loc is not None and loc.outcome == Outcome.LOCATED, loc
+    assert "device-comparison evidence 1.5 (the snippet runs on both devices)" in loc.reason
+    assert "a weaker lead" in loc.reason
+    assert any("Scan" in s.path or "Cumsum" in s.path for s in loc.suspects[:3]), [s.path for s in loc.suspects]
+
+
+def test_a_report_with_no_device_comparison_stays_unranked(sftl_home: Path) -> None:
+    settings = load_settings(offline=True)
+    code = "```python\nimport torch\nx = torch.randn(100, 100)\nprint(torch.cumsum(x, 0)[-1])\n```\n"
+    with Store(settings.db_path) as store:
+        issue = Issue(repo="pytorch/pytorch", number=70003, title="cumsum docs are unclear about dim",
+                      body="The docs do not say what dim means.\n\n" + code + VERSION)
+        report = locate(issue, settings, store, source_root=TREE)
+    assert report.localization is not None and report.localization.outcome == Outcome.SKIPPED
+    assert report.localization.suspects == ()
