@@ -107,9 +107,12 @@ def test_a_gpu_build_names_the_gpu_files_and_none_is_guessed(tmp_path: Path) -> 
     assert set(paths(loc)[:2]) == {K + "topk_op_gpu_float.cu.cc", K + "topk_op_gpu_double.cu.cc"}
     assert loc.suspects[0].side is Side.CUDA and NAMED in loc.suspects[0].reason
     assert "CPU-only build" not in loc.reason
-    # the build names no GPU file of MatrixSolve: its GPU code is in the .cc, so no .cu.cc is made up
+    # the build names no GPU file of MatrixSolve: the named .cc leads (the linalg ops keep their GPU code there), its
+    # GPU files guessed below it even with CUDA blamed, since a GPU build names only the GPU files holding checks
     solve = locate(wheel, "tf.linalg.solve differs on GPU", "MatrixSolve", body="Wrong on GPU, fine on CPU.")
-    assert paths(solve) == [K + "linalg/matrix_solve_op.cc"]
+    assert paths(solve)[:2] == [K + "linalg/matrix_solve_op.cc", K + "linalg/matrix_solve_op_gpu.cu.cc"]
+    assert "a GPU build that names only the GPU files holding checks" in solve.suspects[1].reason
+    assert solve.suspects[1].score < solve.suspects[0].score
 
 
 def test_a_listed_gpu_header_of_the_op_stops_the_guessing(tmp_path: Path) -> None:

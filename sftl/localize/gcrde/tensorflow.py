@@ -564,6 +564,8 @@ _TF_FILE_NOISE = frozenset(
 )
 _TF_FUZZY = 88.0  # rapidfuzz ratio (0-100) for a file name that is the op's with a letter or two off
 _GPU_INFERRED = "not named by the release's libraries, a CPU-only build that names no GPU file: inferred from {cc}"
+_GPU_UNNAMED = ("not named by the release's libraries, a GPU build that names only the GPU files holding checks: "
+                "inferred from {cc}")
 
 
 def _tf_file_stem(path: str) -> str:
@@ -641,14 +643,18 @@ def _tf_binary_named(
             board.add(path, w, f"{path.rsplit('/', 1)[-1]}: named by the release's compiled libraries ({binary.wheel}); "
                       f"its source is not at hand; {why} [{op.origin}]", _tf_side(path))
             impl = _TF_IMPL_STEM.match(_tf_file_stem(path))
-            if binary.gpu_build or gpu_known or impl is None or _tf_side(path) is Side.CUDA or path in listed:
-                # the build names the GPU files (none for this op: its GPU code is in the .cc); a GPU file; or a
-                # header at hand, whose text the header rules read (matmul_op_impl.h registers the GPU kernel itself)
+            if gpu_known or impl is None or _tf_side(path) is Side.CUDA or path in listed:
+                # the op's GPU file is named; a GPU file; or a header at hand, whose text the header rules read
+                # (matmul_op_impl.h registers the GPU kernel itself)
                 continue
             if op.weight < 0.5:
                 continue  # an incidental call (tf.constant building the input): its named file is enough noise
             folder, stem = path.rsplit("/", 1)[0] + "/", impl.group("stem")
-            factor = 0.9 if gpu_first else 0.75  # a guessed file below the one known to exist, unless CUDA is blamed
+            # a guessed file below the one known to exist, unless CUDA is blamed; a GPU build naming no GPU file of
+            # the op names only the GPU files holding checks: argmax_op_gpu.cu.cc exists unnamed, yet the linalg ops
+            # keep their GPU code in the .cc (matrix_solve_op.cc), so its guesses stay below the .cc even then
+            factor = 0.6 if binary.gpu_build else 0.9 if gpu_first else 0.75
+            inferred = _GPU_UNNAMED if binary.gpu_build else _GPU_INFERRED
             # TensorFlow's three layouts of an op's GPU code: topk_op_gpu.cu.cc, non_max_suppression_op.cu.cc,
             # and the kernels written in a header the .cu.cc instantiates (topk_op_gpu.h, scan_ops_gpu.h); from
             # the op's named .cc, or its named header (relu_op.h) where no .cc is named
@@ -657,6 +663,6 @@ def _tf_binary_named(
                     continue
                 guessed.add(guess)
                 board.add(guess, w * factor * (1.0 - 0.03 * i),
-                          f"{_GPU_INFERRED.format(cc=path.rsplit('/', 1)[-1])} by TensorFlow's naming convention; "
+                          f"{inferred.format(cc=path.rsplit('/', 1)[-1])} by TensorFlow's naming convention; "
                           f"source not available [{op.origin}]", Side.CUDA)
     return found
