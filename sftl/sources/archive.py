@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol, cast
 
 from sftl.errors import GitHubError, SourceError
 from sftl.releases import GITHUB_REPOS
@@ -268,7 +269,12 @@ def _extract(tarball: Path, folder: Path, framework: str, ref: str, version: str
         tree.mkdir(parents=True)
         with open(tarball, "rb") as raw:
             _reporter.progress(label, "start", 0, size)
-            with tarfile.open(fileobj=raw, mode="r|*") as tar:  # gzip as GitHub sends it (or already decoded)
+            gzipped = raw.read(2) == b"\x1f\x8b"  # gzip as GitHub sends it, or already decoded
+            raw.seek(0)
+            # through GzipFile, which checks the trailer's CRC and length once read to the end: tarfile's own stream
+            # never does, and a resume that joined two archives' bytes can decompress and untar without an error
+            stream: IO[bytes] = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")) if gzipped else raw
+            with tarfile.open(fileobj=stream, mode="r|") as tar:
                 for member in tar:
                     tops.add(member.name.partition("/")[0])
                     rel = _member_path(member.name, prefixes, PYTHON_PREFIXES[framework]) if member.isreg() else None
@@ -286,6 +292,8 @@ def _extract(tarball: Path, folder: Path, framework: str, ref: str, version: str
                     if files % 200 == 0:
                         _reporter.progress(label, "update", raw.tell(), size)
                 commit = tar.pax_headers.get("comment")  # GitHub's archives name their commit in a pax header
+                while stream.read(1 << 20):  # to the end: the gzip trailer is checked (BadGzipFile: corrupt)
+                    pass
             _reporter.progress(label, "end", size, size)
         if len(tops) != 1 or files == 0:
             raise CorruptArchive(
