@@ -196,3 +196,15 @@ def test_the_index_keeps_what_the_releases_gpu_headers_declare_for_a_tree_withou
     assert "declares BatchNarrowMatrixTransposeDispatcher" in header.reason
     assert "its text is not at hand: the types sftl's bundled index keeps of the release's headers" in header.reason
     assert paths(loc)[0] == K + "transpose_functor_gpu.cu.cc"  # the op's own GPU file, named, leads
+
+
+def test_a_reduction_reported_wrong_on_gpu_ranks_its_familys_gpu_kernels_first(tmp_path: Path) -> None:
+    # Sum's GPU code is the reduction family's reduction_gpu_kernels.cu.h, a name that holds neither the op nor the
+    # family's whole stem; 2.19.0's libraries name it (the shipped index), beside reduction_ops_common.cc
+    root = tmp_path / "py"
+    (root / "tensorflow").mkdir(parents=True)
+    (root / "tensorflow" / "__init__.py").write_text("")
+    loc = locate(LocalTree(root, "tensorflow", "2.19.0"), "reduce_sum differs on GPU", "Sum",
+                 "It works on CPU but returns a different result on GPU.")
+    assert paths(loc)[:2] == [K + "reduction_gpu_kernels.cu.h", K + "reduction_ops_common.cc"]
+    assert "Sum belongs to the reduction_ops family" in loc.suspects[0].reason

@@ -590,8 +590,9 @@ def _tf_name_match(op: str, keys: set[str], path: str) -> tuple[float, str]:
     """How well a kernel file's name says it is `op`'s: (strength, why); (0, "") for no likeness."""
     stem = _tf_file_stem(path)
     family = next((fam for rx, fam in _TF_FAMILIES if rx.match(op)), None)
-    if family and stem.startswith(family):
-        rest = stem[len(family):].strip("_")
+    # the family's files (reduction_ops_sum.cc, scan_ops_gpu.h), and its GPU kernels' (reduction_gpu_kernels.cu.h)
+    if family and (stem.startswith(family) or stem.startswith(family.removesuffix("_ops") + "_gpu")):
+        rest = stem[len(family):].strip("_") if stem.startswith(family) else ""
         if rest and _tf_op_words(rest) in keys:
             return 1.0, f"the {family} family's file for {op}"
         return 0.9, f"{op} belongs to the {family} family"
