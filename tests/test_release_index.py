@@ -76,3 +76,17 @@ def test_the_builder_keeps_the_stubs_a_wheels_native_headers_declare(tmp_path: P
     hit = release_index.indexed_release("pytorch", "1.6.0", out)
     assert hit is not None and hit.paths == {"aten/src/ATen/native/cuda/Sort.cu"}
     assert hit.declarations == {"aten/src/ATen/native/Sorting.h": ("topk_stub",)}  # a header declaring none is left out
+
+
+def test_the_th_era_headers_are_written_back_from_their_declarations_and_never_past_the_era() -> None:
+    old = release_index.declared_headers("pytorch", "1.0.1")
+    assert old is not None and old.declarations_only and old.version == "1.0.1"
+    assert "aten/src/ATen/CUDAFloatType.h" in old.list_files()
+    assert "Tensor _th_max(const Tensor & self);" in (old.read_text("aten/src/ATen/CUDAFloatType.h") or "")
+    assert old.read_text("aten/src/ATen/native/cuda/Reduce.cuh") is None  # not kept: not held
+    stand_in = release_index.declared_headers("pytorch", "1.0.0")  # before the first indexed release
+    assert stand_in is not None and "standing for 1.0.0" in stand_in.description
+    after = release_index.declared_headers_after("pytorch", "1.0.1")
+    assert after is not None and after.version == "1.1.0"
+    assert release_index.declared_headers("pytorch", "2.4.0") is None
+    assert release_index.declared_headers("tensorflow", "2.4.0") is None

@@ -82,7 +82,9 @@ def test_a_tree_mixing_two_releases_is_layered_like_the_caches_wheel_over_tree(t
     assert source.release_of(KERNEL) == "1.13.0"
     assert sorted(set(source.releases()), key=str) == ["1.13.0", "1.9.0"]
     own = report_layers(source)
-    assert len(own) == 1 and isinstance(own[0], ReleaseFiles) and KERNEL not in own[0].list_files()
+    assert isinstance(own[0], ReleaseFiles) and KERNEL not in own[0].list_files()
+    # 1.9.0 still had TH/THC: its header declarations from the bundled index are a layer of its release too
+    assert [type(p).__name__ for p in own[1:]] == ["DeclaredHeaders"] and KERNEL not in own[1].list_files()
     assert postdates_release(source, KERNEL) == "1.13.0"  # the report's release holds no text of it
     assert _tree_release(source) == "1.13.0"  # gcrde's release-aware ranking sees a tree of another release
     assert "1.9.0+cu102" in source.description and "1.13.0" in source.description
@@ -243,3 +245,34 @@ def test_a_tensorflow_tree_says_its_release_from_its_setup_script_or_its_version
     assert tree_python_release(LocalTree(checkout, "tensorflow")) == "1.15.0"
     (checkout / "tensorflow/core/public/version.h").write_text("#define TF_MAJOR_VERSION 1\n", encoding="utf-8")
     assert tree_python_release(LocalTree(checkout, "tensorflow")) is None  # a partial header says nothing
+
+
+def test_a_th_era_release_without_its_headers_reads_the_declarations_the_bundled_index_keeps(tmp_path: Path) -> None:
+    from sftl.localize.gcrde import localize_gcrde
+    from sftl.model import Environment, Extraction, Issue
+    from sftl.sources.release_index import DeclaredHeaders
+
+    tree = debian_tree(tmp_path / "debian")
+    comp = composite(tmp_path / "comp", tree, python_version="1.0.1")
+    source = open_local_tree(comp, "pytorch", cache_dir=tmp_path / "cache")
+    assert isinstance(source, LayeredSource)
+    headers = source.providers[-1]
+    assert isinstance(headers, DeclaredHeaders) and headers.version == "1.0.1"
+    assert [s.version for s in source.successors] == ["1.1.0"]  # the next indexed release, for op history
+    text = source.read_text("aten/src/THC/generic/THCTensorMathReduce.h") or ""
+    assert text.startswith("// aten/src/THC/generic/THCTensorMathReduce.h: the declarations of torch 1.0.1's headers "
+                           "kept by sftl's bundled release index (not the file's text)")
+    assert "THC_API void THCTensor_(max)(void);" in text
+    assert "struct ReduceMax {};" in (source.read_text("aten/src/THC/THCTensorMathReduce.cuh") or "")
+    # torch 1.0.1 ran max on CUDA in THC (its CUDAFloatType.h binds _th_max): the functor's header ranks first
+    issue = Issue(repo="pytorch/pytorch", number=1, title="torch.max gives a wrong value on CUDA",
+                  body="The CUDA result is wrong; the CPU one is right.")
+    loc = localize_gcrde(issue, Extraction(None, None, Environment(framework="pytorch", version="1.0.1"),
+                                           apis=("torch.max",)), source)
+    assert loc.suspects[0].path == "aten/src/THC/THCTensorMathReduce.cuh", [s.path for s in loc.suspects[:4]]
+    assert "as sftl's bundled release index keeps the release's headers" in loc.suspects[0].reason
+    assert "declares TH*Tensor_(max)" in loc.suspects[0].reason
+    # a release after the TH era gets no such layer
+    later = open_local_tree(composite(tmp_path / "comp2", tree, python_version="1.12.1"), "pytorch",
+                            cache_dir=tmp_path / "cache2")
+    assert not any(isinstance(p, DeclaredHeaders) for p in getattr(later, "providers", []))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sftl.localize import legacy  # noqa: E402
 from sftl.localize.gcrde.release import declared_stubs  # noqa: E402
 from sftl.localize.gcrde.tensorflow import tf_gpu_declarations  # noqa: E402
 from sftl.sources import WheelSource, inventory, release_index  # noqa: E402
@@ -26,16 +27,26 @@ BUILDER = "build_release_index 2"
 
 def header_declarations(wheel: Path, framework: str) -> dict[str, list[str]]:
     """What the localizers read of the headers a wheel ships (include/): PyTorch's native headers with the dispatch
-    stubs they declare, TensorFlow's GPU kernel headers with the types their device code declares."""
-    folder, read = (("aten/src/ATen/native/", declared_stubs) if framework == "pytorch"
-                    else ("tensorflow/core/kernels/", tf_gpu_declarations))
+    stubs they declare and, in a TH-era wheel, its TH/THC/THNN/THCUNN headers and ATen's generated headers
+    (legacy.th_era_declarations); TensorFlow's GPU kernel headers with the types their device code declares."""
     source = WheelSource(wheel, framework)
+    files = source.list_files()
     found: dict[str, list[str]] = {}
-    for path in source.list_files():
-        if path.startswith(folder) and path.endswith(".h"):
-            names = read(path, source.read_text(path) or "")
-            if names:
-                found[path] = list(names)
+
+    def keep(path: str, names: tuple[str, ...]) -> None:
+        if names:
+            found[path] = sorted(set(found.get(path, [])) | set(names))
+
+    th_era = framework == "pytorch" and any(legacy.library(p) for p in files)
+    for path in files:
+        if framework == "tensorflow":
+            if path.startswith("tensorflow/core/kernels/") and path.endswith(".h"):
+                keep(path, tf_gpu_declarations(path, source.read_text(path) or ""))
+            continue
+        if path.startswith("aten/src/ATen/native/") and path.endswith(".h"):
+            keep(path, declared_stubs(path, source.read_text(path) or ""))
+        if th_era and path.endswith((".h", ".cuh", ".hpp")) and path.startswith("aten/src/"):
+            keep(path, legacy.th_era_declarations(path, source.read_text(path) or ""))
     return found
 
 

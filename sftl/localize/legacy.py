@@ -468,7 +468,8 @@ def add_evidence(
                 family = header.replace("/generic/", "/").rsplit(".", 1)[0] + ".cuh"
                 for name in _named_functors(op.name, binding.th, layout):
                     if family in layout.structs[name]:
-                        where = "read from the release's header" if headers_only else "read"
+                        where = ("as sftl's bundled release index keeps the release's headers" if _declared_only(
+                            source, family) else "read from the release's header" if headers_only else "read")
                         credit(family, w * 0.9, f"defines {name}, the functor named after {op.name} beside "
                                f"generic/{hname}, which declares {label} ({where}) [{why}]", side)
         if not defined:  # functors named after the op elsewhere: weaker, nothing says which function uses them
@@ -476,6 +477,13 @@ def add_evidence(
                 for path in layout.structs[name]:
                     credit(path, op.weight * 0.6, f"defines {name}, a functor named after {op.name}", _side(path))
     return given
+
+
+def _declared_only(source: SourceProvider, path: str) -> bool:
+    """Whether `path` is read from the declarations the bundled index keeps (release_index.DeclaredHeaders), not a text."""
+    layer_of = getattr(source, "layer_of", None)
+    layer = layer_of(path) if callable(layer_of) else source
+    return bool(getattr(layer, "declarations_only", False))
 
 
 def _side(path: str) -> Side:
@@ -560,6 +568,30 @@ class ReleaseBinding:
 _SIDE_TYPE_HEADER = re.compile(
     r"^aten/src/ATen/(?:(CUDA|CPU)FloatType|(CUDA|CPU)Type|LegacyTHFunctions(CUDA|CPU))\.h$")
 _TH_DECL = re.compile(r"\b((?:s_)?_th(?:nn)?_\w+?)\s*\(")
+
+
+_NATIVE_DEVICE_DECL = re.compile(r"\b(_?\w+?_(?:cuda|cpu)(?:_out|_)?)\s*\(")
+
+
+def th_era_declarations(path: str, text: str) -> tuple[str, ...]:
+    """What this module reads of a TH-era release's headers, kept by sftl's bundled release index for a source
+    without them (`release_index.DeclaredHeaders` writes it back as header lines): the functions a TH/THC/THNN/THCUNN
+    generic header declares (`fn:max`, `nn:BCECriterion`), the structs a TH-family header defines (`struct:ReduceMax`),
+    the `_th_` bindings and native device kernels ATen's generated headers declare (`decl:_th_max`); () otherwise."""
+    names: set[str] = set()
+    lib = library(path)
+    if lib is not None and path.endswith((".h", ".cuh", ".hpp")):
+        names.update(f"struct:{m.group(1)}" for m in _STRUCT.finditer(text))
+        if "/generic/" in path and path.endswith(".h"):
+            kind = lib[0]
+            pattern = _NN_FN if kind == "nn" else _TH_FN
+            names.update(f"{'nn' if kind == 'nn' else 'fn'}:{m.group(1)}" for m in pattern.finditer(text)
+                         if nat._is_definition(text, m.end() - 1) is None)
+    elif _SIDE_TYPE_HEADER.match(path):
+        names.update(f"decl:{m.group(1)}" for m in _TH_DECL.finditer(text))
+    elif path == "aten/src/ATen/NativeFunctions.h":
+        names.update(f"decl:{m.group(1)}" for m in _NATIVE_DEVICE_DECL.finditer(text))
+    return tuple(sorted(names))
 
 
 def report_layers(source: SourceProvider) -> list[SourceProvider]:

@@ -28,6 +28,7 @@ from sftl.releases import (  # re-exported: the release table moved to sftl.rele
     version_key,
 )
 from sftl.releases import release_dates as release_dates
+from sftl.sources import release_index
 from sftl.sources.frameworks import CXX_PREFIXES, FRAMEWORKS, NATIVE_FUNCTIONS, parse_spec, repo_path
 from sftl.sources.providers import (
     WHEEL_ONLY,
@@ -341,12 +342,18 @@ def open_local_tree(
     py_version = reported if same else python_release
     cxx = LocalTree(root, framework, cxx_release, cache_dir=cache_dir, hide=hide if unpacked else ())
     python = ReleaseFiles(cxx, py_version, f"Python files of {framework} {python_release} in {tree.root}")
-    # the tree's C++ wins over the wheel's headers (consistent with its own kernels), as the cache layers them
-    layered = LayeredSource([python, cxx, *([WheelFilesIn(tree, py_version)] if unpacked else [])])
+    # the tree's C++ wins over the wheel's headers (consistent with its own kernels), as the cache layers them;
+    # without them, a TH-era release's header declarations from sftl's bundled index (its THC functions and functors)
+    headers: list[WheelFilesIn | release_index.DeclaredHeaders] = [WheelFilesIn(tree, py_version)] if unpacked else []
+    successors: list[release_index.DeclaredHeaders] = []
+    if not headers and (declared := release_index.declared_headers(framework, py_version)) is not None:
+        headers = [declared]  # and the next indexed release's, for op history (as the cache keeps a later wheel)
+        successors = [n for n in [release_index.declared_headers_after(framework, py_version)] if n is not None]
+    layered = LayeredSource([python, cxx, *headers], successors=successors)
     layered.version = reported
     layered.era_release = None if same else python_release
     layered.description = (f"local tree {tree.root}: Python files of {framework} {python_release} (torch/version.py)"
-                           + (" and its wheel's headers" if unpacked else "")
+                           + (" and its wheel's headers" if unpacked else f" and {headers[0].description}" if headers else "")
                            + f" over the C++ of {cxx_release} (version.txt)")
     return layered
 

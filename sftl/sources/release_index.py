@@ -149,3 +149,69 @@ def indexed_release(framework: str, version: str | None, index: str | Path | Non
     return IndexedRelease(fw, release, _release_paths(path, fw, pos), bool(exact),
                           f"{package} {release}'s libraries (sftl's bundled release index{how})",
                           bool(table["wheels"][pos].get("gpu_build")), _release_declarations(path, fw, pos))
+
+
+# how DeclaredHeaders writes a kept name back as a header line (sftl.localize.legacy.th_era_declarations keeps them)
+_LINES = {
+    "fn": "{api} void {prefix}({name})(void);",
+    "nn": "TH_API void THNN_({name}_updateOutput)(void);",
+    "struct": "struct {name} {{}};",
+    "decl": "Tensor {name}(const Tensor & self);",
+}
+
+
+class DeclaredHeaders:
+    """A TH-era release's headers as the bundled index keeps them, for a source without them: each header's kept
+    declarations written back as lines the TH-era reader parses (`THCTensor_(max)`, `struct ReduceMax {};`,
+    `_th_max(`); never the file's text, and the first line says so. A layer of the report's release."""
+
+    declarations_only = True  # its files are the kept declarations, not texts: reasons say so
+
+    def __init__(self, hit: IndexedRelease, version: str | None) -> None:
+        self.framework = hit.framework
+        self.version = version
+        self.description = (f"the declarations of torch {hit.release}'s headers kept by sftl's bundled release index"
+                            + ("" if hit.exact else f", standing for {version}"))
+        self._hit = hit
+        self._files = sorted(h for h, names in hit.declarations.items()
+                             if any(n.partition(":")[0] in _LINES for n in names))
+
+    def list_files(self) -> list[str]:
+        return list(self._files)
+
+    def read_text(self, path: str) -> str | None:
+        names = self._hit.declarations.get(path)
+        if not names or path not in self._files:
+            return None
+        cuda = path.startswith(("aten/src/THC/", "aten/src/THCS/", "aten/src/THCUNN/"))
+        api, prefix = ("THC_API", "THCTensor_") if cuda else ("TH_API", "THTensor_")
+        lines = [f"// {path}: {self.description} (not the file's text)"]
+        for entry in names:
+            kind, _, name = entry.partition(":")
+            if kind in _LINES:
+                lines.append(_LINES[kind].format(api=api, prefix=prefix, name=name))
+        return "\n".join(lines) + "\n"
+
+
+def declared_headers(framework: str, version: str | None) -> DeclaredHeaders | None:
+    """The TH-era headers the index keeps for the release standing for `version`, as a layer; None when it keeps none
+    (a release after the TH era, an unindexed framework)."""
+    hit = indexed_release(framework, version)
+    return DeclaredHeaders(hit, version) if hit is not None and _th_era(hit) else None
+
+
+def declared_headers_after(framework: str, version: str | None) -> DeclaredHeaders | None:
+    """The next indexed release's TH-era headers after the one standing for `version`, as a successor layer (what op
+    history reads: was the op ported to a native kernel by then?); None past the TH era or the index."""
+    hit = indexed_release(framework, version)
+    doc = _load(str(INDEX_PATH))
+    if hit is None or doc is None:
+        return None
+    releases = doc["frameworks"][hit.framework]["releases"]
+    later = releases[releases.index(hit.release) + 1:] if hit.release in releases else []
+    after = indexed_release(framework, later[0]) if later else None
+    return DeclaredHeaders(after, after.release) if after is not None and _th_era(after) else None
+
+
+def _th_era(hit: IndexedRelease) -> bool:
+    return any(n.startswith(("fn:", "nn:")) for names in hit.declarations.values() for n in names)
