@@ -164,32 +164,37 @@ def test_an_unpacked_wheel_given_as_a_tree_is_read_through_its_libraries_on_disk
     assert list((tmp_path / "cache" / "index").glob("named-libraries-*.json"))  # scanned once, kept
 
 
+def python_files_tree(tmp: Path, version: str | None) -> LocalTree:
+    """A TensorFlow tree of Python files alone (what an evaluator's --source-root gives): no wheel, no libraries, no
+    kernel C++; wheels keep Python files under core/kernels/ too (boosted_trees/)."""
+    root = tmp / "py"
+    (root / "tensorflow/core/kernels").mkdir(parents=True, exist_ok=True)
+    (root / "tensorflow" / "__init__.py").write_text("")
+    (root / "tensorflow/core/kernels/__init__.py").write_text("")
+    return LocalTree(root, "tensorflow", version)
+
+
 def test_a_tree_of_python_files_alone_reads_the_bundled_index_of_its_release(tmp_path: Path) -> None:
     # no wheel and no libraries at hand (what an evaluator's --source-root of Python files gives): the kernel files the
     # shipped index holds for the reported release, or the nearest indexed release before it, which the reason names
-    root = tmp_path / "py"
-    (root / "tensorflow/core/kernels").mkdir(parents=True)  # wheels keep Python files there (boosted_trees/)
-    (root / "tensorflow" / "__init__.py").write_text("")
-    (root / "tensorflow/core/kernels/__init__.py").write_text("")
     body = "It works on CPU but returns a different result on GPU."
-    exact = locate(LocalTree(root, "tensorflow", "2.0.0"), "NonMaxSuppressionV3 differs on GPU", "NonMaxSuppressionV3", body)
+    exact = locate(python_files_tree(tmp_path, "2.0.0"), "NonMaxSuppressionV3 differs on GPU", "NonMaxSuppressionV3",
+                   body)
     assert exact.outcome is Outcome.LOCATED
     assert paths(exact)[0] == K + "non_max_suppression_op.cu.cc"  # 2.0 keeps it at the top of kernels/, a GPU build
     assert "tensorflow 2.0.0's libraries (sftl's bundled release index)" in exact.suspects[0].reason
-    near = locate(LocalTree(root, "tensorflow", "2.6.1"), "NonMaxSuppressionV3 differs on GPU", "NonMaxSuppressionV3", body)
+    near = locate(python_files_tree(tmp_path, "2.6.1"), "NonMaxSuppressionV3 differs on GPU", "NonMaxSuppressionV3",
+                  body)
     assert paths(near)[0] == K + "image/non_max_suppression_op.cu.cc"  # moved to image/ by 2.4
     assert "the nearest indexed release before 2.6.1" in near.reason
-    assert locate(LocalTree(root, "tensorflow", None), "NonMaxSuppressionV3 differs on GPU",
+    assert locate(python_files_tree(tmp_path, None), "NonMaxSuppressionV3 differs on GPU",
                   "NonMaxSuppressionV3", body).outcome is Outcome.ABSTAINED  # no release, no index entry to read
 
 
 def test_the_index_keeps_what_the_releases_gpu_headers_declare_for_a_tree_without_them(tmp_path: Path) -> None:
     # the GPU transpose's tiles live in conv_2d_gpu.h (BatchNarrowMatrixTransposeDispatcher): a header that names no
     # op, found by the types its device code declares, which the shipped index keeps of the 2.20.0 wheel's headers
-    root = tmp_path / "py"
-    (root / "tensorflow").mkdir(parents=True)
-    (root / "tensorflow" / "__init__.py").write_text("")
-    loc = locate(LocalTree(root, "tensorflow", "2.20.0"), "conjugate transpose differs on GPU", "Transpose",
+    loc = locate(python_files_tree(tmp_path, "2.20.0"), "conjugate transpose differs on GPU", "Transpose",
                  "It works on CPU but returns a different result on GPU.")
     header = next(s for s in loc.suspects if s.path == K + "conv_2d_gpu.h")
     assert paths(loc).index(header.path) < 5 and header.side is Side.CUDA
@@ -201,10 +206,7 @@ def test_the_index_keeps_what_the_releases_gpu_headers_declare_for_a_tree_withou
 def test_a_reduction_reported_wrong_on_gpu_ranks_its_familys_gpu_kernels_first(tmp_path: Path) -> None:
     # Sum's GPU code is the reduction family's reduction_gpu_kernels.cu.h, a name that holds neither the op nor the
     # family's whole stem; 2.19.0's libraries name it (the shipped index), beside reduction_ops_common.cc
-    root = tmp_path / "py"
-    (root / "tensorflow").mkdir(parents=True)
-    (root / "tensorflow" / "__init__.py").write_text("")
-    loc = locate(LocalTree(root, "tensorflow", "2.19.0"), "reduce_sum differs on GPU", "Sum",
+    loc = locate(python_files_tree(tmp_path, "2.19.0"), "reduce_sum differs on GPU", "Sum",
                  "It works on CPU but returns a different result on GPU.")
     assert paths(loc)[:2] == [K + "reduction_gpu_kernels.cu.h", K + "reduction_ops_common.cc"]
     assert "Sum belongs to the reduction_ops family" in loc.suspects[0].reason
