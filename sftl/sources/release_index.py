@@ -34,7 +34,8 @@ class IndexedRelease:
     origin: str  # for reasons, e.g. "torch 1.9.0's libraries (sftl's bundled release index)"
     gpu_build: bool  # the indexed build names GPU files
     # what the localizers read of the release wheel's headers, for a source without them: header -> names
-    # (PyTorch: the dispatch stubs a native header declares; TensorFlow: the types a GPU header's device code declares)
+    # (PyTorch: the dispatch stubs a native header declares and, in the TH era, legacy.th_era_declarations' prefixed
+    # names; TensorFlow: the types a GPU header's device code declares)
     declarations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -173,11 +174,11 @@ class DeclaredHeaders:
         self.description = (f"the declarations of torch {hit.release}'s headers kept by sftl's bundled release index"
                             + ("" if hit.exact else f", standing for {version}"))
         self._hit = hit
-        self._files = sorted(h for h, names in hit.declarations.items()
-                             if any(n.partition(":")[0] in _LINES for n in names))
+        self._files = frozenset(h for h, names in hit.declarations.items()
+                                if any(n.partition(":")[0] in _LINES for n in names))
 
     def list_files(self) -> list[str]:
-        return list(self._files)
+        return sorted(self._files)
 
     def read_text(self, path: str) -> str | None:
         names = self._hit.declarations.get(path)
