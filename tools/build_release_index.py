@@ -3,8 +3,8 @@
 usage: python tools/build_release_index.py [--scan] [--sha256] [-o OUT] WHEEL_DIR...
 Each WHEEL_DIR is searched for `*.whl` (torch-*, tensorflow-*, tensorflow_gpu-*, tensorflow_cpu-*); a wheel's named
 paths come from the inventory cache beside it, or (--scan) from scanning it (5-60 s per wheel: take the bench lock);
-the headers a wheel ships (include/) give PyTorch's declared dispatch stubs and the types TensorFlow's GPU
-kernel headers' device code declares.
+the headers a wheel ships (include/) give PyTorch's declared dispatch stubs (and, in a TH-era wheel, its TH-family
+and generated ATen headers' declarations) and the types TensorFlow's GPU kernel headers' device code declares.
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ def header_declarations(wheel: Path, framework: str) -> dict[str, list[str]]:
             if path.startswith("tensorflow/core/kernels/") and path.endswith(".h"):
                 keep(path, tf_gpu_declarations(path, source.read_text(path) or ""))
             continue
-        if path.startswith("aten/src/ATen/native/") and path.endswith(".h"):
-            keep(path, declared_stubs(path, source.read_text(path) or ""))
-        if th_era and path.endswith((".h", ".cuh", ".hpp")) and path.startswith("aten/src/"):
-            keep(path, legacy.th_era_declarations(path, source.read_text(path) or ""))
+        native = path.startswith("aten/src/ATen/native/") and path.endswith(".h")
+        th = th_era and path.startswith("aten/src/") and path.endswith((".h", ".cuh", ".hpp"))
+        if native or th:
+            text = source.read_text(path) or ""  # once, for both readers
+            keep(path, (declared_stubs(path, text) if native else ()) + (legacy.th_era_declarations(path, text) if th else ()))
     return found
 
 

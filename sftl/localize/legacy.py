@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -274,21 +274,28 @@ def _layout(index: nat.KernelIndex) -> _Layout:
         kind = lib[0]
         if path.endswith((".c", ".cpp", ".cu")):
             has_kernels = True
-        if "struct" in text or "class" in text:
-            for m in _STRUCT.finditer(text):
-                if path not in structs[m.group(1)]:
-                    structs[m.group(1)].append(path)
-        if "/generic/" in path and path.endswith(".h"):
-            pattern = _NN_FN if kind == "nn" else _TH_FN
-            for m in pattern.finditer(text):
-                if nat._is_definition(text, m.end() - 1) is None and path not in declared[(kind, m.group(1))]:
-                    declared[(kind, m.group(1))].append(path)
+        for what, name in _th_names(path, text, kind):
+            found = structs[name] if what == "struct" else declared[(kind, name)]
+            if path not in found:
+                found.append(path)
     lower: dict[str, list[str]] = defaultdict(list)
     for name in structs:
         lower[name.lower()].append(name)
     layout = _Layout(dict(declared), dict(structs), dict(lower), has_kernels)
     _LAYOUTS[index] = layout
     return layout
+
+
+def _th_names(path: str, text: str, kind: str) -> Iterator[tuple[str, str]]:
+    """("struct", name) for the structs a TH-family file defines, ("fn", name) for the functions its generic header
+    declares (not defines): what `_layout` and the bundled index (`th_era_declarations`) read of it."""
+    if "struct" in text or "class" in text:
+        for m in _STRUCT.finditer(text):
+            yield "struct", m.group(1)
+    if "/generic/" in path and path.endswith(".h"):
+        for m in (_NN_FN if kind == "nn" else _TH_FN).finditer(text):
+            if nat._is_definition(text, m.end() - 1) is None:
+                yield "fn", m.group(1)
 
 
 def _definition_body(index: nat.KernelIndex, path: str, kind: str, th: str) -> str:
@@ -581,12 +588,8 @@ def th_era_declarations(path: str, text: str) -> tuple[str, ...]:
     names: set[str] = set()
     lib = library(path)
     if lib is not None and path.endswith((".h", ".cuh", ".hpp")):
-        names.update(f"struct:{m.group(1)}" for m in _STRUCT.finditer(text))
-        if "/generic/" in path and path.endswith(".h"):
-            kind = lib[0]
-            pattern = _NN_FN if kind == "nn" else _TH_FN
-            names.update(f"{'nn' if kind == 'nn' else 'fn'}:{m.group(1)}" for m in pattern.finditer(text)
-                         if nat._is_definition(text, m.end() - 1) is None)
+        for what, name in _th_names(path, text, lib[0]):
+            names.add(f"{'nn' if what == 'fn' and lib[0] == 'nn' else what}:{name}")
     elif _SIDE_TYPE_HEADER.match(path):
         names.update(f"decl:{m.group(1)}" for m in _TH_DECL.finditer(text))
     elif path == "aten/src/ATen/NativeFunctions.h":
