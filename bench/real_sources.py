@@ -41,8 +41,14 @@ DEFAULT_HOME = Path(os.environ.get("SFTL_BENCH_HOME", "/work/cache/home-bench"))
 DEFAULT_WHEELS_FROM = Path("/work/cache/home/cache/sources/wheels")
 DEFAULT_TREES_DIR = Path("/work/cache/trees")
 
-# Debian source packages holding real PyTorch trees: release -> (suite, package version)
-DEBIAN_TREES = {"1.13.1": ("bookworm", "1.13.1+dfsg-4"), "2.6.0": ("trixie", "2.6.0+dfsg-7")}
+# Debian source packages holding real framework trees: (framework, release) -> (suite, package version)
+DEBIAN_TREES = {
+    ("pytorch", "1.13.1"): ("bookworm", "1.13.1+dfsg-4"),
+    ("pytorch", "2.6.0"): ("trixie", "2.6.0+dfsg-7"),
+    ("tensorflow", "2.14.1"): ("sid", "2.14.1+dfsg-3.1"),
+}
+# the folder a tree's presence is judged by
+TREE_MARKERS = {"pytorch": "aten", "tensorflow": "tensorflow/core/kernels"}
 
 # Releases the development rows report (framework, package, version, python the wheel is asked for).
 WHEELS = [
@@ -152,9 +158,9 @@ def apt_mirror() -> str | None:
     return None
 
 
-def fetch_debian_tree(release: str, trees_dir: Path) -> Path | None:
-    """Download and unpack Debian's PyTorch source package of `release` into `trees_dir/pytorch-<release>`."""
-    suite, debver = DEBIAN_TREES[release]
+def fetch_debian_tree(release: str, trees_dir: Path, framework: str = "pytorch") -> Path | None:
+    """Download and unpack Debian's source package of `framework` `release` into `trees_dir/<framework>-<release>`."""
+    suite, debver = DEBIAN_TREES[(framework, release)]
     mirror = apt_mirror()
     if mirror is None:
         print("  no apt mirror configured on this machine; cannot fetch the Debian tree", file=sys.stderr)
@@ -164,13 +170,13 @@ def fetch_debian_tree(release: str, trees_dir: Path) -> Path | None:
     (work / "sources.list").write_text(f"deb-src [trusted=yes] {mirror} {suite} main\n", encoding="utf-8")
     opts = ["-o", f"Dir::Etc::SourceList={work / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
             "-o", f"Dir::State::Lists={work / 'lists'}"]
-    for argv in (["apt-get", *opts, "update"], ["apt-get", *opts, "source", "--download-only", f"pytorch={debver}"]):
+    for argv in (["apt-get", *opts, "update"], ["apt-get", *opts, "source", "--download-only", f"{framework}={debver}"]):
         done = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
-        # the .orig tarball is what holds the tree; a missing Debian diff (seen: 1.13.1+dfsg-4) does not matter
-        if done.returncode != 0 and not (argv[-2] == "--download-only" and any(work.glob("pytorch_*.orig.tar.*"))):
+        # the .orig tarball is what holds the tree; a missing Debian diff or .dsc (seen: 1.13.1+dfsg-4) does not matter
+        if done.returncode != 0 and not (argv[-2] == "--download-only" and any(work.glob(f"{framework}_*.orig.tar.*"))):
             print(f"  {' '.join(argv[:1] + argv[-2:])} failed: {done.stderr.strip()[-200:]}", file=sys.stderr)
             return None
-    tarballs = sorted(work.glob("pytorch_*.orig.tar.*"))
+    tarballs = sorted(work.glob(f"{framework}_*.orig.tar.*"))
     if not tarballs:
         print("  the source package holds no .orig tarball", file=sys.stderr)
         return None
@@ -180,39 +186,39 @@ def fetch_debian_tree(release: str, trees_dir: Path) -> Path | None:
     tops = [p for p in unpack.iterdir() if p.is_dir()]
     if len(tops) != 1:
         return None
-    dest = trees_dir / f"pytorch-{release}"
+    dest = trees_dir / f"{framework}-{release}"
     trees_dir.mkdir(parents=True, exist_ok=True)
     shutil.move(str(tops[0]), dest)
     shutil.rmtree(work, ignore_errors=True)
     return dest
 
 
-def find_tree(release: str, trees_dir: Path) -> Path | None:
-    for name in (f"pytorch-{release}", f"pytorch-v{release}"):
-        if (trees_dir / name / "aten").is_dir():
+def find_tree(release: str, trees_dir: Path, framework: str = "pytorch") -> Path | None:
+    for name in (f"{framework}-{release}", f"{framework}-v{release}"):
+        if (trees_dir / name / TREE_MARKERS[framework]).is_dir():
             return trees_dir / name
     return None
 
 
 def register_trees(home: Path, trees_dir: Path, fetch: bool) -> dict[str, Path]:
-    """`sftl sources add pytorch==X DIR` for each Debian tree (fetched first with `fetch` when missing)."""
+    """`sftl sources add FW==X DIR` for each Debian tree (fetched first with `fetch` when missing)."""
     out = {}
     env = {**os.environ, "SFTL_HOME": str(home)}
-    for release in DEBIAN_TREES:
-        tree = find_tree(release, trees_dir)
+    for framework, release in DEBIAN_TREES:
+        tree = find_tree(release, trees_dir, framework)
         if tree is None and fetch:
-            tree = fetch_debian_tree(release, trees_dir)
+            tree = fetch_debian_tree(release, trees_dir, framework)
         if tree is None:
-            print(f"  no PyTorch {release} tree under {trees_dir} (run with --fetch)", file=sys.stderr)
+            print(f"  no {framework} {release} tree under {trees_dir} (run with --fetch)", file=sys.stderr)
             continue
-        entry = home / "cache" / "sources" / "trees" / f"pytorch-{release}.json"
+        entry = home / "cache" / "sources" / "trees" / f"{framework}-{release}.json"
         if not entry.is_file():
-            done = subprocess.run([*sftl_command(), "sources", "add", f"pytorch=={release}", str(tree)],
+            done = subprocess.run([*sftl_command(), "sources", "add", f"{framework}=={release}", str(tree)],
                                   env=env, capture_output=True, text=True, check=False)
             if done.returncode != 0:
-                print(f"  sftl sources add pytorch=={release} failed: {done.stderr.strip()}", file=sys.stderr)
+                print(f"  sftl sources add {framework}=={release} failed: {done.stderr.strip()}", file=sys.stderr)
                 continue
-        out[release] = tree
+        out[f"{framework}-{release}"] = tree
     return out
 
 
@@ -270,7 +276,7 @@ def compose_tree(wheel: Path, framework: str, release: str, dest: Path, trees_di
     partial.mkdir(parents=True)
     tree_release = None
     if framework == "pytorch":
-        trees = {r: t for r in DEBIAN_TREES if (t := find_tree(r, trees_dir)) is not None}
+        trees = {r: t for f, r in DEBIAN_TREES if f == "pytorch" and (t := find_tree(r, trees_dir)) is not None}
         tree_release = nearest_version(release.split("+", 1)[0], trees) if trees else None
         if tree_release is not None:
             tree = trees[tree_release]
