@@ -26,6 +26,7 @@ LOCALIZERS: dict[str, str] = {
     "sftl": "sftl.localize.dispatch:localize_sftl",
     "paper": "sftl.localize.dispatch:localize_paper",
     "vsm": "sftl.localize.baselines:localize_vsm",
+    "bm25": "sftl.localize.bm25:localize_bm25",
     "bert": "sftl.localize.baselines:localize_bert",
 }
 

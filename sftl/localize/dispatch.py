@@ -28,8 +28,11 @@ def _route(
 def localize_sftl(
     issue: Issue, extraction: Extraction, category: Category, source: SourceProvider | None, top: int = 10
 ) -> Localization:
-    """Our localizers (default)."""
-    return _route("sftl", issue, extraction, category, source, top)
+    """Our localizers (default): the category's evidence where there is one, and candidates for every report."""
+    from sftl.localize.candidates import localize_any
+
+    category_loc = _route("sftl", issue, extraction, category, source, top) if category != Category.OTHER else None
+    return localize_any(issue, extraction, category, source, top, category_loc=category_loc)
 
 
 def localize_paper(

@@ -1,0 +1,242 @@
+"""A release's source files as a searchable corpus: BM25 over contents and paths, exported names, message literals.
+
+What is read of each file is kept per source layer (a registered tree, a wheel) on disk under
+`<cache_dir>/candidates/`, so the C++ tree that stands under twenty TensorFlow wheels is read once; the
+corpus of a layered source is put together from its layers' records (the first layer that holds a path
+wins, as `LayeredSource.read_text` reads it) and kept in memory for the life of the process.
+
+Only source files are documents (`is_source_path`): never tests, test data, docs or build files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import re
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sftl.localize.candidates.tokens import path_words, words
+
+if TYPE_CHECKING:
+    import bm25s
+    import numpy as np
+
+    from sftl.sources import SourceProvider
+
+FORMAT = 2  # bump when what a layer record holds changes
+SOURCE_SUFFIXES = (".py", ".cc", ".h", ".cpp", ".cu", ".cuh", ".c", ".hpp", ".cxx", ".hxx", ".pyx", ".mm")
+FRAMEWORK_ROOTS = {
+    "pytorch": ("torch/", "aten/", "c10/", "torchgen/", "functorch/", "caffe2/"),
+    "tensorflow": ("tensorflow/",),
+}
+NOT_SOURCE_DIRS = frozenset({
+    "test", "tests", "testing", "testdata", "test_data", "testlib", "benchmarks", "benchmark", "third_party",
+    "examples", "example", "docs", "doc", "g3doc", "samples", "tutorials", "__pycache__", "ci_build",
+    "kernel_tests", "integration_test", "integration_tests", "test_util", "testutil",
+})
+# counts past this add nothing BM25's saturation would notice; capping keeps big generated files small
+MAX_COUNT = 8
+PATH_WEIGHT = 3  # a path word counts as this many occurrences: the path is the file's title
+SHINGLE = 3  # words per message shingle
+_MEMO: dict[str, CorpusIndex] = {}
+_MEMO_MAX = 3
+
+STRING_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.){10,400})"|\'((?:[^\'\\\n]|\\.){10,400})\'')
+EXPORT_CALL = re.compile(r"\b(?:tf|keras|estimator)_export\(([^)]{1,600})\)", re.S)
+QUOTED = re.compile(r"['\"]([\w.]+)['\"]")
+PY_DEFINITION = re.compile(r"^(?:class|def)\s+([A-Za-z_]\w*)", re.M)
+CXX_OP = re.compile(r'(?:REGISTER_OP|Name)\(\s*"([A-Za-z_]\w*)"')
+MESSAGE_WORD = re.compile(r"[a-z][a-z0-9_]+")
+
+
+def is_source_path(path: str, framework: str) -> bool:
+    """A file a fix may change: framework code (Python or C++/CUDA), never tests, test data, docs or build files."""
+    if not path.startswith(FRAMEWORK_ROOTS.get(framework, ("torch/", "tensorflow/"))):
+        return False
+    name = path.rsplit("/", 1)[-1]
+    if not name.endswith(SOURCE_SUFFIXES):
+        return False
+    parts = path.split("/")[:-1]
+    if any(p in NOT_SOURCE_DIRS for p in parts):
+        return False
+    stem = name.split(".", 1)[0]
+    return not (stem.startswith("test_") or stem.endswith(("_test", "_tests", "_benchmark", "_test_base", "_testlib"))
+                or stem == "conftest")
+
+
+def message_shingles(text: str) -> set[int]:
+    """Stable hashes of the 3-word runs of a text's lower-cased words (a message's fingerprint)."""
+    ws = MESSAGE_WORD.findall(text.lower())
+    return {zlib.crc32(" ".join(ws[i:i + SHINGLE]).encode()) for i in range(len(ws) - SHINGLE + 1)}
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What the corpus keeps of one file."""
+
+    bag: dict[str, int]
+    shingles: frozenset[int]
+    exports: tuple[str, ...]  # public API names its tf_export/keras_export decorators give
+    defines: tuple[str, ...]  # top-level classes and functions (Python), ops and kernels registered (C++)
+
+
+def read_record(path: str, text: str) -> FileRecord:
+    bag = {w: min(n, MAX_COUNT) for w, n in words(text).items()}
+    for w in path_words(path):
+        bag[w] = bag.get(w, 0) + PATH_WEIGHT
+    literals = " \n ".join(m.group(1) or m.group(2) for m in STRING_LITERAL.finditer(text))
+    exports: list[str] = []
+    if path.endswith(".py"):
+        for call in EXPORT_CALL.finditer(text):
+            exports.extend(QUOTED.findall(call.group(1)))
+        defines = PY_DEFINITION.findall(text)
+    else:
+        defines = CXX_OP.findall(text)
+    return FileRecord(bag, frozenset(message_shingles(literals)), tuple(dict.fromkeys(exports)),
+                      tuple(dict.fromkeys(defines)))
+
+
+def _layers(source: SourceProvider) -> list[SourceProvider]:
+    providers = getattr(source, "providers", None)
+    return list(providers) if providers else [source]
+
+
+def _layer_key(layer: SourceProvider, paths: Sequence[str]) -> str:
+    h = hashlib.sha1(f"{FORMAT}\0{layer.framework}\0{layer.description}\0{len(paths)}".encode())
+    for p in paths:
+        h.update(p.encode())
+    return h.hexdigest()[:20]
+
+
+def _layer_records(layer: SourceProvider, framework: str, cache: Path | None) -> dict[str, FileRecord]:
+    paths = sorted(p for p in layer.list_files() if is_source_path(p, framework))
+    where = cache / f"layer-{_layer_key(layer, paths)}.pkl" if cache is not None else None
+    if where is not None and where.is_file():
+        try:
+            with where.open("rb") as fh:
+                loaded: dict[str, FileRecord] = pickle.load(fh)
+            return loaded
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError):
+            pass  # a damaged cache file is read again and overwritten
+    records: dict[str, FileRecord] = {}
+    for path in paths:
+        text = layer.read_text(path)
+        if text is not None:
+            records[path] = read_record(path, text)
+    if where is not None:
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            tmp = where.with_name(f"{where.name}.tmp{os.getpid()}")
+            with tmp.open("wb") as fh:
+                pickle.dump(records, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, where)
+        except OSError:
+            pass  # a read-only cache costs time, not results
+    return records
+
+
+@dataclass
+class CorpusIndex:
+    """The documents of one source and what can be looked up in them."""
+
+    framework: str
+    paths: list[str]
+    records: list[FileRecord]
+    retriever: bm25s.BM25
+    vocabulary: dict[str, int]
+    exports: dict[str, list[int]] = field(default_factory=dict)  # exported name -> documents
+    defines: dict[str, list[int]] = field(default_factory=dict)  # lower-cased defined name -> documents
+    shingle_docs: dict[int, list[int]] = field(default_factory=dict)
+    # folders that hold a file of the report's own release (its wheel's Python files and headers); None: every
+    # file is of that release (no other release's tree stands under it)
+    release_dirs: frozenset[str] | None = None
+
+    def scores(self, query: Iterable[str]) -> np.ndarray:
+        """BM25 of every document for a query's words (each word once)."""
+        import numpy as np
+
+        ids = [i for w in dict.fromkeys(query) if (i := self.vocabulary.get(w)) is not None]
+        if not ids:
+            return np.zeros(len(self.paths), dtype=np.float32)
+        return np.asarray(self.retriever.get_scores(ids), dtype=np.float32)
+
+
+def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
+    """The corpus of a source's files (memoized per source description in this process)."""
+    import bm25s
+    from bm25s.tokenization import Tokenized
+
+    framework = source.framework
+    all_paths = [p for p in source.list_files() if is_source_path(p, framework)]
+    memo_key = hashlib.sha1(f"{FORMAT}\0{source.description}\0{len(all_paths)}".encode()).hexdigest()
+    if memo_key in _MEMO:
+        return _MEMO[memo_key]
+    cache = cache_dir / "candidates" if cache_dir is not None else None
+    layer_of = getattr(source, "layer_of", None)
+    by_layer: dict[int, dict[str, FileRecord]] = {}
+    layers = _layers(source)
+    # where the release's own Python files are layered over another release's tree, that tree's Python files
+    # are of the wrong era: a file it alone holds did not exist in the report's release
+    own_python = [i for i, lay in enumerate(layers) if type(lay).__name__ in ("PythonFilesOf", "WheelSource")]
+    paths: list[str] = []
+    records: list[FileRecord] = []
+    for path in all_paths:
+        layer = layer_of(path) if callable(layer_of) else source
+        if layer is None:
+            continue
+        at = next((i for i, lay in enumerate(layers) if lay is layer), 0)
+        if own_python and path.endswith(".py") and at not in own_python:
+            continue
+        if at not in by_layer:
+            by_layer[at] = _layer_records(layers[at], framework, cache)
+        rec = by_layer[at].get(path)
+        if rec is not None:
+            paths.append(path)
+            records.append(rec)
+    vocabulary: dict[str, int] = {}
+    ids: list[list[int]] = []
+    for rec in records:
+        doc: list[int] = []
+        for w, n in rec.bag.items():
+            i = vocabulary.setdefault(w, len(vocabulary))
+            doc.extend([i] * n)
+        ids.append(doc)
+    retriever = bm25s.BM25()
+    if paths:
+        inverse = [""] * len(vocabulary)
+        for w, i in vocabulary.items():
+            inverse[i] = w
+        retriever.index(Tokenized(ids=ids, vocab={w: i for i, w in enumerate(inverse)}), show_progress=False)
+    exports: dict[str, list[int]] = {}
+    defines: dict[str, list[int]] = {}
+    shingle_docs: dict[int, list[int]] = {}
+    for d, rec in enumerate(records):
+        for name in rec.exports:
+            exports.setdefault(name, []).append(d)
+        for name in rec.defines:
+            defines.setdefault(name.lower().replace("_", ""), []).append(d)
+        for s in rec.shingles:
+            shingle_docs.setdefault(s, []).append(d)
+    # a phrase in many files' messages ('must be a', 'is not supported') points at none of them
+    shingle_docs = {s: docs for s, docs in shingle_docs.items() if len(docs) <= 12}
+    release_dirs = frozenset(p.rsplit("/", 1)[0] for i in own_python for p in layers[i].list_files()) if own_python else None
+    index = CorpusIndex(framework, paths, records, retriever, vocabulary, exports, defines, shingle_docs, release_dirs)
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[memo_key] = index
+    return index
+
+
+def default_cache_dir() -> Path:
+    from sftl.config import load_settings
+
+    return load_settings().cache_dir
+
+
+def stable_digest(obj: Any) -> str:
+    return hashlib.sha1(repr(obj).encode()).hexdigest()[:16]

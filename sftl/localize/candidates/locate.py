@@ -1,0 +1,107 @@
+"""Suspects for any report: gather candidates with their evidence, score them with the learned ranker, give reasons."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from sftl.localize.candidates.corpus import CorpusIndex, build_index, default_cache_dir
+from sftl.localize.candidates.features import Candidate, gather
+from sftl.localize.candidates.ranker import CandidateRanker, load_default
+from sftl.localize.candidates.report import read_report
+from sftl.model import Category, Extraction, Issue, Localization, Outcome, Suspect
+from sftl.sources import SourceProvider
+
+# the evidence a reason names, in words, and the feature that carries it
+LEAD = "lead"
+EVIDENCE_ORDER = ("category_rank", "tb_frame", "message_shingles", "exports_name", "exports_prefix",
+                  "module_of_name", "defines_name")
+
+
+def localize_any(
+    issue: Issue,
+    extraction: Extraction,
+    category: Category,
+    source: SourceProvider | None,
+    top: int = 10,
+    category_loc: Localization | None = None,
+    ranker: CandidateRanker | None = None,
+    cache_dir: Path | None = None,
+    method: str = "sftl",
+) -> Localization:
+    """Rank the source files of `source` for one report, whatever its category.
+
+    `category_loc`: what the missing-module or discrepancy localizer found; its suspects are candidates with
+    their rank as a feature, and when it located a file its order leads (its evidence is the stronger one).
+    """
+    if source is None:
+        return category_loc or Localization(method, (), Outcome.SKIPPED, "no sources of the report's release")
+    framework = source.framework
+    report = read_report(issue, extraction, framework)
+    if not (report.title_words or report.text_words or report.code_words or report.error_words or report.frames):
+        return category_loc or Localization(method, (), Outcome.ABSTAINED, "the report has no text to go on")
+    index = build_index(source, cache_dir if cache_dir is not None else default_cache_dir())
+    if not index.paths:
+        return category_loc or Localization(method, (), Outcome.SKIPPED,
+                                            f"no {framework} source files in {source.description}")
+    screening = {"mme": float(category == Category.MME), "gcrde": float(category == Category.GCRDE)}
+    candidates = gather(index, report, category_loc, screening)
+    model = ranker if ranker is not None else load_default()
+    scored = score(candidates, model)
+    suspects = [to_suspect(c, s, index, model) for c, s in scored]
+    located = category_loc is not None and category_loc.outcome == Outcome.LOCATED and category_loc.suspects
+    if located and category_loc is not None:
+        lead = [s.path for s in category_loc.suspects]
+        rest = [s for s in suspects if s.path not in set(lead)]
+        by_path = {s.path: s for s in suspects}
+        # LEAD marks the category localizer's order in the features kept for refitting (not a model feature)
+        suspects = [replace(found, features={**found.features, LEAD: 1.0})
+                    for found in (by_path.get(s.path, s) for s in category_loc.suspects)] + rest
+        reason = category_loc.reason
+    else:
+        how = "the learned ranker" if model is not None else "BM25 (no ranker model)"
+        reason = f"{len(candidates)} candidate files of {len(index.paths)} ranked by {how}"
+        if category_loc is not None and category_loc.reason:
+            reason = f"{reason}; {category.value} localizer: {category_loc.reason}"[:1000]
+    if not suspects:
+        return Localization(method, (), Outcome.ABSTAINED, "no candidate file")
+    return Localization(method, tuple(suspects[:top]), Outcome.LOCATED, reason)
+
+
+def score(candidates: list[Candidate], model: CandidateRanker | None) -> list[tuple[Candidate, float]]:
+    """Candidates with their scores, best first (ties by path, so the order is stable)."""
+    if model is not None:
+        values = model.predict([c.vector() for c in candidates])
+    else:
+        values = [c.features.get("bm25_all", 0.0) for c in candidates]
+    return sorted(zip(candidates, values, strict=True), key=lambda cs: (-cs[1], cs[0].path))
+
+
+def to_suspect(cand: Candidate, value: float, index: CorpusIndex, model: CandidateRanker | None) -> Suspect:
+    from sftl.localize.baselines import side_of
+
+    return Suspect(cand.path, round(float(value), 4), side_of(cand.path), reason_of(cand, model),
+                   features={k: round(v, 4) for k, v in cand.features.items() if v})
+
+
+def reason_of(cand: Candidate, model: CandidateRanker | None) -> str:
+    """The evidence that moved the file most, in words: the model's heaviest features this file has."""
+    weight = model.importances() if model is not None else {}
+    parts: list[tuple[float, str]] = []
+    for name in EVIDENCE_ORDER:
+        if name in cand.evidence and cand.features.get(name):
+            parts.append((weight.get(name, 0.0) + 1e-3, cand.evidence[name]))
+    rank = cand.features.get("bm25_all_rank", 0.0)
+    if rank:
+        parts.append((weight.get("bm25_all", 0.0) + weight.get("bm25_all_rank", 0.0),
+                      f"BM25 rank {round(1 / rank)} for the whole report"))
+    for name in ("title", "code", "error"):
+        r = cand.features.get(f"bm25_{name}_rank", 0.0)
+        if r >= 0.2:
+            parts.append((weight.get(f"bm25_{name}", 0.0), f"BM25 rank {round(1 / r)} for its {name}"))
+    parts.sort(key=lambda p: -p[0])
+    return "; ".join(text for _, text in parts[:3]) or "lexical match"
+
+
+def with_method(loc: Localization, method: str) -> Localization:
+    return replace(loc, method=method)

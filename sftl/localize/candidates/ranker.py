@@ -1,0 +1,118 @@
+"""The learned ranker of candidate files: LightGBM LambdaRank over the named features, saved as a versioned artefact.
+
+scikit-learn style: `__init__` stores parameters, `fit` learns from groups of (report, candidate) rows,
+`predict` scores rows and is pure; `save`/`load` keep the model with its feature names, the training rows'
+provenance (issue URLs only) and its validation figures. Loading parses LightGBM's text model (a few ms).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sftl.localize.candidates.features import FEATURES
+
+FORMAT = "sftl-ranker-v1"
+BUNDLED = Path(__file__).resolve().parents[2] / "data" / "candidate-ranker-v1.json"
+
+
+@dataclass
+class CandidateRanker:
+    """LambdaRank over candidate features; one group per report."""
+
+    n_estimators: int = 300
+    learning_rate: float = 0.05
+    num_leaves: int = 15
+    min_child_samples: int = 10
+    seed: int = 0
+    features: tuple[str, ...] = FEATURES
+    booster: Any = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def fit(self, rows: Sequence[Sequence[float]], labels: Sequence[int], groups: Sequence[int]) -> CandidateRanker:
+        import lightgbm as lgb
+        import numpy as np
+
+        data = lgb.Dataset(np.asarray(rows, dtype=np.float64), label=np.asarray(labels), group=list(groups),
+                           feature_name=list(self.features), free_raw_data=True)
+        params = {
+            "objective": "lambdarank", "metric": "ndcg", "ndcg_eval_at": [1, 5, 10],
+            "learning_rate": self.learning_rate, "num_leaves": self.num_leaves,
+            "min_data_in_leaf": self.min_child_samples, "feature_fraction": 0.8, "bagging_fraction": 0.8,
+            "bagging_freq": 1, "lambdarank_truncation_level": 20, "seed": self.seed, "deterministic": True,
+            "num_threads": 1, "verbose": -1,
+        }
+        self.booster = lgb.train(params, data, num_boost_round=self.n_estimators)
+        return self
+
+    def predict(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        import numpy as np
+
+        if self.booster is None:
+            raise ValueError("the ranker is not fitted")
+        if not rows:
+            return []
+        return [float(x) for x in self.booster.predict(np.asarray(rows, dtype=np.float64), num_threads=1)]
+
+    def importances(self) -> dict[str, float]:
+        """Each feature's share of the model's total gain (what moves a ranking most)."""
+        if self.booster is None:
+            return {}
+        gains = self.booster.feature_importance(importance_type="gain")
+        total = float(sum(gains)) or 1.0
+        return {name: float(g) / total for name, g in zip(self.features, gains, strict=True)}
+
+    def save(self, path: str | Path) -> None:
+        if self.booster is None:
+            raise ValueError("the ranker is not fitted")
+        payload = {
+            "format": FORMAT, "features": list(self.features), "provenance": self.provenance,
+            "params": {"n_estimators": self.n_estimators, "learning_rate": self.learning_rate,
+                       "num_leaves": self.num_leaves, "min_child_samples": self.min_child_samples, "seed": self.seed},
+            "model": self.booster.model_to_string(),
+        }
+        target = Path(path)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(target)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CandidateRanker:
+        import lightgbm as lgb
+
+        from sftl.errors import InputError
+
+        try:
+            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the ranker model {path}: {exc}") from None
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+            raise InputError(f"{path} is not an sftl ranker model ({FORMAT})")
+        features = tuple(payload.get("features") or ())
+        if features != FEATURES:
+            raise InputError(f"{path} was trained on other features than this sftl computes; retrain it "
+                             "(`sftl model fit`)")
+        params = payload.get("params") or {}
+        model = cls(**{k: v for k, v in params.items() if k in ("n_estimators", "learning_rate", "num_leaves",
+                                                                   "min_child_samples", "seed")})
+        model.booster = lgb.Booster(model_str=payload["model"])
+        model.provenance = payload.get("provenance") or {}
+        return model
+
+
+def load_default(path: str | Path | None = None) -> CandidateRanker | None:
+    """The model at `path`, else the bundled one; None when there is none (ranking falls back to BM25)."""
+    from sftl.errors import InputError
+
+    where = Path(path) if path else BUNDLED
+    if not where.is_file():
+        return None
+    try:
+        return CandidateRanker.load(where)
+    except InputError:
+        if path:
+            raise
+        return None
