@@ -154,10 +154,11 @@ class RankedResult:
     key: str
     method: str
     framework: str  # "pytorch" | "tensorflow" | "unknown"
-    category: str  # the ground-truth category (localization is scored with it)
+    category: str  # the labelled category, else the one sftl screened the report into
     truth: tuple[str, ...]
     ranked: tuple[str, ...]  # suspects in rank order (empty when the method gave none)
     outcome: str  # "located" | "abstained" | "skipped"
+    period: str = ""  # "before" / "after" a split date ("" without one)
 
     @property
     def answered(self) -> bool:
@@ -313,16 +314,19 @@ class LabelRow:
     line: int
     key: str  # content hash of the line: checkpoints survive reordering and edits elsewhere
     url: str
-    category: str
+    category: str  # "" for an unlabelled row: scored under the category sftl screens it into
     truth_files: tuple[str, ...]
     issue: dict[str, Any] | None = None  # a GitHub REST issue object, inline
     source_root: str | None = None
     framework: str | None = None
     version: str | None = None
 
+    created_at: str = ""  # when the report was filed (for --split-date), from the row or its issue
+
     @property
     def scored_for_localization(self) -> bool:
-        return self.category in ("mme", "gcrde") and bool(self.truth_files)
+        """Every row with the files its fix changed is scored: sftl ranks files for any report."""
+        return bool(self.truth_files)
 
 
 @dataclass(frozen=True)
@@ -367,7 +371,9 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
         return SkippedRow(line, "", "no 'url' (and no inline issue with an html_url)")
     url = url.strip()
     category = obj.get("category", obj.get("label"))
-    if not isinstance(category, str) or category.lower() not in CATEGORIES:
+    if category is None and obj.get("truth_files"):
+        category = ""  # unlabelled (a peer benchmark's row): sftl's screening says which category it counts in
+    elif not isinstance(category, str) or category.lower() not in CATEGORIES:
         return SkippedRow(line, url, f"unknown category {category!r} (expected mme, gcrde or other)")
     truth = obj.get("truth_files", [])
     if not isinstance(truth, list) or not all(isinstance(t, str) and t.strip() for t in truth):
@@ -382,6 +388,7 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
     if isinstance(fw, str) and framework is None:
         return SkippedRow(line, url, f"unknown framework {fw!r} (expected pytorch or tensorflow)")
     version = obj.get("version")
+    created = obj.get("created_at") or (issue.get("created_at") if isinstance(issue, dict) else None)
     key = hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
     return LabelRow(
         line=line,
@@ -393,6 +400,7 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
         source_root=root,
         framework=framework or framework_of_repo(url),
         version=str(version) if isinstance(version, (str, int, float)) and version != "" else None,
+        created_at=created if isinstance(created, str) else "",
     )
 
 
@@ -426,6 +434,7 @@ def summarize(
     paper_k: int = 1,
     max_k: int = 10,
     screeners: Sequence[str] = ("keywords",),
+    split_date: str | None = None,
 ) -> dict[str, Any]:
     """The JSON summary of one evaluation run.
 
@@ -436,7 +445,8 @@ def summarize(
     screening: dict[str, Any] = {}
     thresholds: dict[str, Any] = {}
     for name in screeners:
-        have = [s for s in screened if name in s["screeners"]]
+        # unlabelled rows (a peer benchmark's) have no true category to score a screener against
+        have = [s for s in screened if name in s["screeners"] and s["category"] in CATEGORIES]
         if not have:
             screening[name] = None  # could not run (e.g. too few labelled rows to train)
             continue
@@ -454,7 +464,7 @@ def summarize(
     for method in methods:
         mine = [r for r in results if r.method == method]
         curves[method] = {
-            cat: topk_curve([r for r in mine if r.category == cat], max_k) for cat in ("mme", "gcrde")
+            cat: topk_curve([r for r in mine if r.category == cat], max_k) for cat in CATEGORIES
         }
     return {
         "issues": len(screened),
@@ -463,6 +473,11 @@ def summarize(
         "screening": screening,
         "screening_thresholds": thresholds,
         "localization": localization_table(results, paper_k=paper_k),
+        "split_date": split_date,
+        "localization_by_period": {
+            period: localization_table([r for r in results if r.period == period], paper_k=paper_k)
+            for period in ("before", "after") if split_date and any(r.period == period for r in results)
+        },
         "topk_curves": curves,
         "paper_k": paper_k,
     }
@@ -548,6 +563,28 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
                 )
         if not any_row:
             out.append("| — | — | 0 | | | | | | | | | | | |")
+    periods = [("all rows", summary["localization"])]
+    split = summary.get("split_date")
+    for period, table in (summary.get("localization_by_period") or {}).items():
+        periods.append((f"filed {'before' if period == 'before' else 'on or after'} {split}", table))
+    out += ["", "## Table 5 — localization of every report, by the category it counts in", "",
+            "Rows without a label count in the category sftl screened them into; every row with truth files is "
+            "scored, so a method that ranks nothing for a category scores 0 there.", ""]
+    out.append("| rows | framework | category | method | n | top-1 | top-5 | top-10 | MRR | MAP | answered |")
+    out.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, table in periods:
+        cells = sorted({cell for cells in table.values() for cell in cells},
+                       key=lambda c: (c.split("/")[0] == ALL, c.split("/")[0], c.split("/")[1] == ALL, c))
+        for cell in cells:
+            fw, cat = cell.split("/")
+            for method in summary["methods"]:
+                m = table.get(method, {}).get(cell)
+                if not m:
+                    continue
+                out.append(
+                    f"| {label} | {fw} | {cat} | {method} | {m['n']} | {_pct(m['top']['1'])} | {_pct(m['top']['5'])} | "
+                    f"{_pct(m['top']['10'])} | {m['mrr']:.3f} | {m['map']:.3f} | {m['answered']} |"
+                )
     out += [
         "",
         "Reading of the study's localization metrics (sftl/evaluate.py): a method *reports* its first "

@@ -34,6 +34,7 @@ EXIT_INTERRUPTED = 130
 
 COMMAND_MODULES = (
     "intake",
+    "model",
     "screening",
     "sources_cmd",
     "locate",

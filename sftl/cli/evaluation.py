@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from sftl.model import Extraction, Issue
     from sftl.sources import SourceProvider
 
-METHODS = ("sftl", "paper", "vsm", "bert")
+KEPT_CANDIDATES = 400  # candidates whose features --keep-features stores per report (all sftl gathers, in practice)
+METHODS = ("sftl", "paper", "vsm", "bert", "bm25")
 CHECKPOINT = "checkpoint.jsonl"
 
 
@@ -53,7 +54,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "report.md and PNG plots under --out; a rerun with the same --out resumes."
         ),
     )
-    p.add_argument("labels", metavar="LABELS.jsonl", help="the label file")
+    p.add_argument("labels", metavar="LABELS", help="the label file (JSONL) or a folder of Denchmark issue JSON")
+    p.add_argument("--format", default="auto", choices=("auto", "sftl", "denchmark", "swebench", "rows"),
+                   help="the labels' format: sftl's JSONL, Denchmark's per-issue JSON folder, SWE-bench-style JSONL, "
+                   "or report rows (url, title, body, truth_files); default: sniffed")
+    p.add_argument("--split-date", metavar="DATE", type=_date,
+                   help="also report rows filed before DATE and from DATE on apart (a learned part trained on the "
+                   "earlier ones is judged on the later ones only)")
     p.add_argument("--source-root", metavar="DIR", help="source tree for rows that name none")
     p.add_argument(
         "--method", dest="methods", default="sftl,paper,vsm,bert", type=_methods, metavar="M[,M...]",
@@ -73,11 +80,37 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--history", action="store_true",
                    help="also score each method with the history prior of the store's fix records (M+history), "
                    "time-respecting: only fixes dated before each issue was filed count")
+    p.add_argument("--keep-features", action="store_true",
+                   help="store every candidate's features of sftl's ranking in the checkpoint, so `sftl model fit "
+                   "OUT` can train the ranker on these rows")
     p.add_argument("--restart", action="store_true", help="discard the checkpoint in --out and start over")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the markdown report")
     add_common(p)
     p.set_defaults(handler=run)
+
+
+def parse_split_date(text: str) -> dict[str, str]:
+    """`--split-date` for a caller outside argparse: a bad date is an InputError."""
+    try:
+        return _date(text)
+    except argparse.ArgumentTypeError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _date(text: str) -> dict[str, str]:
+    """'2019-01-01' (every framework) or 'tensorflow=2019-01-01,pytorch=2025-07-01' -> {framework or '*': date}."""
+    import re
+
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        fw, _, day = part.rpartition("=")
+        if not re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", day) or fw not in ("", "pytorch", "tensorflow"):
+            raise argparse.ArgumentTypeError(f"not a split date {part!r}; write YYYY-MM-DD or tensorflow=YYYY-MM-DD,...")
+        out[fw or "*"] = day
+    if not out:
+        raise argparse.ArgumentTypeError("no split date given")
+    return out
 
 
 def _screeners(text: str) -> list[str]:
@@ -112,6 +145,8 @@ class Task:
     version: str | None
     source_root: str | None
     top: int
+    created_at: str = ""
+    keep_features: bool = False
 
 
 def _worker_init(use_torch: bool, threads: int, parent_pid: int | None = None) -> None:
@@ -153,14 +188,16 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
     try:
         if task.source_root and env.framework:
             source = _local_tree(task.source_root, env.framework, env.version)
-        else:
-            source, note = open_framework_source(extraction, settings, task.source_root, settings.offline)
+        else:  # the release's Python files, and for any report but a missing-module error the C++ under them
+            source, note = open_framework_source(extraction, settings, task.source_root, settings.offline,
+                                                 needs_cxx=task.category != "mme", created_at=task.created_at or None)
         if source is None:
             result = {"outcome": "skipped", "reason": note, "suspects": []}
         else:
             method, _, history = task.method.partition("+")  # "sftl+history": the prior blended in (#18)
-            loc = get_localizer(method)(task.issue, extraction, Category(task.category), source,
-                                        max(task.top, 30) if history else task.top)
+            keep = task.keep_features and method == "sftl"
+            depth = KEPT_CANDIDATES if keep else max(task.top, 30) if history else task.top
+            loc = get_localizer(method)(task.issue, extraction, Category(task.category), source, depth)
             if history and loc.suspects:
                 from sftl.history_io import apply_history
                 from sftl.store import Store
@@ -174,6 +211,8 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
                 "suspects": [[s.path, s.score, s.side.value if s.side else None] for s in loc.suspects[: task.top]],
                 "source": source.description,
             }
+            if keep:  # every candidate's features, for `sftl model fit`
+                result["candidates"] = [[s.path, s.features] for s in loc.suspects]
     except SftlError as exc:
         result = {"outcome": "skipped", "reason": str(exc), "suspects": []}
     except Exception as exc:  # a bug in one localizer must not end the run: recorded and reported as an error
@@ -222,18 +261,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     from sftl.errors import SftlError
     from sftl.evaluate import RankedResult, parse_labels, render_markdown, summarize
+    from sftl.evaluate_formats import label_lines
 
     labels_path = Path(args.labels)
-    try:
-        text = labels_path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read {labels_path}: {exc.strerror or exc}") from None
+    if not labels_path.exists():
+        raise InputError(f"cannot read {labels_path}: No such file or directory")
+    lines = label_lines(labels_path, args.format)
     if args.source_root:
         check_source_root(args.source_root)
     out = Path(args.out) if args.out else ctx.settings.home / "eval" / labels_path.stem
     if out.exists() and not out.is_dir():
         raise InputError(f"cannot create the report directory {out}: it is a file")
-    rows, skipped = parse_labels(text.splitlines())
+    rows, skipped = parse_labels(lines)
     if not rows:
         raise InputError(_no_usable_rows(labels_path, skipped))
     try:
@@ -252,16 +291,21 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not rows:
         raise InputError(_no_usable_rows(labels_path, skipped))
     screened = _screen(rows, issues, args.screeners)
+    # a labelled row is localized as its label says; an unlabelled one as sftl's screening says
+    scored_as = {r.key: r.category or screened[r.key]["screeners"][args.screeners[0]]["predicted"] for r in rows}
+    scored_as = {k: (v if v in ("mme", "gcrde", "other") else "other") for k, v in scored_as.items()}
 
     base_root = str(Path(args.source_root).resolve()) if args.source_root else None
     tasks = [
-        Task(r.key, m, issues[r.key][0], issues[r.key][1], r.category, r.framework, r.version,
-             _root(r, labels_path.parent) or base_root, args.top)
+        Task(r.key, m, issues[r.key][0], issues[r.key][1], scored_as[r.key], r.framework, r.version,
+             _root(r, labels_path.parent) or base_root, args.top, r.created_at or issues[r.key][0].created_at,
+             args.keep_features)
         for r in rows if r.scored_for_localization for m in args.methods
     ]
     done = read_checkpoint(checkpoint)
     # a result kept for another --top is not this run's answer
-    todo = [t for t in tasks if done.get((t.key, t.method), {}).get("top") != t.top]
+    todo = [t for t in tasks if done.get((t.key, t.method), {}).get("top") != t.top
+            or (t.keep_features and t.method == "sftl" and "candidates" not in done[(t.key, t.method)])]
     # rows sharing a source tree run together, so each worker builds an index once
     todo.sort(key=lambda t: (t.source_root or "", t.framework or "", t.version or "", t.method, t.key))
     if len(tasks) - len(todo):
@@ -286,11 +330,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         res = done[(t.key, t.method)]
         row = by_key[t.key]
         results.append(RankedResult(
-            key=t.key, method=t.method, framework=screened[t.key]["framework"], category=row.category,
+            key=t.key, method=t.method, framework=screened[t.key]["framework"], category=t.category,
             truth=row.truth_files, ranked=tuple(s[0] for s in res["suspects"]), outcome=res["outcome"],
+            period=split_period(t.created_at, args.split_date, screened[t.key]["framework"]),
         ))
+    split = ", ".join(f"{'' if fw == '*' else fw + ' '}{day}" for fw, day in (args.split_date or {}).items()) or None
     summary = summarize(list(screened.values()), results, skipped, args.methods, args.paper_k, max_k=args.top,
-                        screeners=args.screeners)
+                        screeners=args.screeners, split_date=split)
     summary["labels"] = str(labels_path)
     summary["errors"] = [
         {"line": by_key[t.key].line, "method": t.method, "reason": done[(t.key, t.method)]["reason"]}
@@ -311,6 +357,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.err.write(f"sftl: no usable label line in {labels_path} ({len(skipped)} skipped; see the report)\n")
         return EXIT_NO_RESULT
     return EXIT_OK
+
+
+def split_period(created_at: str, split: dict[str, str] | None, framework: str) -> str:
+    """'before' / 'after' the framework's split date ('' without one; a row with no date counts as before)."""
+    day = (split or {}).get(framework) or (split or {}).get("*")
+    if not day:
+        return ""
+    return "after" if created_at and created_at[: len(day)] >= day else "before"
 
 
 def _root(row: LabelRow, base: Path) -> str | None:
@@ -477,8 +531,10 @@ def _write_outputs(
     from sftl.evaluate import first_hit_rank
 
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    # which checkpoint key is which row's (`sftl model fit OUT` reads the kept features by them)
+    (out / "keys.json").write_text(json.dumps({r.url: r.key for r in rows}, indent=0) + "\n", encoding="utf-8")
     rank = {(r.key, r.method): first_hit_rank(r.reported, r.truth) for r in results}
-    header = ["line", "url", "status", "framework", "category", "truth_files"]
+    header = ["line", "url", "status", "framework", "category", "filed", "truth_files"]
     for name in args.screeners:
         header += [f"{name}_screened", f"{name}_mme", f"{name}_gcrde"]
     for m in args.methods:
@@ -488,7 +544,8 @@ def _write_outputs(
         w.writerow(header)
         for row in rows:
             s = screened[row.key]
-            line = [row.line, row.url, "ok", s["framework"], row.category, ";".join(row.truth_files)]
+            line = [row.line, row.url, "ok", s["framework"], row.category or "unlabelled", row.created_at[:10],
+                    ";".join(row.truth_files)]
             for name in args.screeners:
                 got = s["screeners"].get(name)
                 line += [got["predicted"], round(got["scores"].get("mme", 0.0), 4),

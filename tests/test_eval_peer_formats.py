@@ -1,0 +1,116 @@
+"""`sftl eval` on peer benchmarks in their own formats (Denchmark's folders, SWE-bench JSONL, report rows), every
+report scored, rows before and after a split date apart, and `sftl model fit` on what it kept."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from test_candidates import write_tree
+
+from sftl.cli import main
+from sftl.evaluate_formats import denchmark_text, label_lines, sniff
+
+
+def _denchmark(folder: Path, number: int, title: str, body: str, opened: str, files: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    indented = "\n".join(" " + line for line in body.splitlines())
+    obj = {"BR": {"BR_id": str(number), "BRopenT": opened, "BRcloseT": opened,
+                  "BR_text": {"BRsummary": title, "BRdescription": indented}, "comments": []},
+           "commit": {"commit_id": "abc", "commitT": opened, "changed_files": {
+               f"file_{i}": {"file_change_type": "MODIFY", "file_old_name": f, "file_new_name": f, "hunks": []}
+               for i, f in enumerate(files)}}}
+    (folder / f"{number}.json").write_text(json.dumps(obj))
+
+
+REPORTS = [  # (title, body, date, fix files): three reports a maintainer would file, at three dates
+    ("tf.nn.conv2d fails on a rank-3 input",
+     "<denchmark-h:h3>Describe</denchmark-h>\n<denchmark-code>\ntf.nn.conv2d(x, w, 1, 'SAME')\n</denchmark-code>\n"
+     "InvalidArgumentError: input must be 4-dimensional",
+     "2018-05-01T00:00:00Z", ["tensorflow/core/kernels/conv_ops.cc", "tensorflow/core/kernels/conv_ops_test.cc"]),
+    ("Dataset.map hangs with num_parallel_calls=0",
+     "`tf.data.Dataset.map(f, num_parallel_calls=0)` never returns; see <denchmark-link:https://x/y>this</denchmark-link>",
+     "2018-09-01T00:00:00Z", ["tensorflow/python/data/ops/dataset_ops.py", "tensorflow/python/data/BUILD"]),
+    ("Session.run aborts when a fetch is passed twice",
+     "fetch and feed names are not unique, and the session aborts with SIGABRT.",
+     "2019-02-01T00:00:00Z", ["tensorflow/core/common_runtime/direct_session.cc"]),
+]
+
+
+@pytest.fixture()
+def bench(tmp_path: Path) -> Path:
+    folder = tmp_path / "denchmark" / "tensorflow+tensorflow"
+    for i, (title, body, date, files) in enumerate(REPORTS):
+        _denchmark(folder, 9001 + i, title, body, date, files)
+    return tmp_path / "denchmark"
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_denchmark_markup_becomes_markdown() -> None:
+    text = denchmark_text(" <denchmark-h:h3>Describe</denchmark-h>\n <denchmark-code>\n x = 1\n </denchmark-code>\n"
+                          " see <denchmark-link:https://a/b>here</denchmark-link>")
+    assert "```\nx = 1\n" in text and "denchmark" not in text and text.startswith("Describe")
+
+
+def test_each_format_is_sniffed_and_read_into_label_lines(bench: Path, tmp_path: Path) -> None:
+    assert sniff(bench) == "denchmark"
+    rows = [json.loads(line) for line in label_lines(bench)]
+    assert [r["url"] for r in rows] == [f"https://github.com/tensorflow/tensorflow/issues/{9001 + i}" for i in range(3)]
+    # tests and build files of the fix are not truth: only source files are ever suspects
+    assert rows[0]["truth_files"] == ["tensorflow/core/kernels/conv_ops.cc"]
+    assert rows[1]["truth_files"] == ["tensorflow/python/data/ops/dataset_ops.py"]
+    assert rows[0]["category"] is None and rows[0]["issue"]["created_at"] == "2018-05-01T00:00:00Z"
+
+    swe = tmp_path / "swe.jsonl"
+    swe.write_text(json.dumps({
+        "instance_id": "pytorch__pytorch-1", "repo": "pytorch/pytorch", "base_commit": "abc",
+        "problem_statement": "torch.compile graph-breaks on Gamma\n\nBody text", "version": "era-abc",
+        "patch": "diff --git a/torch/_meta_registrations.py b/torch/_meta_registrations.py\n", "test_patch": "",
+        "issue_url": "https://github.com/pytorch/pytorch/issues/174090", "issue_created_at": "2025-12-01T00:00:00Z",
+    }) + "\n")
+    assert sniff(swe) == "swebench"
+    (row,) = [json.loads(line) for line in label_lines(swe)]
+    assert row["truth_files"] == ["torch/_meta_registrations.py"] and row["version"] is None
+    assert row["issue"]["title"] == "torch.compile graph-breaks on Gamma" and row["framework"] == "pytorch"
+
+    plain = tmp_path / "rows.jsonl"
+    plain.write_text(json.dumps({"url": "https://github.com/tensorflow/tensorflow/issues/7", "framework": "tensorflow",
+                                 "category": None, "title": "t", "body": "b", "created_at": "2017-01-01T00:00:00Z",
+                                 "version": "1.0", "truth_files": ["tensorflow/python/ops/nn_ops.py"]}) + "\n")
+    assert sniff(plain) == "rows"
+    assert json.loads(label_lines(plain)[0])["version"] == "1.0"
+
+
+def test_eval_scores_every_report_apart_by_date_and_model_fit_reads_it(bench: Path, tmp_path: Path,
+                                                                       sftl_home: Path) -> None:
+    root = write_tree(tmp_path / "tree")
+    out = tmp_path / "run"
+    code, report, err = _run("eval", str(bench), "--source-root", str(root), "--method", "sftl,bm25,vsm",
+                             "--split-date", "tensorflow=2019-01-01", "--keep-features", "--out", str(out),
+                             "--offline", "--no-plots")
+    assert code == 0, err
+    assert "Table 5" in report
+    # every report is scored, whatever its category; the two periods are reported apart
+    assert "| all rows | all | all | sftl | 3 |" in report
+    assert "| filed before tensorflow 2019-01-01 | all | all | sftl | 2 |" in report
+    assert "| filed on or after tensorflow 2019-01-01 | all | all | sftl | 1 |" in report
+    summary = json.loads((out / "summary.json").read_text())
+    top5 = summary["localization"]["sftl"]["all/all"]["top"]["5"]
+    assert top5 == 1.0, summary["localization"]["sftl"]  # three files in the tree's four: each is in the top 5
+    # too few reports to train on: one clear line and a non-zero exit, never a traceback
+    code, _, err = _run("model", "fit", str(out), "--split-date", "2019-01-01", "--out", str(tmp_path / "m.json"))
+    assert code != 0 and "need 10" in err and "Traceback" not in err
+
+
+def test_model_fit_on_a_folder_without_an_evaluation_says_what_to_run(tmp_path: Path) -> None:
+    code, _, err = _run("model", "fit", str(tmp_path), "--split-date", "2019-01-01", "--out", str(tmp_path / "m.json"))
+    assert code != 0 and "--keep-features" in err and len(err.strip().splitlines()) == 1
