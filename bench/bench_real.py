@@ -11,7 +11,7 @@ registered with `sftl sources add`; no `--source-root` is passed, which is what 
 sources cached would do. `sftl.sources.open_source` then layers, for a release without a tree of
 its own, the Python files of that release's wheel over the nearest registered tree (its C++) —
 the "release's Python files + nearest tree for ATen" the figures are meant to measure. The bench
-asks the same function (`sftl.pipeline.open_framework_source`) which files those sources hold,
+asks the same function (`sftl.sources.sources_for_report`) which files those sources hold,
 so a row whose truth file is absent (THC, the torchdynamo repo, TensorFlow C++ kernels: no
 TensorFlow C++ tree exists offline) is reported "truth not in sources" and counted apart.
 
@@ -147,7 +147,7 @@ def check_sources(rows: Sequence[Row], home: Path) -> None:
         from sftl.extract import extract
         from sftl.github import issue_from_json
         from sftl.model import Category
-        from sftl.pipeline import open_framework_source
+        from sftl.sources import sources_for_report
     except ImportError as exc:  # the tree is mid-edit: locate still runs, the sources column says why it is blank
         for row in rows:
             row.sources_note = f"could not ask sftl for the sources: {exc}"
@@ -163,9 +163,9 @@ def check_sources(rows: Sequence[Row], home: Path) -> None:
             if env.framework and env.version:
                 # the user followed sftl's own advice: `sftl sources fetch fw==1.10` files 1.10.0 under 1.10
                 alias_release(home, env.framework, env.version)
-            source, why = open_framework_source(
-                extraction, settings, None, True, needs_cxx=row.category == Category.GCRDE.value,
-                created_at=issue.created_at)
+            found = sources_for_report(extraction, settings, offline=True, needs_cxx=row.category == Category.GCRDE.value,
+                                       created_at=issue.created_at)
+            source, why = found.provider, found.note
         except Exception as exc:  # noqa: BLE001 - a bench reports what it could not tell
             row.sources_note = f"could not open sources: {exc}"
             continue
@@ -205,15 +205,15 @@ def composite_release(row: Row, home: Path) -> tuple[str, Path, str] | None:
     from sftl.extract import extract
     from sftl.github import issue_from_json
     from sftl.model import Category
-    from sftl.pipeline import open_framework_source
     from sftl.releases import nearest_version
+    from sftl.sources import sources_for_report
 
     settings = load_settings({**os.environ, "SFTL_HOME": str(home)})
     issue = issue_from_json(row.issue)
     extraction = extract(issue)
     try:
-        source, _ = open_framework_source(extraction, settings, None, True, needs_cxx=row.category == Category.GCRDE.value,
-                                          created_at=issue.created_at)
+        source = sources_for_report(extraction, settings, offline=True, needs_cxx=row.category == Category.GCRDE.value,
+                                    created_at=issue.created_at).provider
     except Exception:  # noqa: BLE001 - a bench reports what it could not tell
         source = None
     wheel = _wheel_layer(source) if source is not None else None
@@ -238,7 +238,7 @@ def prepare_composites(rows: Sequence[Row], home: Path, composite_dir: Path, wit
     from sftl.extract import extract
     from sftl.github import issue_from_json
     from sftl.model import Category
-    from sftl.pipeline import open_framework_source
+    from sftl.sources import sources_for_report
 
     built: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = {}
     empty = Path(tempfile.mkdtemp(prefix="sftl-bench-emptyhome-"))
@@ -268,9 +268,9 @@ def prepare_composites(rows: Sequence[Row], home: Path, composite_dir: Path, wit
         composed = f"TREE {release} ({how})" + (f" + C++ {stamp['tree_release']}" if stamp.get("tree_release") else "")
         issue = issue_from_json(row.issue)
         try:
-            source, why = open_framework_source(extract(issue), settings, dest, True,
-                                                needs_cxx=row.category == Category.GCRDE.value,
-                                                created_at=issue.created_at)
+            found = sources_for_report(extract(issue), settings, source_root=dest, offline=True,
+                                       needs_cxx=row.category == Category.GCRDE.value, created_at=issue.created_at)
+            source, why = found.provider, found.note
         except Exception as exc:  # noqa: BLE001
             row.sources_note = f"{composed}: could not open: {exc}"
             continue

@@ -117,14 +117,14 @@ def test_the_pipeline_reads_a_source_root_as_a_layered_tree(tmp_path: Path) -> N
     from sftl.config import load_settings
     from sftl.extract import extract
     from sftl.model import Issue
-    from sftl.pipeline import open_framework_source
+    from sftl.sources import sources_for_report
 
     comp = composite(tmp_path / "comp", debian_tree(tmp_path / "debian"))
     issue = Issue(repo="pytorch/pytorch", number=1, title="kthvalue wrong on CUDA",
                   body="```python\nimport torch\nx = torch.rand(5).cuda()\nprint(x.kthvalue(2))\n```\n"
                        "PyTorch version: 1.9.0\n", created_at="2021-07-01T00:00:00Z")
     settings = load_settings({"SFTL_HOME": str(tmp_path / "home")})
-    source, _ = open_framework_source(extract(issue), settings, comp, True, needs_cxx=True)
+    source = sources_for_report(extract(issue), settings, source_root=comp, offline=True, needs_cxx=True).provider
     assert isinstance(source, LayeredSource) and source.release_of(KERNEL) == "1.13.0"
 
 

@@ -12,9 +12,8 @@ import pytest
 from sftl.config import load_settings
 from sftl.extract import parse_environment
 from sftl.model import Environment, Extraction
-from sftl.pipeline import open_framework_source
 from sftl.releases import resolve
-from sftl.sources import open_source, wheel_cache_dir
+from sftl.sources import open_source, sources_for_report, wheel_cache_dir
 
 PT, TF = "PyTorch version: ", "- TensorFlow version (use command below): "
 
@@ -75,13 +74,13 @@ def test_the_lines_rule_picks_the_wheel_it_reads(tmp_path: Path) -> None:
     for v in ("1.7.1", "1.8.0"):
         _wheel(home, v)
     settings = load_settings({}, home=home, offline=True)
-    early, why = open_framework_source(_extraction("1.7", "1.7/1.8 era (Feb 2021)"), settings, None, True,
-                                       created_at="2021-02-20T09:00:00Z")
-    assert early is not None and "torch-1.7.1" in early.description, why
-    late, why = open_framework_source(_extraction("1.7", "1.7/1.8 era (May 2021)"), settings, None, True,
-                                      created_at="2021-05-20T09:00:00Z")
-    assert late is not None and "torch-1.8.0" in late.description, why
-    assert "read as 1.8" in why
+    early = sources_for_report(_extraction("1.7", "1.7/1.8 era (Feb 2021)"), settings, offline=True,
+                               created_at="2021-02-20T09:00:00Z")
+    assert early.provider is not None and "torch-1.7.1" in early.provider.description, early.note
+    late = sources_for_report(_extraction("1.7", "1.7/1.8 era (May 2021)"), settings, offline=True,
+                              created_at="2021-05-20T09:00:00Z")
+    assert late.provider is not None and "torch-1.8.0" in late.provider.description, late.note
+    assert "read as 1.8" in late.note
 
 
 def test_a_line_is_served_by_a_cached_release_of_that_line_offline_and_before_a_download(
@@ -127,7 +126,8 @@ def test_a_major_lines_release_with_no_sources_falls_back_as_a_versionless_repor
     """'1.x (2018 thread)' reads 1.0.0; nothing of it cached offline: read as if no version were given."""
     pytest.importorskip("torch")
     settings = load_settings({}, home=tmp_path / "home", offline=True)
-    src, why = open_framework_source(_extraction(None, "1.x (2018 thread; exact version not visible)"), settings, None,
-                                     True, created_at="2019-06-01T09:00:00Z")
+    found = sources_for_report(_extraction(None, "1.x (2018 thread; exact version not visible)"), settings,
+                               offline=True, created_at="2019-06-01T09:00:00Z")
+    src, why = found.provider, found.note
     assert src is not None and "installed" in src.description
     assert why.startswith("version read as 1.0.0: 1.x (2018 thread") and "read the installed" in why

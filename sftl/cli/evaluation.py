@@ -173,7 +173,7 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
     from sftl.errors import SftlError
     from sftl.localize import get_localizer
     from sftl.model import Category, Environment
-    from sftl.pipeline import open_framework_source
+    from sftl.sources import sources_for_report
 
     started = time.perf_counter()
     env: Environment = task.extraction.environment
@@ -189,8 +189,9 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
         if task.source_root and env.framework:
             source = _local_tree(task.source_root, env.framework, env.version)
         else:  # the release's Python files, and for any report but a missing-module error the C++ under them
-            source, note = open_framework_source(extraction, settings, task.source_root, settings.offline,
-                                                 needs_cxx=task.category != "mme", created_at=task.created_at or None)
+            found = sources_for_report(extraction, settings, source_root=task.source_root, offline=settings.offline,
+                                       needs_cxx=task.category != "mme", created_at=task.created_at or None)
+            source, note = found.provider, found.note
         if source is None:
             result = {"outcome": "skipped", "reason": note, "suspects": []}
         else:

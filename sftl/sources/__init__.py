@@ -1,9 +1,10 @@
-"""Source providers: one interface (list files, read a file) over the places framework sources live.
+"""Source providers: one interface (list files, read a file) over the places framework sources live, and which of them a report needs.
 
 The package: `frameworks` (what is known of each framework), `providers` (the interface, and the providers
 over files at hand: a tree, an installed package, a wheel, views that select or layer them), `wheels`
 (wheel downloads), `archive` (a release's source archive), `inventory` (the source files a release's
-libraries name). Here: GitHub's tree/raw API as a provider, the cache's layout, registered trees, and
+libraries name), `for_report` (which release a report needs: `sources_for_report`, the one call that answers
+"the sources for this report"). Here: GitHub's tree/raw API as a provider, the cache's layout, registered trees, and
 `open_source`, which chooses the best source of a release.
 """
 
@@ -639,10 +640,12 @@ def next_cached_wheel(settings: Settings, framework: str, after: str, before: st
     return min(found)[1] if found else None
 
 
-# the wheel download moved to sftl/sources/wheels.py; re-exported here
+# built on the above, re-exported here: the sources for one report (its release read, then the best provider of
+# it) and the wheel download (moved to sftl/sources/wheels.py)
+from sftl.sources.for_report import ReportSources, sources_for_report  # noqa: E402
 from sftl.sources.wheels import candidate_pythons, fetch_wheel, run_command  # noqa: E402
 
 __all__ = [
-    "NATIVE_FUNCTIONS", "SitePackages", "candidate_pythons", "fetch_wheel", "iter_texts", "parse_spec", "repo_path",
-    "run_command",
+    "NATIVE_FUNCTIONS", "ReportSources", "SitePackages", "candidate_pythons", "fetch_wheel", "iter_texts", "parse_spec",
+    "repo_path", "run_command", "sources_for_report",
 ]
