@@ -71,32 +71,34 @@ def locate(
     if category == Category.OTHER:
         lead = _kernel_fault_lead(issue, extraction) or _borderline_discrepancy_lead(issue, extraction)
         category = Category.GCRDE if lead else category
-    if category == Category.OTHER:
-        loc = Localization(method, (), Outcome.SKIPPED, _other_reason(screening))
-    else:
-        from sftl.sources import sources_for_report
+    from sftl.sources import sources_for_report
 
+    # every report is ranked: a discrepancy's and any other report's fix may be C++ (kernels, the runtime), a
+    # missing-module error's is Python; where no C++ is at hand, the release's Python files alone serve
+    found = sources_for_report(extraction, settings, source_root=source_root, offline=offline,
+                               needs_cxx=category != Category.MME, created_at=issue.created_at)
+    if found.provider is None and category == Category.OTHER:
         found = sources_for_report(extraction, settings, source_root=source_root, offline=offline,
-                                   needs_cxx=category == Category.GCRDE, created_at=issue.created_at)
-        source, why = found.provider, found.note
-        if source is None:
-            loc = Localization(method, (), Outcome.SKIPPED, why)
-        else:
-            # -- HISTORY HOOK (#18): the files similar earlier fixes changed re-rank the suspects
-            history = history and store.count_fixes() > 0
-            try:
-                loc = localize(issue, extraction, category, source, max(top, 30) if history else top)
-                if history and loc.suspects:
-                    from sftl.history_io import apply_history
+                                   created_at=issue.created_at)
+    source, why = found.provider, found.note
+    if source is None:
+        loc = Localization(method, (), Outcome.SKIPPED, why)
+    else:
+        # -- HISTORY HOOK (#18): the files similar earlier fixes changed re-rank the suspects
+        history = history and store.count_fixes() > 0
+        try:
+            loc = localize(issue, extraction, category, source, max(top, 30) if history else top)
+            if history and loc.suspects:
+                from sftl.history_io import apply_history
 
-                    loc = apply_history(loc, issue, extraction, source.framework, source.list_files(), store, top,
-                                        settings.cache_dir)
-            except SftlError as exc:  # sources unreadable half-way: a value, not a crash
-                loc = Localization(method, (), Outcome.SKIPPED, str(exc))
-            if why:
-                loc = replace(loc, reason=f"{loc.reason} ({why})")
-        if lead:
-            loc = replace(loc, reason=f"{lead}; {loc.reason}"[:1000])
+                loc = apply_history(loc, issue, extraction, source.framework, source.list_files(), store, top,
+                                    settings.cache_dir)
+        except SftlError as exc:  # sources unreadable half-way: a value, not a crash
+            loc = Localization(method, (), Outcome.SKIPPED, str(exc))
+        if why:
+            loc = replace(loc, reason=f"{loc.reason} ({why})")
+    if lead:
+        loc = replace(loc, reason=f"{lead}; {loc.reason}"[:1000])
     report = Report(issue=issue, extraction=extraction, screening=screening, localization=loc, replay=replay_result)
     store.save_localization(issue.repo, issue.number, report_json(report))
     return report
@@ -144,11 +146,6 @@ def _borderline_discrepancy_lead(issue: Issue, extraction: Extraction) -> str:
     why = "; ".join(rules.gcrde_why[:2])
     return (f"screened 'other', with device-comparison evidence {rules.gcrde:g} ({why}) short of the screening's "
             "bar; ranked as a GPU/CPU discrepancy, a weaker lead")
-
-
-def _other_reason(screening: Screening) -> str:
-    why = f": {screening.reason}" if screening.reason else ""
-    return f"screened as 'other' (neither a missing-module error nor a GPU/CPU discrepancy){why}"[:500]
 
 
 def _screening(

@@ -50,11 +50,13 @@ def test_text_and_markdown_for_people(sftl_home: Path) -> None:
 
 def test_exit_codes(sftl_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     other = json.loads((FIXTURES / "mme_removed_module_in_user_code.json").read_text())
-    other.update(number=990199, title="Typo in the docs of torch.nn.Linear", body="The docstring says 'ouput' instead of 'output'.")
+    # a release whose sources are not at hand offline: no result, and the reason names the release
+    other.update(number=990199, title="Typo in the docs of torch.nn.Linear",
+                 body="The docstring says 'ouput' instead of 'output'.\n\nPyTorch version: 1.7.1")
     path = tmp_path / "other.json"
     path.write_text(json.dumps(other))
     code, out, _ = run("locate", str(path), "--offline")
-    assert code == 8 and "skipped" in out
+    assert code == 8 and "skipped" in out and "1.7.1" in out
     code, _, err = run("locate", str(tmp_path / "absent.json"), "--offline")
     assert code == 2 and err.startswith("sftl: ")
     code, _, err = run("locate", "pytorch/pytorch#424242", "--offline")

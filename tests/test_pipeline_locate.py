@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sftl.config import load_settings
-from sftl.model import Issue, Outcome
+from sftl.model import Category, Issue, Outcome
 from sftl.store import Store
 
 pytest.importorskip("sftl.extract")
@@ -66,13 +66,18 @@ def test_tensorflow_user_error_abstains_with_the_explanation(sftl_home: Path) ->
     assert payload["outcome"] == "abstained" and "_EagerTensorBase" in payload["reason"] and "user error" in payload["reason"]
 
 
-def test_other_and_unreadable_sources_are_skipped_values(sftl_home: Path, tmp_path: Path) -> None:
+def test_other_reports_get_suspects_and_unreadable_sources_are_skipped_values(sftl_home: Path, tmp_path: Path) -> None:
     settings = load_settings(offline=True)
     with Store(settings.db_path) as store:
-        other = Issue(repo="pytorch/pytorch", number=5, title="Docs typo in torch.nn.Linear", body="The docstring says 'ouput'.")
+        # a report of neither category is ranked too, from the release at hand (the installed one: no version named)
+        other = Issue(repo="pytorch/pytorch", number=5, title="Docs typo in torch.nn.Linear",
+                      body="The docstring of `torch.nn.Linear` says 'ouput' for its output features.")
         report = locate(other, settings, store)
-        assert report.localization is not None and report.localization.outcome == Outcome.SKIPPED
-        assert "other" in report.localization.reason
+        assert report.screening.category == Category.OTHER
+        loc = report.localization
+        assert loc is not None and loc.outcome == Outcome.LOCATED and loc.suspects
+        assert all(s.path.startswith("torch/") and s.reason for s in loc.suspects)
+        assert "candidate files" in loc.reason and "screened" not in loc.reason
         old = _issue("mme_fx_graphmodule_missing_constant.json")
         old = Issue(repo=old.repo, number=6, title=old.title, body=old.body.replace("2.13.0+cpu", "1.7.1"))
         report = locate(old, settings, store)
@@ -108,5 +113,5 @@ def test_an_edited_report_is_screened_again_not_served_a_stale_screening(sftl_ho
                          updated_at="2030-01-01T00:00:00Z")
         store.upsert_issue(edited)
         payload = report_json(locate(edited, settings, store))
-        assert payload["category"] == "other" and payload["outcome"] == "skipped"
+        assert payload["category"] == "other" and payload["outcome"] == "located"
         assert store.get_screening(issue.repo, issue.number)["issue_fingerprint"] == edited.fingerprint

@@ -28,10 +28,17 @@ def _route(
 def localize_sftl(
     issue: Issue, extraction: Extraction, category: Category, source: SourceProvider | None, top: int = 10
 ) -> Localization:
-    """Our localizers (default): the category's evidence where there is one, and candidates for every report."""
+    """Our localizers (default): the category's evidence where there is one, and candidates for every other report.
+
+    A missing-module error or a discrepancy that its own localizer located, or abstained on with its reason (a
+    name only the user's code refers to), keeps that answer; any other report, and one whose category localizer
+    found nothing to go on, is ranked from candidates of every kind (the category's evidence among them).
+    """
     from sftl.localize.candidates import localize_any
 
     category_loc = _route("sftl", issue, extraction, category, source, top) if category != Category.OTHER else None
+    if category_loc is not None and category_loc.outcome in (Outcome.LOCATED, Outcome.ABSTAINED):
+        return category_loc
     return localize_any(issue, extraction, category, source, top, category_loc=category_loc)
 
 

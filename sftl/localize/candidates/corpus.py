@@ -38,9 +38,11 @@ NOT_SOURCE_DIRS = frozenset({
     "test", "tests", "testing", "testdata", "test_data", "testlib", "benchmarks", "benchmark", "third_party",
     "examples", "example", "docs", "doc", "g3doc", "samples", "tutorials", "__pycache__", "ci_build",
     "kernel_tests", "integration_test", "integration_tests", "test_util", "testutil",
+    "include",  # a wheel's copies of the C++ headers (torch/include/ATen/...): the repository's own are the sources
 })
 # counts past this add nothing BM25's saturation would notice; capping keeps big generated files small
 MAX_COUNT = 8
+MAX_CHARS = 200_000
 PATH_WEIGHT = 3  # a path word counts as this many occurrences: the path is the file's title
 SHINGLE = 3  # words per message shingle
 _MEMO: dict[str, CorpusIndex] = {}
@@ -86,7 +88,8 @@ class FileRecord:
 
 
 def read_record(path: str, text: str) -> FileRecord:
-    bag = {w: min(n, MAX_COUNT) for w, n in words(text).items()}
+    # the words of a file's first MAX_CHARS say what it is about; the rest of a giant file only costs time
+    bag = {w: min(n, MAX_COUNT) for w, n in words(text[:MAX_CHARS]).items()}
     for w in path_words(path):
         bag[w] = bag.get(w, 0) + PATH_WEIGHT
     literals = " \n ".join(m.group(1) or m.group(2) for m in STRING_LITERAL.finditer(text))
