@@ -142,8 +142,14 @@ def test_candidates_carry_the_evidence_that_brought_them(tree: LocalTree, tmp_pa
     conv = by_path["tensorflow/core/kernels/conv_ops.cc"].features
     assert conv["message_shingles"] >= 1 and not conv.get("tb_frame")
     assert set(nn) <= set(FEATURES)
-    # the index is kept per layer on disk: a second build in a fresh process state reads it back
-    assert list((tmp_path / "cache" / "candidates").glob("layer-*.pkl"))
+    # the index is kept on disk: a process that has not built it reads it back, and scores the same
+    from sftl.localize.candidates import corpus
+
+    corpus._MEMO.clear()
+    again = build_index(tree, tmp_path / "cache")
+    assert again is not index and again.paths == index.paths
+    assert list(again.scores(report.code_words)) == list(index.scores(report.code_words))
+    assert again.holds(again.paths.index("tensorflow/python/ops/nn_ops.py"), "conv2d")
 
 
 def test_every_report_gets_suspects_with_reasons(tree: LocalTree, tmp_path: Path) -> None:

@@ -40,8 +40,7 @@ def localize_bm25(
     for d in order:
         if scores[d] <= 0:
             break
-        bag = index.records[int(d)].bag
-        shared = sorted((w for w in asked if w in bag), key=lambda w: -bag[w])[:4]
+        shared = sorted(w for w in asked if index.holds(int(d), w))[:4]
         suspects.append(Suspect(index.paths[int(d)], round(float(scores[d]), 4), side_of(index.paths[int(d)]),
                                 f"BM25 {scores[d]:.2f} with the report; shared words: {', '.join(shared)}"))
     if not suspects:

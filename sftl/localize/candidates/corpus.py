@@ -149,7 +149,7 @@ class CorpusIndex:
 
     framework: str
     paths: list[str]
-    records: list[FileRecord]
+    sizes: list[float]  # words per document (capped counts, path words included)
     retriever: bm25s.BM25
     vocabulary: dict[str, int]
     exports: dict[str, list[int]] = field(default_factory=dict)  # exported name -> documents
@@ -168,6 +168,41 @@ class CorpusIndex:
             return np.zeros(len(self.paths), dtype=np.float32)
         return np.asarray(self.retriever.get_scores(ids), dtype=np.float32)
 
+    def holds(self, doc: int, word: str) -> bool:
+        """Whether a document has a word (read off the index: the scores of a word's documents)."""
+        import numpy as np
+
+        i = self.vocabulary.get(word)
+        if i is None:
+            return False
+        indptr, indices = self.retriever.scores["indptr"], self.retriever.scores["indices"]
+        return bool(np.any(indices[indptr[i]:indptr[i + 1]] == doc))
+
+    def save(self, folder: Path) -> None:
+        """Write the index (BM25 matrices as .npy for memory-mapping, the rest pickled), replacing one there."""
+        import shutil
+
+        partial = folder.with_name(f"{folder.name}.partial{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        self.retriever.save(str(partial / "bm25"), show_progress=False)
+        meta = {"framework": self.framework, "paths": self.paths, "sizes": self.sizes, "vocabulary": self.vocabulary,
+                "exports": self.exports, "defines": self.defines, "shingle_docs": self.shingle_docs,
+                "release_dirs": self.release_dirs}
+        with (partial / "corpus.pkl").open("wb") as fh:
+            pickle.dump(meta, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(partial, folder)
+
+    @classmethod
+    def load(cls, folder: Path) -> CorpusIndex:
+        import bm25s
+
+        with (folder / "corpus.pkl").open("rb") as fh:
+            meta = pickle.load(fh)
+        retriever = bm25s.BM25.load(str(folder / "bm25"), mmap=True, load_vocab=False, show_progress=False)
+        return cls(**meta, retriever=retriever)
+
 
 def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     """The corpus of a source's files (memoized per source description in this process)."""
@@ -180,6 +215,12 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     if memo_key in _MEMO:
         return _MEMO[memo_key]
     cache = cache_dir / "candidates" if cache_dir is not None else None
+    kept = cache / f"corpus-{memo_key[:20]}" if cache is not None else None
+    if kept is not None and (kept / "corpus.pkl").is_file():
+        try:
+            return _remember(memo_key, CorpusIndex.load(kept))
+        except (OSError, ValueError, EOFError, KeyError, TypeError, pickle.UnpicklingError):
+            pass  # a damaged index is built again and overwritten
     layer_of = getattr(source, "layer_of", None)
     by_layer: dict[int, dict[str, FileRecord]] = {}
     layers = _layers(source)
@@ -228,10 +269,20 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     # a phrase in many files' messages ('must be a', 'is not supported') points at none of them
     shingle_docs = {s: docs for s, docs in shingle_docs.items() if len(docs) <= 12}
     release_dirs = frozenset(p.rsplit("/", 1)[0] for i in own_python for p in layers[i].list_files()) if own_python else None
-    index = CorpusIndex(framework, paths, records, retriever, vocabulary, exports, defines, shingle_docs, release_dirs)
+    sizes = [float(sum(rec.bag.values())) for rec in records]
+    index = CorpusIndex(framework, paths, sizes, retriever, vocabulary, exports, defines, shingle_docs, release_dirs)
+    if kept is not None and paths:
+        try:
+            index.save(kept)
+        except OSError:
+            pass  # a read-only cache costs time, not results
+    return _remember(memo_key, index)
+
+
+def _remember(key: str, index: CorpusIndex) -> CorpusIndex:
     if len(_MEMO) >= _MEMO_MAX:
         _MEMO.pop(next(iter(_MEMO)))
-    _MEMO[memo_key] = index
+    _MEMO[key] = index
     return index
 
 

@@ -196,7 +196,7 @@ def _file_features(cand: Candidate, index: CorpusIndex, report: ReportEvidence,
         f[kind] = float(any(n in path for n in needles))
     f["depth"] = float(path.count("/"))
     if d is not None:
-        f["size"] = math.log1p(sum(index.records[d].bag.values()))
+        f["size"] = math.log1p(index.sizes[d])
     dirs = index.release_dirs
     f["release_dir"] = float(dirs is None or path.rsplit("/", 1)[0] in dirs)
     f["report_mme"] = float(screening.get("mme", 0.0))
