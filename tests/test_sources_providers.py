@@ -137,6 +137,20 @@ def test_wheel_source_reads_the_zip_without_installing(tmp_path: Path) -> None:
     assert src.read_text("aten/src/ATen/native/cuda/SummaryOps.cu") is None
 
 
+def test_a_wheel_with_its_package_under_data_purelib_is_read(tmp_path: Path) -> None:
+    """TensorFlow 1.x wheels keep the package under 'tensorflow-1.13.1.data/purelib/': its files are the release's."""
+    import zipfile
+
+    whl = tmp_path / "tensorflow-1.13.1-cp37-cp37m-manylinux1_x86_64.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        zf.writestr("tensorflow-1.13.1.data/purelib/tensorflow/python/ops/nn_ops.py", "def conv2d(): pass\n")
+        zf.writestr("tensorflow-1.13.1.data/purelib/tensorflow/include/tensorflow/core/framework/op.h", "// op\n")
+        zf.writestr("tensorflow-1.13.1.dist-info/RECORD", "")
+    src = WheelSource(whl, "tensorflow")
+    assert sorted(src.list_files()) == ["tensorflow/core/framework/op.h", "tensorflow/python/ops/nn_ops.py"]
+    assert src.read_text("tensorflow/python/ops/nn_ops.py") == "def conv2d(): pass\n"
+
+
 def test_wheel_source_rejects_a_corrupt_file(tmp_path: Path) -> None:
     bad = tmp_path / "torch-1.0-cp37-cp37m-linux_x86_64.whl"
     bad.write_bytes(b"not a zip")

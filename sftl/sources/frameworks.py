@@ -53,6 +53,9 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return normalize_framework(name), version.strip()
 
 
+_WHEEL_DATA = re.compile(r"[^/]+\.data/(?:purelib|platlib)/")
+
+
 def repo_path(framework: str, installed: str) -> str | None:
     """Map a path inside an installed package / wheel to the framework repository's path.
 
@@ -62,6 +65,10 @@ def repo_path(framework: str, installed: str) -> str | None:
     """
     if ".dist-info/" in installed or installed.endswith((".so", ".pyc", ".dll", ".dylib")) or ".so." in installed:
         return None
+    # older wheels (TensorFlow 1.x) keep the package under '<name>-<version>.data/purelib/'
+    data = _WHEEL_DATA.match(installed)
+    if data:
+        installed = installed[data.end():]
     if framework == "pytorch":
         if installed == _YAML_IN_WHEEL:
             return NATIVE_FUNCTIONS

@@ -298,11 +298,11 @@ class WheelSource:
 
     The zip's central directory of a torch wheel (10-40 thousand members) costs 0.1-0.5 s to parse
     on every open, so the members that map to repository paths are kept in a table beside the wheel
-    (`members-v1.json`, keyed by the wheel's name, size and mtime) and read from their offsets; a
+    (`members-v2.json`, keyed by the wheel's name, size and mtime) and read from their offsets; a
     wheel whose table cannot be kept (a read-only folder) is read through `zipfile` as before.
     """
 
-    TABLE_NAME = "members-v1.json"
+    TABLE_NAME = "members-v2.json"  # v2: members under a wheel's .data/purelib/ are read (TensorFlow 1.x)
 
     def __init__(self, wheel: str | Path, framework: str, version: str | None = None) -> None:
         self.wheel = Path(wheel)
