@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sftl.sources import SourceProvider
 
 FORMAT = 2  # bump when what a layer record holds changes
+CORPUS_FORMAT = 3  # bump when what a composed corpus keeps on disk changes
 SOURCE_SUFFIXES = (".py", ".cc", ".h", ".cpp", ".cu", ".cuh", ".c", ".hpp", ".cxx", ".hxx", ".pyx", ".mm")
 FRAMEWORK_ROOTS = {
     "pytorch": ("torch/", "aten/", "c10/", "torchgen/", "functorch/", "caffe2/"),
@@ -154,7 +155,10 @@ class CorpusIndex:
     vocabulary: dict[str, int]
     exports: dict[str, list[int]] = field(default_factory=dict)  # exported name -> documents
     defines: dict[str, list[int]] = field(default_factory=dict)  # lower-cased defined name -> documents
-    shingle_docs: dict[int, list[int]] = field(default_factory=dict)
+    # message shingles as arrays (sorted keys, each key's documents between two offsets): loads in milliseconds
+    shingle_keys: np.ndarray | None = None
+    shingle_offsets: np.ndarray | None = None
+    shingle_docs: np.ndarray | None = None
     # folders that hold a file of the report's own release (its wheel's Python files and headers); None: every
     # file is of that release (no other release's tree stands under it)
     release_dirs: frozenset[str] | None = None
@@ -167,6 +171,17 @@ class CorpusIndex:
         if not ids:
             return np.zeros(len(self.paths), dtype=np.float32)
         return np.asarray(self.retriever.get_scores(ids), dtype=np.float32)
+
+    def with_shingle(self, shingle: int) -> list[int]:
+        """The documents whose string literals hold this 3-word run."""
+        import numpy as np
+
+        if self.shingle_keys is None or self.shingle_offsets is None or self.shingle_docs is None:
+            return []
+        at = int(np.searchsorted(self.shingle_keys, shingle))
+        if at >= len(self.shingle_keys) or int(self.shingle_keys[at]) != shingle:
+            return []
+        return [int(d) for d in self.shingle_docs[self.shingle_offsets[at]:self.shingle_offsets[at + 1]]]
 
     def holds(self, doc: int, word: str) -> bool:
         """Whether a document has a word (read off the index: the scores of a word's documents)."""
@@ -185,9 +200,21 @@ class CorpusIndex:
         partial = folder.with_name(f"{folder.name}.partial{os.getpid()}")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
+        import numpy as np
+
         self.retriever.save(str(partial / "bm25"), show_progress=False)
-        meta = {"framework": self.framework, "paths": self.paths, "sizes": self.sizes, "vocabulary": self.vocabulary,
-                "exports": self.exports, "defines": self.defines, "shingle_docs": self.shingle_docs,
+        words = [""] * len(self.vocabulary)
+        for w, i in self.vocabulary.items():
+            words[i] = w
+        # the big tables as text and arrays, which load far faster than pickled dicts of that size
+        (partial / "words.txt").write_text("\n".join(words), encoding="utf-8")
+        (partial / "paths.txt").write_text("\n".join(self.paths), encoding="utf-8")
+        empty = np.zeros(0, dtype=np.int64)
+        np.savez(partial / "shingles.npz", keys=self.shingle_keys if self.shingle_keys is not None else empty,
+                 offsets=self.shingle_offsets if self.shingle_offsets is not None else np.zeros(1, dtype=np.int64),
+                 docs=self.shingle_docs if self.shingle_docs is not None else empty,
+                 sizes=np.asarray(self.sizes, dtype=np.float32))
+        meta = {"framework": self.framework, "exports": self.exports, "defines": self.defines,
                 "release_dirs": self.release_dirs}
         with (partial / "corpus.pkl").open("wb") as fh:
             pickle.dump(meta, fh, protocol=pickle.HIGHEST_PROTOCOL)
@@ -197,11 +224,17 @@ class CorpusIndex:
     @classmethod
     def load(cls, folder: Path) -> CorpusIndex:
         import bm25s
+        import numpy as np
 
         with (folder / "corpus.pkl").open("rb") as fh:
             meta = pickle.load(fh)
+        words = (folder / "words.txt").read_text(encoding="utf-8").split("\n")
+        paths = (folder / "paths.txt").read_text(encoding="utf-8").split("\n")
+        arrays = np.load(folder / "shingles.npz")
         retriever = bm25s.BM25.load(str(folder / "bm25"), mmap=True, load_vocab=False, show_progress=False)
-        return cls(**meta, retriever=retriever)
+        return cls(**meta, paths=paths if paths != [""] else [], sizes=arrays["sizes"].tolist(), retriever=retriever,
+                   vocabulary=dict(zip(words, range(len(words)), strict=True)), shingle_keys=arrays["keys"],
+                   shingle_offsets=arrays["offsets"], shingle_docs=arrays["docs"])
 
 
 def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
@@ -211,7 +244,7 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
 
     framework = source.framework
     all_paths = [p for p in source.list_files() if is_source_path(p, framework)]
-    memo_key = hashlib.sha1(f"{FORMAT}\0{source.description}\0{len(all_paths)}".encode()).hexdigest()
+    memo_key = hashlib.sha1(f"{CORPUS_FORMAT}\0{source.description}\0{len(all_paths)}".encode()).hexdigest()
     if memo_key in _MEMO:
         return _MEMO[memo_key]
     cache = cache_dir / "candidates" if cache_dir is not None else None
@@ -258,19 +291,26 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
         retriever.index(Tokenized(ids=ids, vocab={w: i for i, w in enumerate(inverse)}), show_progress=False)
     exports: dict[str, list[int]] = {}
     defines: dict[str, list[int]] = {}
-    shingle_docs: dict[int, list[int]] = {}
+    by_shingle: dict[int, list[int]] = {}
     for d, rec in enumerate(records):
         for name in rec.exports:
             exports.setdefault(name, []).append(d)
         for name in rec.defines:
             defines.setdefault(name.lower().replace("_", ""), []).append(d)
         for s in rec.shingles:
-            shingle_docs.setdefault(s, []).append(d)
+            by_shingle.setdefault(s, []).append(d)
     # a phrase in many files' messages ('must be a', 'is not supported') points at none of them
-    shingle_docs = {s: docs for s, docs in shingle_docs.items() if len(docs) <= 12}
+    kept_shingles = sorted((s, docs) for s, docs in by_shingle.items() if len(docs) <= 12)
+    import numpy as np
+
+    keys = np.asarray([s for s, _ in kept_shingles], dtype=np.uint32)
+    offsets = np.zeros(len(kept_shingles) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(docs) for _, docs in kept_shingles])
+    flat = np.asarray([d for _, docs in kept_shingles for d in docs], dtype=np.int32)
     release_dirs = frozenset(p.rsplit("/", 1)[0] for i in own_python for p in layers[i].list_files()) if own_python else None
     sizes = [float(sum(rec.bag.values())) for rec in records]
-    index = CorpusIndex(framework, paths, sizes, retriever, vocabulary, exports, defines, shingle_docs, release_dirs)
+    index = CorpusIndex(framework, paths, sizes, retriever, vocabulary, exports, defines, release_dirs=release_dirs,
+                        shingle_keys=keys, shingle_offsets=offsets, shingle_docs=flat)
     if kept is not None and paths:
         try:
             index.save(kept)

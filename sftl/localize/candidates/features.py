@@ -155,7 +155,7 @@ def _messages(index: CorpusIndex, report: ReportEvidence, add: object) -> None:
         return
     hits: dict[int, int] = {}
     for s in report.message_shingles:
-        for d in index.shingle_docs.get(s, ()):
+        for d in index.with_shingle(s):
             hits[d] = hits.get(d, 0) + 1
     for d, n in sorted(hits.items(), key=lambda kv: -kv[1])[:30]:
         cand = add(index.paths[d])  # type: ignore[operator]

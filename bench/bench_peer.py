@@ -1,0 +1,69 @@
+"""Peer benchmarks end to end: `sftl eval` on Denchmark's folders, pt-agent-bench's SWE-bench JSONL and the report
+rows of ../shared/data/peer, offline, with each row's release (its wheel's Python files over the nearest Debian
+tree), sftl beside BM25, VSM and the published method on the same rows, reports filed before and after the split
+apart (TensorFlow 2019-01-01, PyTorch 2025-07-01: the ranker is trained on the earlier ones only).
+
+Needs a home provisioned by `bench/real_sources.py --fetch` and `bench/peer_sources.py` (default
+/work/cache/home-bench). Without ../shared it says so and exits 0 (nothing to measure).
+
+Usage: `python bench/bench_peer.py [--home DIR] [--out DIR] [--jobs N] [--methods M,...] [--fit MODEL.json]`;
+`--fit` also trains the ranker on the earlier rows of the report rows' run (`sftl model fit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PEER = ROOT.parent / "shared" / "data" / "peer"
+SPLIT = "tensorflow=2019-01-01,pytorch=2025-07-01"
+SETS = {"rows": PEER / "peer_given.jsonl", "denchmark": PEER / "denchmark", "swebench": PEER / "pt-agent-bench.jsonl"}
+
+
+def sftl_command() -> list[str]:
+    script = Path(sys.executable).with_name("sftl")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "sftl"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, default=Path(os.environ.get("SFTL_BENCH_HOME", "/work/cache/home-bench")))
+    ap.add_argument("--out", type=Path, default=Path("/work/cache/eval"))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--methods", default="sftl,bm25,vsm,paper")
+    ap.add_argument("--sets", default="rows,denchmark,swebench")
+    ap.add_argument("--fit", type=Path, help="train the ranker on the report rows' earlier reports, write it here")
+    args = ap.parse_args(argv)
+    if not PEER.is_dir():
+        print(f"no peer data at {PEER}: nothing to measure")
+        return 0
+    env = {**os.environ, "SFTL_HOME": str(args.home), "SFTL_OFFLINE": "1"}
+    figures = {}
+    for name in args.sets.split(","):
+        out = args.out / f"peer-{name}"
+        cmd = [*sftl_command(), "eval", str(SETS[name]), "--method", args.methods, "--split-date", SPLIT,
+               "--out", str(out), "--no-plots", "--jobs", str(args.jobs), "--json"]
+        if name == "rows" and args.fit:
+            cmd.append("--keep-features")
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"{name}: sftl eval failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+            return 1
+        summary = json.loads(done.stdout)
+        figures[name] = summary
+        print(f"\n== {name}: {SETS[name].name}, {summary['issues']} reports ({len(summary['skipped'])} skipped)")
+        print((out / "report.md").read_text(encoding="utf-8").split("## Table 5", 1)[-1].split("\nReading of", 1)[0])
+    if args.fit:
+        fit = subprocess.run([*sftl_command(), "model", "fit", str(args.out / "peer-rows"), "--split-date", SPLIT,
+                              "--out", str(args.fit)], env=env, capture_output=True, text=True, check=False)
+        print(fit.stdout or fit.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
