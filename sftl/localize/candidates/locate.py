@@ -46,7 +46,7 @@ def localize_any(
                                             f"no {framework} source files in {source.description}")
     screening = {"mme": float(category == Category.MME), "gcrde": float(category == Category.GCRDE)}
     candidates = gather(index, report, category_loc, screening)
-    model = ranker if ranker is not None else load_default()
+    model = ranker if ranker is not None else load_default(configured_model())
     scored = score(candidates, model)
     suspects = [to_suspect(c, s, index, model) for c, s in scored]
     located = category_loc is not None and category_loc.outcome == Outcome.LOCATED and category_loc.suspects
@@ -66,6 +66,13 @@ def localize_any(
     if not suspects:
         return Localization(method, (), Outcome.ABSTAINED, "no candidate file")
     return Localization(method, tuple(suspects[:top]), Outcome.LOCATED, reason)
+
+
+def configured_model() -> Path | None:
+    """The ranker a maintainer trained (`SFTL_RANKER_MODEL`), if any."""
+    from sftl.config import load_settings
+
+    return load_settings().ranker_model
 
 
 def score(candidates: list[Candidate], model: CandidateRanker | None) -> list[tuple[Candidate, float]]:

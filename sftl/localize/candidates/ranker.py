@@ -2,7 +2,9 @@
 
 scikit-learn style: `__init__` stores parameters, `fit` learns from groups of (report, candidate) rows,
 `predict` scores rows and is pure; `save`/`load` keep the model with its feature names, the training rows'
-provenance (issue URLs only) and its validation figures. Loading parses LightGBM's text model (a few ms).
+provenance (issue URLs only) and its validation figures. LightGBM trains; scoring walks the saved trees with
+numpy (`TreeEnsemble`, the same scores), so `sftl locate` loads the model in milliseconds without importing
+LightGBM and scikit-learn (seconds).
 """
 
 from __future__ import annotations
@@ -19,6 +21,64 @@ FORMAT = "sftl-ranker-v1"
 BUNDLED = Path(__file__).resolve().parents[2] / "data" / "candidate-ranker-v1.json"
 
 
+@dataclass(frozen=True)
+class TreeEnsemble:
+    """LightGBM's trees as flat arrays: per node its feature, threshold, children (a negative child is ~leaf)."""
+
+    trees: tuple[dict[str, list[float]], ...]
+
+    @classmethod
+    def from_dump(cls, dump: dict[str, Any]) -> TreeEnsemble:
+        out = []
+        for info in dump["tree_info"]:
+            nodes: dict[str, list[float]] = {"feature": [], "threshold": [], "left": [], "right": [], "default_left": [],
+                                             "leaf": []}
+
+            def walk(node: dict[str, Any], nodes: dict[str, list[float]] = nodes) -> int:
+                if "leaf_value" in node or "split_feature" not in node:
+                    nodes["leaf"].append(float(node.get("leaf_value", 0.0)))
+                    return ~(len(nodes["leaf"]) - 1)
+                at = len(nodes["feature"])
+                for key in ("feature", "threshold", "left", "right", "default_left"):
+                    nodes[key].append(0.0)
+                nodes["feature"][at] = float(node["split_feature"])
+                nodes["threshold"][at] = float(node["threshold"])
+                nodes["default_left"][at] = float(bool(node.get("default_left", True)))
+                nodes["left"][at] = float(walk(node["left_child"]))
+                nodes["right"][at] = float(walk(node["right_child"]))
+                return at
+
+            walk(info["tree_structure"])
+            out.append(nodes)
+        return cls(tuple(out))
+
+    def predict(self, rows: Any) -> Any:
+        import numpy as np
+
+        x = np.asarray(rows, dtype=np.float64)
+        total = np.zeros(len(x))
+        for tree in self.trees:
+            leaf = np.asarray(tree["leaf"])
+            if not tree["feature"]:
+                total += leaf[0]
+                continue
+            feature = np.asarray(tree["feature"], dtype=np.int64)
+            threshold = np.asarray(tree["threshold"])
+            left = np.asarray(tree["left"], dtype=np.int64)
+            right = np.asarray(tree["right"], dtype=np.int64)
+            default_left = np.asarray(tree["default_left"], dtype=bool)
+            node = np.zeros(len(x), dtype=np.int64)
+            live = node >= 0
+            while live.any():
+                at = node[live]
+                value = x[np.nonzero(live)[0], feature[at]]
+                go_left = np.where(np.isnan(value), default_left[at], value <= threshold[at])
+                node[live] = np.where(go_left, left[at], right[at])
+                live = node >= 0
+            total += leaf[~node]
+        return total
+
+
 @dataclass
 class CandidateRanker:
     """LambdaRank over candidate features; one group per report."""
@@ -31,6 +91,8 @@ class CandidateRanker:
     features: tuple[str, ...] = FEATURES
     booster: Any = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    ensemble: TreeEnsemble | None = None
+    gains: dict[str, float] = field(default_factory=dict)
 
     def fit(self, rows: Sequence[Sequence[float]], labels: Sequence[int], groups: Sequence[int]) -> CandidateRanker:
         import lightgbm as lgb
@@ -46,32 +108,35 @@ class CandidateRanker:
             "num_threads": 1, "verbose": -1,
         }
         self.booster = lgb.train(params, data, num_boost_round=self.n_estimators)
+        self.ensemble = TreeEnsemble.from_dump(self.booster.dump_model())
+        self.gains = self._gains()
         return self
 
     def predict(self, rows: Sequence[Sequence[float]]) -> list[float]:
-        import numpy as np
-
-        if self.booster is None:
+        if self.ensemble is None:
             raise ValueError("the ranker is not fitted")
         if not rows:
             return []
-        return [float(x) for x in self.booster.predict(np.asarray(rows, dtype=np.float64), num_threads=1)]
+        return [float(x) for x in self.ensemble.predict(rows)]
 
     def importances(self) -> dict[str, float]:
         """Each feature's share of the model's total gain (what moves a ranking most)."""
-        if self.booster is None:
-            return {}
+        return dict(self.gains)
+
+    def _gains(self) -> dict[str, float]:
         gains = self.booster.feature_importance(importance_type="gain")
         total = float(sum(gains)) or 1.0
         return {name: float(g) / total for name, g in zip(self.features, gains, strict=True)}
 
     def save(self, path: str | Path) -> None:
-        if self.booster is None:
+        if self.booster is None or self.ensemble is None:
             raise ValueError("the ranker is not fitted")
         payload = {
             "format": FORMAT, "features": list(self.features), "provenance": self.provenance,
             "params": {"n_estimators": self.n_estimators, "learning_rate": self.learning_rate,
                        "num_leaves": self.num_leaves, "min_child_samples": self.min_child_samples, "seed": self.seed},
+            "importances": self.gains,
+            "trees": [{k: [round(v, 12) for v in vs] for k, vs in t.items()} for t in self.ensemble.trees],
             "model": self.booster.model_to_string(),
         }
         target = Path(path)
@@ -81,8 +146,6 @@ class CandidateRanker:
 
     @classmethod
     def load(cls, path: str | Path) -> CandidateRanker:
-        import lightgbm as lgb
-
         from sftl.errors import InputError
 
         try:
@@ -98,7 +161,11 @@ class CandidateRanker:
         params = payload.get("params") or {}
         model = cls(**{k: v for k, v in params.items() if k in ("n_estimators", "learning_rate", "num_leaves",
                                                                    "min_child_samples", "seed")})
-        model.booster = lgb.Booster(model_str=payload["model"])
+        try:
+            model.ensemble = TreeEnsemble(tuple(payload["trees"]))
+        except (KeyError, TypeError):
+            raise InputError(f"{path} holds no trees; retrain it (`sftl model fit`)") from None
+        model.gains = {str(k): float(v) for k, v in (payload.get("importances") or {}).items()}
         model.provenance = payload.get("provenance") or {}
         return model
 
