@@ -36,6 +36,8 @@ ORDER = [
     "sftl.fuzz",
     "sftl.nansearch",
     "sftl.evaluate",
+    "sftl.evaluate_formats",
+    "sftl.evaluate_ranker",
     "sftl.pipeline",
     "sftl.triage",
     "sftl.cli",

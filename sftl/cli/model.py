@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run_fit(args: argparse.Namespace, ctx: Context) -> int:
     from sftl.cli.evaluation import parse_split_date
-    from sftl.localize.candidates.training import fit, read_evaluation
+    from sftl.evaluate_ranker import fit, read_evaluation
 
     split = parse_split_date(args.split_date)
     reports = read_evaluation(Path(args.evaluation))

@@ -1,5 +1,5 @@
-"""Fitting and judging the candidate ranker on an evaluation's kept features: train on reports filed before a
-date, report the ones after it, beside BM25 and the untrained ranking on the same rows."""
+"""Fitting and judging the suspect ranker on an evaluation's kept features: train on reports filed before a date,
+report the ones after it, beside BM25 and the untrained ranking on the same rows."""
 
 from __future__ import annotations
 
