@@ -77,6 +77,7 @@ def run_job(job: TriageJob) -> dict[str, Any]:
                 replay=job.replay, screener=job.screener, corpus_size=job.corpus_size,
             )
             row = pipeline.report_json(report)
+            row["screening_reason"] = report.screening.reason  # what decided the category, for the report's notes
     except SftlError as exc:
         row = _error_row(job.issue, str(exc))
     except Exception as exc:  # a bug on one issue must not end a backlog run; it is reported per issue

@@ -44,9 +44,11 @@ def test_local_triage_end_to_end_then_nothing_is_done_twice(loaded) -> None:
     assert by_number[995001]["category"] == "mme"
     assert by_number[995001]["suspects"][0]["path"] == "torch/optim/swa_utils.py"
     assert by_number[995002]["category"] == "gcrde"
-    assert by_number[995004]["category"] == "other" and by_number[995004]["outcome"] == "skipped"
+    # a report of neither category is ranked too (here from the installed release), never skipped for its category
+    assert by_number[995004]["category"] == "other" and by_number[995004]["outcome"] == "located"
+    assert by_number[995004]["suspects"] and "screened" not in by_number[995004]["reason"]
     # workers screen in a scratch store: the small-corpus reason still counts the real one
-    assert "only 6 stored issue(s)" in by_number[995004]["reason"]
+    assert "only 6 stored issue(s)" in by_number[995004]["screening_reason"]
     # the driver wrote every result to the real store
     assert store.get_localization(REPO, 995001)["suspects"][0]["path"] == "torch/optim/swa_utils.py"
 
