@@ -11,6 +11,7 @@ weights (`sftl.localize.candidates.ranker`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,7 @@ PATH_KINDS: dict[str, tuple[str, ...]] = {
 }
 FEATURES: tuple[str, ...] = (
     *(f"bm25_{f}" for f in BM25_FIELDS), *(f"bm25_{f}_rank" for f in BM25_FIELDS),
-    "path_in_title", "path_in_report", "stem_named",
+    "path_in_title", "path_in_report", "stem_named", "stem_is_name",
     "tb_frame", "tb_position", "tb_innermost",
     "exports_name", "exports_prefix", "defines_name", "module_of_name",
     "message_shingles", "message_fraction",
@@ -126,7 +127,7 @@ def _names(index: CorpusIndex, report: ReportEvidence, add: object) -> None:
                 cand.evidence.setdefault(key, f"exports {prefix}")
             if docs:
                 break
-        module = _module_file(parts, files)
+        module = _module_file(parts, files, index.framework)
         if module is not None:
             cand = add(module)  # type: ignore[operator]
             cand.features["module_of_name"] = 1.0
@@ -140,13 +141,16 @@ def _names(index: CorpusIndex, report: ReportEvidence, add: object) -> None:
                 cand.evidence.setdefault("defines_name", f"defines {leaf}")
 
 
-def _module_file(parts: list[str], files: set[str]) -> str | None:
-    """`torch.distributions.gamma.Gamma` -> torch/distributions/gamma.py (the longest prefix that is a module)."""
-    for k in range(len(parts), 1, -1):
-        base = "/".join(parts[:k])
-        for cand in (f"{base}.py", f"{base}/__init__.py"):
-            if cand in files:
-                return cand
+def _module_file(parts: list[str], files: set[str], framework: str = "") -> str | None:
+    """`torch.distributions.gamma.Gamma` -> torch/distributions/gamma.py (the longest prefix that is a module);
+    TensorFlow's `contrib.seq2seq.x` is looked for under tensorflow/ and tensorflow/python/."""
+    roots = ("tensorflow/", "tensorflow/python/") if framework == "tensorflow" else ("",)
+    for k in range(len(parts), 1 if framework != "tensorflow" else 0, -1):
+        for root in roots:
+            base = root + "/".join(parts[:k])
+            for cand in (f"{base}.py", f"{base}/__init__.py"):
+                if cand in files:
+                    return cand
     return None
 
 
@@ -185,6 +189,9 @@ def _file_features(cand: Candidate, index: CorpusIndex, report: ReportEvidence,
         f["path_in_report"] = len(stem_words & every) / len(stem_words)
     stem = cand.path.rsplit("/", 1)[-1].split(".", 1)[0].lower()
     f["stem_named"] = float(stem in every)
+    # a class or function named after its file (BeamSearchDecoder in beam_search_decoder.py, conv2d in conv2d.py)
+    core = re.sub(r"_(ops?|impl|kernels?|lib|utils?)$", "", stem)
+    f["stem_is_name"] = float(bool(core) and core in report.snake_names)
     path = cand.path
     f["is_python"] = float(path.endswith(".py"))
     f["is_cxx_source"] = float(path.endswith((".cc", ".cpp", ".c", ".cu")))

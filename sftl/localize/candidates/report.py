@@ -34,6 +34,7 @@ class ReportEvidence:
     names: tuple[str, ...]  # public names used, as the API exports them ('nn.conv2d', 'torch.distributions.Gamma')
     leaf_names: tuple[str, ...]  # classes and functions named (the last part of a dotted name, CamelCase words)
     message_shingles: frozenset[int]  # of the errors and warnings it quotes
+    snake_names: frozenset[str] = frozenset()  # the leaf names in snake_case (Conv2DTranspose -> conv2d_transpose)
 
 
 def read_report(issue: Issue, extraction: Extraction, framework: str) -> ReportEvidence:
@@ -68,7 +69,14 @@ def read_report(issue: Issue, extraction: Extraction, framework: str) -> ReportE
         names=names,
         leaf_names=leaves,
         message_shingles=frozenset(message_shingles("\n".join(quoted))),
+        snake_names=frozenset(snake_case(n) for n in leaves),
     )
+
+
+def snake_case(name: str) -> str:
+    """'BeamSearchDecoder' -> 'beam_search_decoder', 'Conv2DTranspose' -> 'conv2d_transpose', 'max_pool' stays."""
+    out = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+    return re.sub(r"(?<=\d)_d(?=_|$)", "d", out)
 
 
 def _is_code(text: str) -> bool:
