@@ -114,3 +114,54 @@ def test_eval_scores_every_report_apart_by_date_and_model_fit_reads_it(bench: Pa
 def test_model_fit_on_a_folder_without_an_evaluation_says_what_to_run(tmp_path: Path) -> None:
     code, _, err = _run("model", "fit", str(tmp_path), "--split-date", "2019-01-01", "--out", str(tmp_path / "m.json"))
     assert code != 0 and "--keep-features" in err and len(err.strip().splitlines()) == 1
+
+
+def _fake_evaluation(out: Path, reports: int = 30) -> None:
+    """An `sftl eval --keep-features` folder: per report 8 candidates; the truth is the one its traceback's
+    innermost frame names, while BM25 prefers another; half the reports filed before 2019, half after."""
+    import csv
+    import random
+
+    rng = random.Random(1)
+    out.mkdir(parents=True)
+    keys, lines = {}, []
+    with (out / "rows.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["line", "url", "status", "framework", "category", "filed", "truth_files"])
+        for n in range(reports):
+            url = f"https://github.com/tensorflow/tensorflow/issues/{n + 1}"
+            keys[url] = f"k{n}"
+            filed = f"{2018 if n < reports // 2 else 2019}-06-01"
+            truth = f"tensorflow/python/ops/f{n}_3.py"
+            w.writerow([n + 1, url, "ok", "tensorflow", "unlabelled", filed, truth])
+            cands = []
+            for j in range(8):
+                feats = {"bm25_all": rng.random() * (0.5 if j == 3 else 1.0), "is_python": 1.0}
+                if j == 3:
+                    feats.update(tb_frame=1.0, tb_innermost=1.0, tb_position=1.0)
+                cands.append([f"tensorflow/python/ops/f{n}_{j}.py", feats])
+            lines.append({"key": f"k{n}", "method": "sftl", "outcome": "located", "top": 10, "seconds": 0.1,
+                          "reason": "", "suspects": [[c[0], 0.0, "python"] for c in cands], "candidates": cands})
+            ranked = sorted(cands, key=lambda c: -c[1]["bm25_all"])
+            lines.append({"key": f"k{n}", "method": "bm25", "outcome": "located", "top": 10, "seconds": 0.1,
+                          "reason": "", "suspects": [[c[0], c[1]["bm25_all"], "python"] for c in ranked]})
+    (out / "checkpoint.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (out / "keys.json").write_text(json.dumps(keys))
+
+
+def test_model_fit_trains_on_the_earlier_reports_and_judges_the_later(tmp_path: Path) -> None:
+    from sftl.localize.candidates.ranker import CandidateRanker
+
+    _fake_evaluation(tmp_path / "run")
+    model = tmp_path / "model.json"
+    code, out, err = _run("model", "fit", str(tmp_path / "run"), "--split-date", "tensorflow=2019-01-01",
+                          "--out", str(model), "--rounds", "30", "--json")
+    assert code == 0, err
+    figures = json.loads(out)
+    assert figures["train_reports"] == 15 and figures["validation_reports"] == 15
+    valid = figures["validation"]["tensorflow"]
+    # learned from the earlier reports only, the frame signal carries over to the later ones; BM25 does not
+    assert valid["sftl"]["top1"] == 1.0 and valid["bm25"]["top1"] < 1.0
+    loaded = CandidateRanker.load(model)
+    assert len(loaded.provenance["trained_on"]) == 15
+    assert all(u.endswith(tuple(f"/{n}" for n in range(1, 16))) for u in loaded.provenance["trained_on"])
