@@ -152,6 +152,20 @@ def test_candidates_carry_the_evidence_that_brought_them(tree: LocalTree, tmp_pa
     assert again.holds(again.paths.index("tensorflow/python/ops/nn_ops.py"), "conv2d")
 
 
+def test_scores_are_bm25s_scores(tree: LocalTree, tmp_path: Path) -> None:
+    """A query is scored from bm25s's own index (its weights summed per document), as bm25s scores it."""
+    import bm25s
+
+    index = build_index(tree, tmp_path / "cache")
+    retriever = bm25s.BM25()
+    retriever.scores = {**{k: index.weights[k] for k in ("data", "indices", "indptr")}, "num_docs": len(index.paths)}
+    retriever.vocab_dict = index.vocabulary
+    retriever.nonoccurrence_array = None  # the default BM25 variant adds nothing for absent words
+    query = ["conv2d", "session", "fetch", "dataset", "nhwc"]
+    ids = [index.vocabulary[w] for w in query if w in index.vocabulary]
+    assert list(index.scores(query)) == pytest.approx(list(retriever.get_scores_from_ids(ids)), abs=1e-6)
+
+
 def test_every_report_gets_suspects_with_reasons(tree: LocalTree, tmp_path: Path) -> None:
     other = issue("Session.run fails when the same fetch is passed twice",
                   "Fetching the same node twice in one session run aborts: fetch and feed names are not unique.", 502)

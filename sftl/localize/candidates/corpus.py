@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 from sftl.localize.candidates.tokens import path_words, words
 
 if TYPE_CHECKING:
-    import bm25s
     import numpy as np
 
     from sftl.sources import SourceProvider
 
 FORMAT = 2  # bump when what a layer record holds changes
-CORPUS_FORMAT = 3  # bump when what a composed corpus keeps on disk changes
+CORPUS_FORMAT = 4  # bump when what a composed corpus keeps on disk changes
 SOURCE_SUFFIXES = (".py", ".cc", ".h", ".cpp", ".cu", ".cuh", ".c", ".hpp", ".cxx", ".hxx", ".pyx", ".mm")
 FRAMEWORK_ROOTS = {
     "pytorch": ("torch/", "aten/", "c10/", "torchgen/", "functorch/", "caffe2/"),
@@ -151,7 +150,9 @@ class CorpusIndex:
     framework: str
     paths: list[str]
     sizes: list[float]  # words per document (capped counts, path words included)
-    retriever: bm25s.BM25
+    # bm25s's index: the BM25 weight of each (word, document), word-major (CSC: a word's documents and weights
+    # between two offsets); a query's score is the sum of its words' weights, as bm25s sums them
+    weights: dict[str, np.ndarray]
     vocabulary: dict[str, int]
     exports: dict[str, list[int]] = field(default_factory=dict)  # exported name -> documents
     defines: dict[str, list[int]] = field(default_factory=dict)  # lower-cased defined name -> documents
@@ -168,9 +169,14 @@ class CorpusIndex:
         import numpy as np
 
         ids = [i for w in dict.fromkeys(query) if (i := self.vocabulary.get(w)) is not None]
+        total = np.zeros(len(self.paths), dtype=np.float32)
         if not ids:
-            return np.zeros(len(self.paths), dtype=np.float32)
-        return np.asarray(self.retriever.get_scores(ids), dtype=np.float32)
+            return total
+        data, indices, indptr = self.weights["data"], self.weights["indices"], self.weights["indptr"]
+        docs = np.concatenate([indices[indptr[i]:indptr[i + 1]] for i in ids])
+        values = np.concatenate([data[indptr[i]:indptr[i + 1]] for i in ids])
+        total += np.bincount(docs, weights=values, minlength=len(self.paths)).astype(np.float32)
+        return total
 
     def with_shingle(self, shingle: int) -> list[int]:
         """The documents whose string literals hold this 3-word run."""
@@ -190,7 +196,7 @@ class CorpusIndex:
         i = self.vocabulary.get(word)
         if i is None:
             return False
-        indptr, indices = self.retriever.scores["indptr"], self.retriever.scores["indices"]
+        indptr, indices = self.weights["indptr"], self.weights["indices"]
         return bool(np.any(indices[indptr[i]:indptr[i + 1]] == doc))
 
     def save(self, folder: Path) -> None:
@@ -202,7 +208,8 @@ class CorpusIndex:
         partial.mkdir(parents=True)
         import numpy as np
 
-        self.retriever.save(str(partial / "bm25"), show_progress=False)
+        for name, array in self.weights.items():
+            np.save(partial / f"bm25-{name}.npy", array)
         words = [""] * len(self.vocabulary)
         for w, i in self.vocabulary.items():
             words[i] = w
@@ -223,7 +230,7 @@ class CorpusIndex:
 
     @classmethod
     def load(cls, folder: Path) -> CorpusIndex:
-        import bm25s
+        """Read a kept index (memory-mapped weights; bm25s itself, and scipy with it, is not imported)."""
         import numpy as np
 
         with (folder / "corpus.pkl").open("rb") as fh:
@@ -231,8 +238,8 @@ class CorpusIndex:
         words = (folder / "words.txt").read_text(encoding="utf-8").split("\n")
         paths = (folder / "paths.txt").read_text(encoding="utf-8").split("\n")
         arrays = np.load(folder / "shingles.npz")
-        retriever = bm25s.BM25.load(str(folder / "bm25"), mmap=True, load_vocab=False, show_progress=False)
-        return cls(**meta, paths=paths if paths != [""] else [], sizes=arrays["sizes"].tolist(), retriever=retriever,
+        weights = {name: np.load(folder / f"bm25-{name}.npy", mmap_mode="r") for name in ("data", "indices", "indptr")}
+        return cls(**meta, paths=paths if paths != [""] else [], sizes=arrays["sizes"].tolist(), weights=weights,
                    vocabulary=dict(zip(words, range(len(words)), strict=True)), shingle_keys=arrays["keys"],
                    shingle_offsets=arrays["offsets"], shingle_docs=arrays["docs"])
 
@@ -240,11 +247,12 @@ class CorpusIndex:
 def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     """The corpus of a source's files (memoized per source description in this process)."""
     import bm25s
+    import numpy as np
     from bm25s.tokenization import Tokenized
 
     framework = source.framework
-    all_paths = [p for p in source.list_files() if is_source_path(p, framework)]
-    memo_key = hashlib.sha1(f"{CORPUS_FORMAT}\0{source.description}\0{len(all_paths)}".encode()).hexdigest()
+    listed = source.list_files()
+    memo_key = hashlib.sha1(f"{CORPUS_FORMAT}\0{source.description}\0{len(listed)}".encode()).hexdigest()
     if memo_key in _MEMO:
         return _MEMO[memo_key]
     cache = cache_dir / "candidates" if cache_dir is not None else None
@@ -254,6 +262,7 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
             return _remember(memo_key, CorpusIndex.load(kept))
         except (OSError, ValueError, EOFError, KeyError, TypeError, pickle.UnpicklingError):
             pass  # a damaged index is built again and overwritten
+    all_paths = [p for p in listed if is_source_path(p, framework)]
     layer_of = getattr(source, "layer_of", None)
     by_layer: dict[int, dict[str, FileRecord]] = {}
     layers = _layers(source)
@@ -284,11 +293,14 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
             doc.extend([i] * n)
         ids.append(doc)
     retriever = bm25s.BM25()
+    weights: dict[str, np.ndarray] = {"data": np.zeros(0, dtype=np.float32), "indices": np.zeros(0, dtype=np.int32),
+               "indptr": np.zeros(len(vocabulary) + 1, dtype=np.int64)}
     if paths:
         inverse = [""] * len(vocabulary)
         for w, i in vocabulary.items():
             inverse[i] = w
         retriever.index(Tokenized(ids=ids, vocab={w: i for i, w in enumerate(inverse)}), show_progress=False)
+        weights = {name: np.asarray(retriever.scores[name]) for name in ("data", "indices", "indptr")}
     exports: dict[str, list[int]] = {}
     defines: dict[str, list[int]] = {}
     by_shingle: dict[int, list[int]] = {}
@@ -301,7 +313,6 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
             by_shingle.setdefault(s, []).append(d)
     # a phrase in many files' messages ('must be a', 'is not supported') points at none of them
     kept_shingles = sorted((s, docs) for s, docs in by_shingle.items() if len(docs) <= 12)
-    import numpy as np
 
     keys = np.asarray([s for s, _ in kept_shingles], dtype=np.uint32)
     offsets = np.zeros(len(kept_shingles) + 1, dtype=np.int64)
@@ -309,7 +320,7 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     flat = np.asarray([d for _, docs in kept_shingles for d in docs], dtype=np.int32)
     release_dirs = frozenset(p.rsplit("/", 1)[0] for i in own_python for p in layers[i].list_files()) if own_python else None
     sizes = [float(sum(rec.bag.values())) for rec in records]
-    index = CorpusIndex(framework, paths, sizes, retriever, vocabulary, exports, defines, release_dirs=release_dirs,
+    index = CorpusIndex(framework, paths, sizes, weights, vocabulary, exports, defines, release_dirs=release_dirs,
                         shingle_keys=keys, shingle_offsets=offsets, shingle_docs=flat)
     if kept is not None and paths:
         try:
