@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sftl.sources import SourceProvider
 
 FORMAT = 2  # bump when what a layer record holds changes
-CORPUS_FORMAT = 4  # bump when what a composed corpus keeps on disk changes
+CORPUS_FORMAT = 5  # bump when what a composed corpus keeps on disk changes
 SOURCE_SUFFIXES = (".py", ".cc", ".h", ".cpp", ".cu", ".cuh", ".c", ".hpp", ".cxx", ".hxx", ".pyx", ".mm")
 FRAMEWORK_ROOTS = {
     "pytorch": ("torch/", "aten/", "c10/", "torchgen/", "functorch/", "caffe2/"),
@@ -143,6 +143,34 @@ def _layer_records(layer: SourceProvider, framework: str, cache: Path | None) ->
     return records
 
 
+class SortedWords:
+    """A kept index's words: sorted, with each one's id, looked up by bisection (no dict of 200,000 words to build)."""
+
+    def __init__(self, words: np.ndarray, ids: np.ndarray) -> None:
+        self.words, self.ids = words, ids
+
+    def get(self, word: str) -> int | None:
+        import numpy as np
+
+        at = int(np.searchsorted(self.words, word))
+        return int(self.ids[at]) if at < len(self.words) and self.words[at] == word else None
+
+    def __contains__(self, word: object) -> bool:
+        return isinstance(word, str) and self.get(word) is not None
+
+    def __getitem__(self, word: str) -> int:
+        found = self.get(word)
+        if found is None:
+            raise KeyError(word)
+        return found
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def items(self) -> list[tuple[str, int]]:
+        return [(str(w), int(i)) for w, i in zip(self.words, self.ids, strict=True)]
+
+
 @dataclass
 class CorpusIndex:
     """The documents of one source and what can be looked up in them."""
@@ -153,7 +181,7 @@ class CorpusIndex:
     # bm25s's index: the BM25 weight of each (word, document), word-major (CSC: a word's documents and weights
     # between two offsets); a query's score is the sum of its words' weights, as bm25s sums them
     weights: dict[str, np.ndarray]
-    vocabulary: dict[str, int]
+    vocabulary: dict[str, int] | SortedWords
     exports: dict[str, list[int]] = field(default_factory=dict)  # exported name -> documents
     defines: dict[str, list[int]] = field(default_factory=dict)  # lower-cased defined name -> documents
     # message shingles as arrays (sorted keys, each key's documents between two offsets): loads in milliseconds
@@ -210,11 +238,10 @@ class CorpusIndex:
 
         for name, array in self.weights.items():
             np.save(partial / f"bm25-{name}.npy", array)
-        words = [""] * len(self.vocabulary)
-        for w, i in self.vocabulary.items():
-            words[i] = w
-        # the big tables as text and arrays, which load far faster than pickled dicts of that size
-        (partial / "words.txt").write_text("\n".join(words), encoding="utf-8")
+        ordered = sorted(self.vocabulary.items())
+        # the big tables as arrays, which load far faster than pickled dicts of that size
+        np.save(partial / "words.npy", np.asarray([w for w, _ in ordered], dtype=str))
+        np.save(partial / "word_ids.npy", np.asarray([i for _, i in ordered], dtype=np.int64))
         (partial / "paths.txt").write_text("\n".join(self.paths), encoding="utf-8")
         empty = np.zeros(0, dtype=np.int64)
         np.savez(partial / "shingles.npz", keys=self.shingle_keys if self.shingle_keys is not None else empty,
@@ -235,20 +262,18 @@ class CorpusIndex:
 
         with (folder / "corpus.pkl").open("rb") as fh:
             meta = pickle.load(fh)
-        words = (folder / "words.txt").read_text(encoding="utf-8").split("\n")
+        vocabulary = SortedWords(np.load(folder / "words.npy", mmap_mode="r"), np.load(folder / "word_ids.npy", mmap_mode="r"))
         paths = (folder / "paths.txt").read_text(encoding="utf-8").split("\n")
         arrays = np.load(folder / "shingles.npz")
         weights = {name: np.load(folder / f"bm25-{name}.npy", mmap_mode="r") for name in ("data", "indices", "indptr")}
         return cls(**meta, paths=paths if paths != [""] else [], sizes=arrays["sizes"].tolist(), weights=weights,
-                   vocabulary=dict(zip(words, range(len(words)), strict=True)), shingle_keys=arrays["keys"],
+                   vocabulary=vocabulary, shingle_keys=arrays["keys"],
                    shingle_offsets=arrays["offsets"], shingle_docs=arrays["docs"])
 
 
 def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     """The corpus of a source's files (memoized per source description in this process)."""
-    import bm25s
     import numpy as np
-    from bm25s.tokenization import Tokenized
 
     framework = source.framework
     listed = source.list_files()
@@ -292,6 +317,9 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
             i = vocabulary.setdefault(w, len(vocabulary))
             doc.extend([i] * n)
         ids.append(doc)
+    import bm25s  # only to build: a kept index is read without it
+    from bm25s.tokenization import Tokenized
+
     retriever = bm25s.BM25()
     weights: dict[str, np.ndarray] = {"data": np.zeros(0, dtype=np.float32), "indices": np.zeros(0, dtype=np.int32),
                "indptr": np.zeros(len(vocabulary) + 1, dtype=np.int64)}
