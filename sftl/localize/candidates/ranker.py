@@ -52,31 +52,67 @@ class TreeEnsemble:
             out.append(nodes)
         return cls(tuple(out))
 
+    @classmethod
+    def from_flat(cls, flat: dict[str, list[Any]]) -> TreeEnsemble:
+        import numpy as np
+
+        types = {"feature": np.int64, "left": np.int64, "right": np.int64, "roots": np.int64, "default_left": bool,
+                 "threshold": np.float64, "leaves": np.float64}
+        ensemble = cls(())
+        object.__setattr__(ensemble, "_flat", {k: np.asarray(flat[k], dtype=t) for k, t in types.items()})
+        return ensemble
+
+    def flat(self) -> dict[str, Any]:
+        """Every tree's nodes in one set of arrays (child ids global, a leaf as ~its global leaf id), built once."""
+        import numpy as np
+
+        cached = self.__dict__.get("_flat")
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        feature: list[int] = []
+        threshold: list[float] = []
+        left: list[int] = []
+        right: list[int] = []
+        default_left: list[bool] = []
+        leaves: list[float] = []
+        roots: list[int] = []
+        for tree in self.trees:
+            node_base, leaf_base = len(feature), len(leaves)
+
+            def glob(child: float, node_base: int = node_base, leaf_base: int = leaf_base) -> int:
+                c = int(child)
+                return c + node_base if c >= 0 else ~(~c + leaf_base)
+
+            roots.append(node_base if tree["feature"] else ~leaf_base)
+            feature += [int(f) for f in tree["feature"]]
+            threshold += [float(t) for t in tree["threshold"]]
+            left += [glob(c) for c in tree["left"]]
+            right += [glob(c) for c in tree["right"]]
+            default_left += [bool(d) for d in tree["default_left"]]
+            leaves += [float(v) for v in tree["leaf"]]
+        flat = {"feature": np.asarray(feature, dtype=np.int64), "threshold": np.asarray(threshold),
+                "left": np.asarray(left, dtype=np.int64), "right": np.asarray(right, dtype=np.int64),
+                "default_left": np.asarray(default_left, dtype=bool), "leaves": np.asarray(leaves),
+                "roots": np.asarray(roots, dtype=np.int64)}
+        object.__setattr__(self, "_flat", flat)
+        return flat
+
     def predict(self, rows: Any) -> Any:
+        """The sum of every tree's leaf for each row: all trees walked at once, one level per step."""
         import numpy as np
 
         x = np.asarray(rows, dtype=np.float64)
-        total = np.zeros(len(x))
-        for tree in self.trees:
-            leaf = np.asarray(tree["leaf"])
-            if not tree["feature"]:
-                total += leaf[0]
-                continue
-            feature = np.asarray(tree["feature"], dtype=np.int64)
-            threshold = np.asarray(tree["threshold"])
-            left = np.asarray(tree["left"], dtype=np.int64)
-            right = np.asarray(tree["right"], dtype=np.int64)
-            default_left = np.asarray(tree["default_left"], dtype=bool)
-            node = np.zeros(len(x), dtype=np.int64)
+        f = self.flat()
+        node = np.broadcast_to(f["roots"], (len(x), len(f["roots"]))).copy()
+        row = np.broadcast_to(np.arange(len(x))[:, None], node.shape)
+        live = node >= 0
+        while live.any():
+            at = node[live]
+            value = x[row[live], f["feature"][at]]
+            go_left = np.where(np.isnan(value), f["default_left"][at], value <= f["threshold"][at])
+            node[live] = np.where(go_left, f["left"][at], f["right"][at])
             live = node >= 0
-            while live.any():
-                at = node[live]
-                value = x[np.nonzero(live)[0], feature[at]]
-                go_left = np.where(np.isnan(value), default_left[at], value <= threshold[at])
-                node[live] = np.where(go_left, left[at], right[at])
-                live = node >= 0
-            total += leaf[~node]
-        return total
+        return f["leaves"][~node].sum(axis=1)
 
 
 @dataclass
@@ -136,7 +172,8 @@ class CandidateRanker:
             "params": {"n_estimators": self.n_estimators, "learning_rate": self.learning_rate,
                        "num_leaves": self.num_leaves, "min_child_samples": self.min_child_samples, "seed": self.seed},
             "importances": self.gains,
-            "trees": [{k: [round(v, 12) for v in vs] for k, vs in t.items()} for t in self.ensemble.trees],
+            # every tree's nodes as flat arrays (what scoring walks; read back without any per-tree work)
+            "flat": {k: v.tolist() for k, v in self.ensemble.flat().items()},
             "model": self.booster.model_to_string(),
         }
         target = Path(path)
@@ -162,8 +199,8 @@ class CandidateRanker:
         model = cls(**{k: v for k, v in params.items() if k in ("n_estimators", "learning_rate", "num_leaves",
                                                                    "min_child_samples", "seed")})
         try:
-            model.ensemble = TreeEnsemble(tuple(payload["trees"]))
-        except (KeyError, TypeError):
+            model.ensemble = TreeEnsemble.from_flat(payload["flat"])
+        except (KeyError, TypeError, ValueError):
             raise InputError(f"{path} holds no trees; retrain it (`sftl model fit`)") from None
         model.gains = {str(k): float(v) for k, v in (payload.get("importances") or {}).items()}
         model.provenance = payload.get("provenance") or {}
