@@ -9,6 +9,7 @@ LightGBM and scikit-learn (seconds).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -208,15 +209,25 @@ class CandidateRanker:
 
 
 def load_default(path: str | Path | None = None) -> CandidateRanker | None:
-    """The model at `path`, else the bundled one; None when there is none (ranking falls back to BM25)."""
+    """The model at `path`, else the bundled one; None when there is none (ranking falls back to BM25).
+
+    Read once per process and file version (a batch of reports reads it once; a replaced file is read again).
+    """
     from sftl.errors import InputError
 
     where = Path(path) if path else BUNDLED
-    if not where.is_file():
+    try:
+        stamp = where.stat().st_mtime_ns
+    except OSError:
         return None
     try:
-        return CandidateRanker.load(where)
+        return _load_once(str(where), stamp)
     except InputError:
         if path:
             raise
         return None
+
+
+@functools.lru_cache(maxsize=4)
+def _load_once(path: str, stamp: int) -> CandidateRanker:
+    return CandidateRanker.load(path)
