@@ -92,22 +92,19 @@ def to_suspect(cand: Candidate, value: float, index: CorpusIndex, model: Candida
 
 
 def reason_of(cand: Candidate, model: CandidateRanker | None) -> str:
-    """The evidence that moved the file most, in words: the model's heaviest features this file has."""
+    """The evidence that brought the file, in words a maintainer can check: the structural evidence it has (a
+    frame, a message, a name it exports or defines), heaviest in the model first, then its best lexical match."""
     weight = model.importances() if model is not None else {}
-    parts: list[tuple[float, str]] = []
-    for name in EVIDENCE_ORDER:
-        if name in cand.evidence and cand.features.get(name):
-            parts.append((weight.get(name, 0.0) + 1e-3, cand.evidence[name]))
-    rank = cand.features.get("bm25_all_rank", 0.0)
-    if rank:
-        parts.append((weight.get("bm25_all", 0.0) + weight.get("bm25_all_rank", 0.0),
-                      f"BM25 rank {round(1 / rank)} for the whole report"))
-    for name in ("title", "code", "error"):
-        r = cand.features.get(f"bm25_{name}_rank", 0.0)
-        if r >= 0.2:
-            parts.append((weight.get(f"bm25_{name}", 0.0), f"BM25 rank {round(1 / r)} for its {name}"))
-    parts.sort(key=lambda p: -p[0])
-    return "; ".join(text for _, text in parts[:3]) or "lexical match"
+    found = [(weight.get(name, 0.0), cand.evidence[name]) for name in EVIDENCE_ORDER
+             if name in cand.evidence and cand.features.get(name)]
+    found.sort(key=lambda p: -p[0])
+    parts = [text for _, text in found[:3]]
+    lexical = [(cand.features.get(f"bm25_{name}_rank", 0.0), name) for name in ("all", "title", "code", "error")]
+    best_rank, best_field = max(lexical)
+    if best_rank:
+        what = "the whole report" if best_field == "all" else f"its {best_field}"
+        parts.append(f"BM25 rank {round(1 / best_rank)} for {what}")
+    return "; ".join(parts) or "lexical match"
 
 
 def with_method(loc: Localization, method: str) -> Localization:
