@@ -232,3 +232,18 @@ def test_a_model_of_other_features_is_refused(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"format": "sftl-ranker-v1", "features": ["x"], "model": ""}))
     with pytest.raises(InputError, match="retrain"):
         CandidateRanker.load(bad)
+
+
+def test_a_category_localizers_tests_and_data_never_reach_the_suspects() -> None:
+    from sftl.localize.dispatch import only_code
+    from sftl.model import Localization, Suspect
+
+    loc = Localization("sftl", tuple(Suspect(p, 1.0, None, "r") for p in (
+        "tensorflow/core/kernels/segment_reduction_ops_gpu.cu.cc", "tensorflow/core/kernels/spectrogram_test_data/a.wav",
+        "tensorflow/python/kernel_tests/segment_reduction_ops_test.py", "aten/src/ATen/native/native_functions.yaml",
+        "tensorflow/core/kernels/BUILD")), Outcome.LOCATED, "ops")
+    assert [s.path for s in only_code(loc).suspects] == [
+        "tensorflow/core/kernels/segment_reduction_ops_gpu.cu.cc", "aten/src/ATen/native/native_functions.yaml"]
+    only_data = Localization("sftl", (Suspect("tensorflow/core/kernels/testdata/x.wav", 1.0, None, "r"),),
+                             Outcome.LOCATED, "ops")
+    assert only_code(only_data).outcome == Outcome.SKIPPED

@@ -37,9 +37,26 @@ def localize_sftl(
     from sftl.localize.candidates import localize_any
 
     category_loc = _route("sftl", issue, extraction, category, source, top) if category != Category.OTHER else None
+    if category_loc is not None:
+        category_loc = only_code(category_loc)
     if category_loc is not None and category_loc.outcome in (Outcome.LOCATED, Outcome.ABSTAINED):
         return category_loc
     return localize_any(issue, extraction, category, source, top, category_loc=category_loc)
+
+
+def only_code(loc: Localization) -> Localization:
+    """The localization without suspects that are no code a fix changes (a test, test data, docs, a build file)."""
+    from dataclasses import replace
+
+    from sftl.localize.candidates.corpus import may_be_suspect
+
+    kept = tuple(s for s in loc.suspects if may_be_suspect(s.path))
+    if len(kept) == len(loc.suspects):
+        return loc
+    if not kept and loc.outcome == Outcome.LOCATED:
+        return replace(loc, suspects=(), outcome=Outcome.SKIPPED,
+                       reason=f"{loc.reason}; its suspects were no source files (tests, data, docs)"[:1000])
+    return replace(loc, suspects=kept)
 
 
 def localize_paper(

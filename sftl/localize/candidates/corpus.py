@@ -57,11 +57,17 @@ MESSAGE_WORD = re.compile(r"[a-z][a-z0-9_]+")
 
 
 def is_source_path(path: str, framework: str) -> bool:
-    """A file a fix may change: framework code (Python or C++/CUDA), never tests, test data, docs or build files."""
+    """A file of the corpus: framework code (Python or C++/CUDA) under the framework's roots, never tests, test
+    data, docs or build files."""
     if not path.startswith(FRAMEWORK_ROOTS.get(framework, ("torch/", "tensorflow/"))):
         return False
+    return may_be_suspect(path)
+
+
+def may_be_suspect(path: str) -> bool:
+    """Code a fix changes (Python, C++/CUDA, the op registry's yaml), never a test, test data, docs or a build file."""
     name = path.rsplit("/", 1)[-1]
-    if not name.endswith(SOURCE_SUFFIXES):
+    if not name.endswith((*SOURCE_SUFFIXES, ".yaml")):
         return False
     parts = path.split("/")[:-1]
     if any(p in NOT_SOURCE_DIRS for p in parts):
