@@ -17,6 +17,8 @@ from sftl.localize.candidates.features import FEATURES
 from sftl.localize.candidates.locate import LEAD
 from sftl.localize.candidates.ranker import CandidateRanker
 
+PRECISION = 0.5  # a ranking above the confidence threshold had its first file right at least this often
+
 
 @dataclass(frozen=True)
 class LabelledReport:
@@ -141,9 +143,45 @@ def fit(reports: Sequence[LabelledReport], split: dict[str, str], **params: Any)
         groups.append(len(r.vectors))
     model = CandidateRanker(**params).fit(rows, labels, groups)
     seconds = time.perf_counter() - started
+    model.confidence = calibrate(valid or train, model)
     figures = {"split": split, "train_reports": len(train), "train_with_truth_in_candidates": len(usable),
                "validation_reports": len(valid), "fit_seconds": round(seconds, 2),
-               "train": judge(train, model), "validation": judge(valid, model) if valid else {}}
+               "train": judge(train, model), "validation": judge(valid, model) if valid else {},
+               "confidence": model.confidence}
     model.provenance = {"trained_on": sorted(r.url for r in usable), "figures": figures,
                         "trained": time.strftime("%Y-%m-%d")}
     return model, figures
+
+
+def top_scores(report: LabelledReport, model: CandidateRanker) -> tuple[list[float], list[str]]:
+    """The model's two best scores for a report and its ranked files."""
+    values = model.predict([list(v) for v in report.vectors]) if report.vectors else []
+    best = sorted(values, reverse=True)[:2] + [0.0, 0.0]
+    return best[:2], ranked(report, model)
+
+
+def calibrate(reports: Sequence[LabelledReport], model: CandidateRanker, precision: float = PRECISION) -> dict[str, Any]:
+    """P(top-1 right) from the best score and its margin over the second (a logistic fit on these reports), and the
+    lowest probability at which the reports above it were right at least `precision` of the time: the threshold
+    below which a ranking says it has low confidence. Fitted and chosen on the reports given (the later ones)."""
+    from sklearn.linear_model import LogisticRegression
+
+    xs, ys = [], []
+    for r in reports:
+        if not r.vectors:
+            continue
+        (top, second), order = top_scores(r, model)
+        xs.append([top, top - second])
+        ys.append(int(bool(order) and first_hit_rank(order[:1], r.truth) == 1))
+    if len(set(ys)) < 2:
+        return {}
+    fitted = LogisticRegression().fit(xs, ys)
+    probs = fitted.predict_proba(xs)[:, 1]
+    threshold, kept_precision, coverage = 1.0, 0.0, 0.0
+    for t in sorted(set(round(float(p), 3) for p in probs), reverse=True):
+        chosen = [y for p, y in zip(probs, ys, strict=True) if p >= t]
+        if chosen and sum(chosen) / len(chosen) >= precision:
+            threshold, kept_precision, coverage = t, sum(chosen) / len(chosen), len(chosen) / len(ys)
+    return {"coef": [float(c) for c in fitted.coef_[0]], "intercept": float(fitted.intercept_[0]),
+            "threshold": threshold, "precision": round(kept_precision, 3), "coverage": round(coverage, 3),
+            "target_precision": precision, "reports": len(ys)}

@@ -116,9 +116,10 @@ def test_model_fit_on_a_folder_without_an_evaluation_says_what_to_run(tmp_path: 
     assert code != 0 and "--keep-features" in err and len(err.strip().splitlines()) == 1
 
 
-def _fake_evaluation(out: Path, reports: int = 30) -> None:
+def _fake_evaluation(out: Path, reports: int = 30, misleading_every: int = 0) -> None:
     """An `sftl eval --keep-features` folder: per report 8 candidates; the truth is the one its traceback's
-    innermost frame names, while BM25 prefers another; half the reports filed before 2019, half after."""
+    innermost frame names, while BM25 prefers another; half the reports filed before 2019, half after.
+    `misleading_every`: in every such report the frame names another file (the truth is unreachable)."""
     import csv
     import random
 
@@ -137,7 +138,8 @@ def _fake_evaluation(out: Path, reports: int = 30) -> None:
             cands = []
             for j in range(8):
                 feats = {"bm25_all": rng.random() * (0.5 if j == 3 else 1.0), "is_python": 1.0}
-                if j == 3:
+                framed = 5 if misleading_every and n % misleading_every == 0 else 3
+                if j == framed:
                     feats.update(tb_frame=1.0, tb_innermost=1.0, tb_position=1.0)
                 cands.append([f"tensorflow/python/ops/f{n}_{j}.py", feats])
             lines.append({"key": f"k{n}", "method": "sftl", "outcome": "located", "top": 10, "seconds": 0.1,
@@ -165,3 +167,21 @@ def test_model_fit_trains_on_the_earlier_reports_and_judges_the_later(tmp_path: 
     loaded = CandidateRanker.load(model)
     assert len(loaded.provenance["trained_on"]) == 15
     assert all(u.endswith(tuple(f"/{n}" for n in range(1, 16))) for u in loaded.provenance["trained_on"])
+
+
+def test_the_fitted_ranker_says_when_its_first_file_is_unlikely(tmp_path: Path) -> None:
+    from sftl.localize.candidates.ranker import CandidateRanker
+
+    _fake_evaluation(tmp_path / "run", reports=60, misleading_every=3)
+    model_path = tmp_path / "model.json"
+    code, out, err = _run("model", "fit", str(tmp_path / "run"), "--split-date", "tensorflow=2019-01-01",
+                          "--out", str(model_path), "--rounds", "30", "--json")
+    assert code == 0, err
+    conf = json.loads(out)["confidence"]
+    # a third of the later reports cannot be right: the threshold keeps the ones that were, at the precision asked
+    assert conf["reports"] == 30 and 0.0 < conf["threshold"] <= 1.0
+    assert conf["precision"] >= conf["target_precision"] and 0.0 < conf["coverage"] <= 1.0
+    model = CandidateRanker.load(model_path)
+    assert model.confidence == conf
+    sure, unsure = model.confidence_of([5.0, -3.0]), model.confidence_of([0.1, 0.1])
+    assert sure is not None and unsure is not None and sure > unsure

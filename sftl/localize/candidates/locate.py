@@ -61,6 +61,12 @@ def localize_any(
     else:
         how = "the learned ranker" if model is not None else "BM25 (no ranker model)"
         reason = f"{len(candidates)} candidate files of {len(index.paths)} ranked by {how}"
+        calibration = model.confidence if model is not None else {}
+        confidence = model.confidence_of([v for _, v in scored]) if model is not None else None
+        if confidence is not None and confidence < calibration.get("threshold", 0.0):
+            reason = (f"low confidence: {confidence:.2f} that the first file is right (below "
+                      f"{calibration['threshold']:.2f}, above which later reports' first file was right "
+                      f"{calibration['precision']:.0%} of the time); {reason}")
         if category_loc is not None and category_loc.reason:
             reason = f"{reason}; {category.value} localizer: {category_loc.reason}"[:1000]
     if not suspects:

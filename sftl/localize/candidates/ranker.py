@@ -130,6 +130,8 @@ class CandidateRanker:
     provenance: dict[str, Any] = field(default_factory=dict)
     ensemble: TreeEnsemble | None = None
     gains: dict[str, float] = field(default_factory=dict)
+    # P(the first file is right) from the best score and its margin, and the threshold of low confidence
+    confidence: dict[str, Any] = field(default_factory=dict)
 
     def fit(self, rows: Sequence[Sequence[float]], labels: Sequence[int], groups: Sequence[int]) -> CandidateRanker:
         import lightgbm as lgb
@@ -156,6 +158,17 @@ class CandidateRanker:
             return []
         return [float(x) for x in self.ensemble.predict(rows)]
 
+    def confidence_of(self, scores: Sequence[float]) -> float | None:
+        """P(the best-scored file is right) for a report's scores (None when the model carries no calibration)."""
+        import math
+
+        conf = self.confidence
+        if not conf or not scores:
+            return None
+        best = sorted(scores, reverse=True)[:2] + [0.0]
+        z = conf["intercept"] + conf["coef"][0] * best[0] + conf["coef"][1] * (best[0] - best[1])
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
     def importances(self) -> dict[str, float]:
         """Each feature's share of the model's total gain (what moves a ranking most)."""
         return dict(self.gains)
@@ -173,6 +186,7 @@ class CandidateRanker:
             "params": {"n_estimators": self.n_estimators, "learning_rate": self.learning_rate,
                        "num_leaves": self.num_leaves, "min_child_samples": self.min_child_samples, "seed": self.seed},
             "importances": self.gains,
+            "confidence": self.confidence,
             # every tree's nodes as flat arrays (what scoring walks; read back without any per-tree work)
             "flat": {k: v.tolist() for k, v in self.ensemble.flat().items()},
             "model": self.booster.model_to_string(),
@@ -204,6 +218,7 @@ class CandidateRanker:
         except (KeyError, TypeError, ValueError):
             raise InputError(f"{path} holds no trees; retrain it (`sftl model fit`)") from None
         model.gains = {str(k): float(v) for k, v in (payload.get("importances") or {}).items()}
+        model.confidence = dict(payload.get("confidence") or {})
         model.provenance = payload.get("provenance") or {}
         return model
 
