@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,13 +169,3 @@ def denchmark_text(text: str) -> str:
     out = re.sub(r"\n?<denchmark-code>\n?", "\n```\n", out)
     out = re.sub(r"\n?</denchmark-code>\n?", "\n```\n", out)
     return DENCHMARK_TAG.sub("", out).strip("\n")
-
-
-def iter_rows(path: Path, fmt: str = "auto") -> Iterator[dict[str, Any]]:
-    """The label lines as objects (for tools that read a benchmark without evaluating it)."""
-    for line in label_lines(path, fmt):
-        if line.strip():
-            try:
-                yield json.loads(line)
-            except ValueError:
-                continue

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sftl.localize.candidates.tokens import path_words, words
 
@@ -375,7 +375,3 @@ def default_cache_dir() -> Path:
     from sftl.config import load_settings
 
     return load_settings().cache_dir
-
-
-def stable_digest(obj: Any) -> str:
-    return hashlib.sha1(repr(obj).encode()).hexdigest()[:16]

@@ -111,7 +111,3 @@ def reason_of(cand: Candidate, model: CandidateRanker | None) -> str:
         what = "the whole report" if best_field == "all" else f"its {best_field}"
         parts.append(f"BM25 rank {round(1 / best_rank)} for {what}")
     return "; ".join(parts) or "lexical match"
-
-
-def with_method(loc: Localization, method: str) -> Localization:
-    return replace(loc, method=method)

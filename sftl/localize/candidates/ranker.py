@@ -193,7 +193,7 @@ class CandidateRanker:
         }
         target = Path(path)
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n", encoding="utf-8")
         tmp.replace(target)
 
     @classmethod
