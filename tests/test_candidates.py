@@ -247,3 +247,30 @@ def test_a_category_localizers_tests_and_data_never_reach_the_suspects() -> None
     only_data = Localization("sftl", (Suspect("tensorflow/core/kernels/testdata/x.wav", 1.0, None, "r"),),
                              Outcome.LOCATED, "ops")
     assert only_code(only_data).outcome == Outcome.SKIPPED
+
+
+def test_a_release_over_another_releases_tree_keeps_its_own_python_files(tmp_path: Path) -> None:
+    """The report's release (its wheel's Python files) over a later tree: the tree's C++ is read, its Python
+    files are not (one the release lacks did not exist then), and a C++ folder the release has files in says so."""
+    from sftl.sources import LayeredSource, PythonFilesOf
+
+    wheel = tmp_path / "wheel"
+    for rel, text in {"tensorflow/python/ops/nn_ops.py": "def conv2d(): pass\n",
+                      "tensorflow/core/kernels/conv_ops.h": "// the release's header\n"}.items():
+        (wheel / rel).parent.mkdir(parents=True, exist_ok=True)
+        (wheel / rel).write_text(text)
+    tree = write_tree(tmp_path / "later")
+    (tree / "tensorflow/python/ops/only_later.py").write_text("def added_later(): pass\n")
+    (tree / "tensorflow/compiler/mlir").mkdir(parents=True)
+    (tree / "tensorflow/compiler/mlir/only_later.cc").write_text("// conv2d rank 4-dimensional, added later\n")
+    source = LayeredSource([PythonFilesOf(LocalTree(wheel, "tensorflow", "1.13.1")),
+                            LocalTree(tree, "tensorflow", "2.14.1")])
+    index = build_index(source, tmp_path / "cache")
+    assert "tensorflow/python/ops/only_later.py" not in index.paths
+    assert "tensorflow/python/data/ops/dataset_ops.py" not in index.paths  # the tree's Python, not the release's
+    assert {"tensorflow/python/ops/nn_ops.py", "tensorflow/core/kernels/conv_ops.cc",
+            "tensorflow/compiler/mlir/only_later.cc"} <= set(index.paths)
+    report = read_report(CONV_REPORT, extract(CONV_REPORT), "tensorflow")
+    found = {c.path: c.features for c in gather(index, report)}
+    assert found["tensorflow/python/ops/nn_ops.py"]["release_dir"] == 1.0
+    assert found["tensorflow/compiler/mlir/only_later.cc"]["release_dir"] == 0.0

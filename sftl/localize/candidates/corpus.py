@@ -281,6 +281,8 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     """The corpus of a source's files (memoized per source description in this process)."""
     import numpy as np
 
+    from sftl.sources import PythonFilesOf, WheelSource
+
     framework = source.framework
     listed = source.list_files()
     memo_key = hashlib.sha1(f"{CORPUS_FORMAT}\0{source.description}\0{len(listed)}".encode()).hexdigest()
@@ -299,7 +301,7 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     layers = _layers(source)
     # where the release's own Python files are layered over another release's tree, that tree's Python files
     # are of the wrong era: a file it alone holds did not exist in the report's release
-    own_python = [i for i, lay in enumerate(layers) if type(lay).__name__ in ("PythonFilesOf", "WheelSource")]
+    own_python = [i for i, lay in enumerate(layers) if isinstance(lay, (PythonFilesOf, WheelSource))]
     paths: list[str] = []
     records: list[FileRecord] = []
     for path in all_paths:
@@ -330,10 +332,7 @@ def build_index(source: SourceProvider, cache_dir: Path | None) -> CorpusIndex:
     weights: dict[str, np.ndarray] = {"data": np.zeros(0, dtype=np.float32), "indices": np.zeros(0, dtype=np.int32),
                "indptr": np.zeros(len(vocabulary) + 1, dtype=np.int64)}
     if paths:
-        inverse = [""] * len(vocabulary)
-        for w, i in vocabulary.items():
-            inverse[i] = w
-        retriever.index(Tokenized(ids=ids, vocab={w: i for i, w in enumerate(inverse)}), show_progress=False)
+        retriever.index(Tokenized(ids=ids, vocab=vocabulary), show_progress=False)
         weights = {name: np.asarray(retriever.scores[name]) for name in ("data", "indices", "indptr")}
     exports: dict[str, list[int]] = {}
     defines: dict[str, list[int]] = {}
