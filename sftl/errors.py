@@ -12,6 +12,7 @@
     ├── SourceError           a framework source tree / wheel cannot be had (exit 5)
     ├── EnvError              no matching replay environment / backend (exit 6)
     ├── SandboxError          the sandbox itself could not be set up (exit 7)
+    │   └── ConfinementError  this machine cannot confine report code, and --unconfined was not given
     └── NoResultError         the command ran but had nothing to give (exit 8)
 
 Exit codes, the same for every command (the CLI's epilog and the README repeat this table):
@@ -25,7 +26,9 @@ Exit codes, the same for every command (the CLI's epilog and the README repeat t
     4    the store cannot be opened, read or written
     5    framework sources cannot be had (no wheel, no archive, an unreadable tree)
     6    no replay environment matches, or its backend is missing
-    7    no sandbox can be set up
+    7    no sandbox: report code never runs unconfined. The line names what this machine cannot give
+         (no network, read-only filesystem, hidden environment, process or memory cap) and the one
+         command that provides it; --unconfined runs it anyway, recorded in the replay and report
     8    nothing to give: the command ran and found nothing to do or say (an issue skipped as neither
          MME nor GCRDE, no snippet to replay or bisect, no stored issues to screen or triage)
     130  interrupted (Ctrl-C); what was stored so far is kept
@@ -84,6 +87,10 @@ class SandboxError(SftlError):
     exit_code = 7
 
 
+class ConfinementError(SandboxError):
+    """Report code would run without a guard this machine cannot give (`sftl doctor` lists them)."""
+
+
 class NoResultError(SftlError):
     exit_code = 8
 
@@ -96,7 +103,7 @@ EXIT_CODES: dict[int, str] = {
     4: "the store cannot be used",
     5: "framework sources cannot be had",
     6: "no replay environment",
-    7: "no sandbox",
+    7: "no sandbox (report code is never run unconfined)",
     8: "nothing to give (skipped, no snippet, nothing stored)",
     130: "interrupted; what was stored is kept",
 }

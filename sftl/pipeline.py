@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sftl.errors import InputError, SftlError, StoreError
+from sftl.errors import ConfinementError, InputError, SftlError, StoreError
 from sftl.model import Category, Extraction, Issue, Localization, Outcome, Report, Screening, to_jsonable
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ def locate(
     rescreen: bool = False,
     corpus_size: int | None = None,
     history: bool = True,
+    unconfined: bool = False,
 ) -> Report:
     """Run one issue through the pipeline and store its screening and localization.
 
@@ -38,6 +39,7 @@ def locate(
     offline): those come back as `Outcome.SKIPPED`/`ABSTAINED` with the reason. Raises
     `InputError` for an unknown method, `StoreError` when the store cannot be written. `history`:
     blend in the prior of the stored fix records (`sftl.history`; a no-op while the store holds none).
+    `replay` raises ConfinementError where this machine cannot confine the snippet, unless `unconfined`.
     """
     from sftl.extract import extract
     from sftl.localize import get_localizer
@@ -58,9 +60,11 @@ def locate(
         from sftl.replay import confirm_extraction, replay_issue
 
         try:
-            replay_result = replay_issue(issue, extraction, settings, store)
+            replay_result = replay_issue(issue, extraction, settings, store, unconfined=unconfined)
             extraction = confirm_extraction(extraction, replay_result)
-        except SftlError as exc:  # no sandbox here: localize without the replay, and say why
+        except ConfinementError:
+            raise  # never run unconfined, never skipped quietly: the command refuses
+        except SftlError as exc:  # the sandbox failed on this issue: localize without the replay, and say why
             from sftl.model import Replay, ReplayEnvironment
 
             env = extraction.environment

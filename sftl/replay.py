@@ -335,13 +335,15 @@ def replay_snippet(
     sandbox: Sandbox | None = None,
     repo: str | None = None,
     number: int | None = None,
+    unconfined: bool = False,
 ) -> Replay:
     """Replay `code` in an environment matching (framework, version) and say what happened.
 
     With `expected` (the report's traceback) the question is "does it raise that?"; without it
     and with device="both", "do CPU and GPU agree?". Failures are values: a missing environment is
     ENV_UNAVAILABLE, a missing GPU NO_DEVICE. Only a sandbox that cannot be set up at all raises
-    SandboxError. Each device's run is stored under replay_key() and reused.
+    SandboxError (ConfinementError where this machine cannot confine it and `unconfined` is not
+    given). Each device's run is stored under replay_key() and reused.
     """
     if device not in ("cpu", "gpu", "both"):
         raise InputError(f"unknown device {device!r}: use cpu, gpu or both")
@@ -382,11 +384,13 @@ def replay_snippet(
             mode = "cpu" if dev is Device.GPU else ("none" if gpu_present else "float64")
         args = ["--device", dev.value, "--framework", fw, "--repeat", str(repeats if compare else 1), "--opdiff", mode]
         options = {"args": args, "limits": limits.as_dict(), "allow_network": allow_network}
+        if unconfined:  # never served a confined run's record, nor the other way round
+            options["unconfined"] = True
         key = replay_key(code, renv, dev.value, options)
         raw = store.get_replay(key) if (store is not None and use_cache) else None
         cached = raw is not None
         if raw is None:
-            box = sandbox or Sandbox(settings, limits, allow_network)
+            box = sandbox or Sandbox(settings, limits, allow_network, unconfined=unconfined)
             sandbox = box
             raw = _sandbox_payload(box.run_harness(handle.python, code, args, gpu=dev is Device.GPU))
             if store is not None:
@@ -404,6 +408,8 @@ def replay_snippet(
         reason += f"; version: {resolution.why}"  # the report asked for something else: say what ran
     if extra:
         runs = [replace(r, details={**r.details, "comparison": extra}) if r.device is Device.GPU else r for r in runs]
+    if any((r.details.get("containment") or {}).get("unconfined") for r in runs):
+        reason = f"ran UNCONFINED (--unconfined): {reason}"  # in the stored replay and every report of it
     return Replay(renv, tuple(runs), verdict, reason, first_op)
 
 

@@ -1,4 +1,4 @@
-"""The only place untrusted code runs: a contained child process with no network and hard limits."""
+"""The only place untrusted code runs: a confined child process (no network, read-only system, hidden credentials, hard limits), or none at all."""
 
 from __future__ import annotations
 
@@ -13,22 +13,29 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sftl.cgroups import Parent, RunCgroup, find_parent
 from sftl.config import Settings
-from sftl.errors import InputError, SandboxError
+from sftl.errors import ConfinementError, InputError, SandboxError
 
 HARNESS = Path(__file__).resolve().parent / "_harness.py"
+CONFINE = Path(__file__).resolve().parent / "_confine.py"
 GiB = 1 << 30
 TAIL = 4000  # characters of stdout/stderr kept in a run's record
 HEAD = 512  # bytes of the start of each stream kept besides the tail
 FILE_LIMIT = GiB  # RLIMIT_FSIZE: the largest file a snippet may write in its scratch folder
-# credentials a snippet could read through the read-only view of the system; hidden under bubblewrap
-_SECRET_PATHS = (".ssh", ".netrc", ".git-credentials", ".config/gh", ".config/git", ".docker", ".pypirc",
-                 ".aws", ".config/gcloud", ".kube")
+CONFINE_FAILED = 125  # _confine.py's exit status when it could not set the namespaces up (nothing ran)
+# credentials a snippet could read through the read-only view of the system; hidden by both backends
+SECRET_PATHS = (".ssh", ".netrc", ".git-credentials", ".config/gh", ".config/git", ".docker", ".pypirc",
+                ".aws", ".config/gcloud", ".kube")
+# the namespaces of the fallback: a user namespace (so its root holds no power outside), its own mounts,
+# processes, network, IPC, host name and cgroup view; --kill-child ends it all when sftl dies
+UNSHARE_ARGS = ("--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts",
+                "--cgroup")
+UNCONFINED_FLAG = "--unconfined"
 
 
 def parse_size(text: str | int) -> int:
@@ -45,12 +52,22 @@ def parse_size(text: str | int) -> int:
 @dataclass(frozen=True)
 class Limits:
     timeout: float = 120.0  # wall seconds
-    memory: int = 4 * GiB  # bytes of address space (CPU runs) / of the memory cgroup (GPU runs)
+    memory: int = 4 * GiB  # bytes: the memory cgroup's limit, or RLIMIT_AS where there is none (CPU runs)
     max_procs: int = 256
     output: int = 10_000_000  # bytes of stdout + stderr
 
     def as_dict(self) -> dict[str, Any]:
         return {"timeout": self.timeout, "memory": self.memory, "max_procs": self.max_procs, "output": self.output}
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One property report code must run under: whether this machine gives it, how, and what would provide it."""
+
+    name: str
+    held: bool
+    how: str
+    provide: str = ""  # the one command that provides it, when not held
 
 
 @dataclass(frozen=True)
@@ -62,6 +79,9 @@ class Containment:
     processes: str
     memory: str
     degraded: tuple[str, ...] = ()
+    environment: str = ""
+    backend: str = ""  # "bubblewrap", "unshare", or "none" (only with --unconfined)
+    unconfined: bool = False  # ran with --unconfined although a guard was missing
 
 
 @dataclass(frozen=True)
@@ -70,7 +90,7 @@ class SandboxResult:
     stdout: str  # the tail
     stderr: str  # the tail
     seconds: float
-    limit: str | None  # "timeout" | "output" | "memory" | "processes" | None
+    limit: str | None  # "timeout" | "output" | "memory" | "processes" | "cpu" | None
     result: dict[str, Any] | None  # the harness's JSON
     containment: Containment
     left_running: int = 0  # processes that survived the kill (should always be 0)
@@ -79,143 +99,157 @@ class SandboxResult:
     cgroups: tuple[str, ...] = ()  # the run's own cgroups (removed by the time this is returned)
 
 
-def _own_cgroup(controller: str) -> Path | None:
-    """This process's cgroup v1 folder for `controller`, when it exists and is writable."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) == 3 and controller in parts[1].split(","):
-            path = Path("/sys/fs/cgroup") / controller / parts[2].lstrip("/")
-            if path.is_dir() and os.access(path, os.W_OK):
-                return path
-    return None
-
-
-class _Cgroup:
-    """A child cgroup (v1) for one run: created, limited, swept of processes and removed."""
-
-    def __init__(self, controller: str, settings: dict[str, str]) -> None:
-        parent = _own_cgroup(controller)
-        if parent is None:
-            raise OSError(f"no writable cgroup v1 '{controller}' hierarchy")
-        _sweep(parent)
-        self.path = parent / f"sftl-{int(time.time())}-{uuid.uuid4().hex[:8]}"
-        self.path.mkdir()
-        try:
-            for name, value in settings.items():
-                (self.path / name).write_text(value)
-        except OSError:
-            self.remove()
-            raise
-
-    def read(self, name: str) -> str:
-        try:
-            return (self.path / name).read_text()
-        except OSError:
-            return ""
-
-    def pids(self) -> list[int]:
-        return [int(p) for p in self.read("cgroup.procs").split()]
-
-    def kill_all(self, deadline: float = 3.0) -> int:
-        """SIGKILL every process in the cgroup until none is left; returns how many survived."""
-        end = time.monotonic() + deadline
-        while True:
-            pids = self.pids()
-            if not pids or time.monotonic() > end:
-                return len(pids)
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.01)
-
-    def remove(self) -> None:
-        for _ in range(100):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)
-
-
-def _sweep(parent: Path, age: float = 60.0) -> None:
-    """Remove run cgroups left by an sftl that was killed before cleaning up: empty and old.
-
-    A live run's cgroup is empty only for the milliseconds between creation and the child
-    joining it, and between the kill and the removal, so an empty one a minute old is stale.
-    """
-    now = time.time()
-    for path in parent.glob("sftl-*"):
-        parts = path.name.split("-")
-        try:
-            created = float(parts[1]) if len(parts) == 3 else path.stat().st_mtime
-            if now - created < age or (path / "cgroup.procs").read_text().strip():
-                continue
-            path.rmdir()
-        except (OSError, ValueError):
-            continue
-
-
 @dataclass(frozen=True)
 class Capabilities:
+    """What this machine allows, as probed: the confining backends that work and the cgroups that can cap."""
+
     bwrap: str | None  # path when bubblewrap can create namespaces here
-    unshare: tuple[str, ...] | None  # the `unshare ... --net` command prefix that works here
+    unshare: tuple[str, ...] | None  # the `unshare ...` prefix under which _confine.py builds the view
     pids_cgroup: bool
     memory_cgroup: bool
     root: bool
-    why: tuple[str, ...] = ()
+    why: tuple[str, ...] = ()  # why a backend is unavailable
     tmpfs_size: bool = False  # bubblewrap >= 0.8 can cap the size of the tmpfs it mounts
+    pids_how: str = ""  # which cgroup caps processes, or why none can
+    memory_how: str = ""
+
+    @property
+    def backend(self) -> str | None:
+        return "bubblewrap" if self.bwrap else "unshare" if self.unshare else None
+
+
+def _works(cmd: list[str], env: dict[str, str], cwd: str | None = None) -> tuple[bool, str]:
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=20, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1]
+    return done.returncode == 0, last
 
 
 def probe(settings: Settings) -> Capabilities:
-    """What containment this machine allows (a few milliseconds; run once per Sandbox)."""
+    """What containment this machine allows (tens of milliseconds: each backend is tried for real)."""
     path = settings.base_env.get("PATH", os.defpath)
     why = []
     env = settings.child_env()
     bwrap = shutil.which("bwrap", path=path)
-    if bwrap:
-        try:
-            ok = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
-                                 "--proc", "/proc", "true"], capture_output=True, timeout=10, env=env).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ok = False
-        if not ok:
-            why.append("bubblewrap cannot create namespaces here")
-            bwrap = None
     sized = False
     if bwrap:
-        try:
-            sized = subprocess.run([bwrap, "--ro-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "true"],
-                                   capture_output=True, timeout=10, env=env).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            sized = False
+        ok, err = _works([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
+                          "--proc", "/proc", "true"], env)
+        if not ok:
+            why.append(f"bubblewrap cannot create namespaces here ({err})")
+            bwrap = None
+        else:
+            sized = _works([bwrap, "--ro-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "true"], env)[0]
     else:
         why.append("bubblewrap (bwrap) is not installed")
     unshare_exe = shutil.which("unshare", path=path)
     unshare: tuple[str, ...] | None = None
-    # root can make a network namespace directly; others need a user namespace mapped to root
-    # a PID namespace too, where allowed: the snippet then cannot see or signal sftl's processes
-    for args in (("--net", "--pid", "--fork", "--mount", "--mount-proc"), ("--net",),
-                 ("--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc"),
-                 ("--user", "--map-root-user", "--net")):
-        if unshare_exe is None:
-            break
+    if unshare_exe is None:
+        why.append("unshare (util-linux) is not installed")
+    else:
+        prefix = (unshare_exe, *UNSHARE_ARGS)
+        scratch = tempfile.mkdtemp(prefix="sftl-probe-")
         try:
-            ok = subprocess.run([unshare_exe, *args, "true"], capture_output=True, timeout=10, env=env).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ok = False
+            ok, err = _works([*prefix, "--", *_confine_argv({"scratch": scratch}), "--", "/bin/sh", "-c", ":"], env,
+                             cwd=scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         if ok:
-            unshare = (unshare_exe, *args)
-            break
-    return Capabilities(bwrap, unshare, _own_cgroup("pids") is not None, _own_cgroup("memory") is not None,
-                        os.geteuid() == 0, tuple(why), sized)
+            unshare = prefix
+        else:
+            why.append(f"unprivileged user namespaces do not work here ({err or 'unshare --user failed'})")
+    pids, memory = find_parent("pids"), find_parent("memory")
+    return Capabilities(bwrap, unshare, pids.usable, memory.usable, os.geteuid() == 0, tuple(why), sized,
+                        pids.describe(), memory.describe())
+
+
+def _confine_argv(spec: dict[str, Any]) -> list[str]:
+    """sftl's own interpreter running _confine.py, isolated from site-packages and the environment."""
+    return [sys.executable, "-I", "-S", str(CONFINE), json.dumps(spec)]
+
+
+def _cgroup_command(controller: str) -> str:
+    """The one command that gives this machine a cgroup `controller` runs can be capped with (as root)."""
+    from sftl.cgroups import CGROUP_ROOT
+
+    v2 = CGROUP_ROOT / "cgroup.controllers"
+    if v2.exists():
+        return f"echo +{controller} > {CGROUP_ROOT}/cgroup.subtree_control"
+    return f"mkdir -p {CGROUP_ROOT}/{controller} && mount -t cgroup -o {controller} {controller} {CGROUP_ROOT}/{controller}"
+
+
+def install_command(root: bool) -> str:
+    """The one command that makes bubblewrap available: the system's package manager (make install runs it as root)."""
+    def have(tool: str) -> bool:  # looked up on the system's own folders too: a caller's PATH may lack them
+        return bool(shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin"))
+
+    manager = "apt-get" if have("apt-get") else "dnf" if have("dnf") else None
+    if manager is None:
+        return "install bubblewrap with the system's package manager"
+    return ("" if root else "sudo ") + f"{manager} install bubblewrap"
+
+
+def guards(caps: Capabilities, limits: Limits, gpu: bool = False, allow_network: bool = False) -> tuple[Guard, ...]:
+    """Every property report code runs under, held or not, on this machine."""
+    backend = caps.backend
+    via = {"bubblewrap": f"bubblewrap {caps.bwrap}", "unshare": "user namespaces: unshare and sftl/_confine.py"}.get(
+        backend or "", "")
+    fix = install_command(caps.root)
+    if backend is None:
+        network = Guard("no network", False, "; ".join(caps.why), fix)
+    elif allow_network:
+        network = Guard("no network", True, "NETWORK ALLOWED by --allow-network")
+    else:
+        network = Guard("no network", True, f"own network namespace, loopback only ({via})")
+    filesystem = Guard("read-only filesystem", bool(backend),
+                       f"the system bound read-only, a fresh writable scratch folder, fresh /tmp and /dev/shm ({via})"
+                       if backend else "; ".join(caps.why), "" if backend else fix)
+    environment = Guard("hidden environment", bool(backend),
+                        "only PATH and locale passed, own PID namespace and /proc, credential folders hidden "
+                        f"({via})" if backend else "other processes' /proc/*/environ readable (no PID namespace)",
+                        "" if backend else fix)
+    if caps.pids_cgroup:
+        processes = Guard("process cap", True, f"pids.max={limits.max_procs} in {caps.pids_how}")
+    elif not caps.root:
+        processes = Guard("process cap", True, f"RLIMIT_NPROC={limits.max_procs} (a non-root user)")
+    else:
+        processes = Guard("process cap", False, f"running as root (RLIMIT_NPROC does not bind it) and {caps.pids_how}",
+                          _cgroup_command("pids"))
+    if caps.memory_cgroup:
+        memory = Guard("memory cap", True, f"{limits.memory} bytes in {caps.memory_how}")
+    elif not gpu:
+        memory = Guard("memory cap", True, f"RLIMIT_AS={limits.memory} ({caps.memory_how})")
+    else:
+        memory = Guard("memory cap", False, f"GPU runs: RLIMIT_AS breaks CUDA and {caps.memory_how}",
+                       _cgroup_command("memory"))
+    return (network, filesystem, environment, processes, memory,
+            Guard("time limit", True, f"killed after {limits.timeout:g} s of wall time (and RLIMIT_CPU)"),
+            Guard("output cap", True, f"killed past {limits.output} bytes of stdout + stderr"))
+
+
+def refusal(missing: tuple[Guard, ...]) -> str:
+    """The one line a command prints when it will not run report code here."""
+    by_fix: dict[str, list[str]] = {}
+    for guard in missing:
+        by_fix.setdefault(guard.provide, []).append(guard.name)
+    if len(by_fix) == 1:
+        provides = f"`{missing[0].provide}` provides {'it' if len(missing) == 1 else 'them'}"
+    else:
+        provides = "; ".join(f"`{fix}` provides {', '.join(names)}" for fix, names in by_fix.items())
+    return (f"refusing to run report code: missing {', '.join(g.name for g in missing)} ({missing[0].how}); "
+            f"{provides} (or pass {UNCONFINED_FLAG} to run it anyway, unconfined)")
+
+
+def check_confinement(settings: Settings, limits: Limits | None = None, gpu: bool = False,
+                      unconfined: bool = False, caps: Capabilities | None = None) -> Capabilities:
+    """Raise ConfinementError (before any work) where report code could not run confined, unless `unconfined`."""
+    caps = caps or probe(settings)
+    missing = tuple(g for g in guards(caps, limits or Limits(), gpu) if not g.held)
+    if missing and not unconfined:
+        raise ConfinementError(refusal(missing))
+    return caps
 
 
 def _tail(head: bytearray, data: bytearray) -> str:
@@ -228,51 +262,33 @@ def _tail(head: bytearray, data: bytearray) -> str:
 
 
 class Sandbox:
-    """Runs the harness on a snippet, contained. One instance can run many snippets."""
+    """Runs the harness (or any command) on a snippet, confined; refuses where it cannot be. Runs many snippets."""
 
     def __init__(self, settings: Settings, limits: Limits | None = None, allow_network: bool = False,
-                 caps: Capabilities | None = None) -> None:
+                 caps: Capabilities | None = None, unconfined: bool = False) -> None:
         self.settings = settings
         self.limits = limits or Limits()
         self.allow_network = allow_network
-        self.caps = caps or probe(settings)
-        if not self.allow_network and not (self.caps.bwrap or self.caps.unshare):
-            raise SandboxError(
-                "no way to cut the network here (" + "; ".join(self.caps.why or ("unshare --net failed",))
-                + "; unshare --net failed): refusing to run untrusted code; pass --allow-network to run anyway"
-            )
+        self.unconfined = unconfined
+        self.caps = check_confinement(settings, self.limits, unconfined=unconfined, caps=caps)
+
+    def guards(self, gpu: bool = False) -> tuple[Guard, ...]:
+        return guards(self.caps, self.limits, gpu, self.allow_network)
 
     def describe(self, gpu: bool = False) -> Containment:
-        caps, degraded = self.caps, []
-        if self.allow_network:
-            network = "allowed (--allow-network)"
-            degraded.append("network allowed by the user")
-        elif caps.bwrap:
-            network = "none (bubblewrap --unshare-all)"
-        else:
-            network = "none (unshare --net)"
-            if caps.unshare and "--pid" not in caps.unshare:
-                degraded.append("no PID namespace: the snippet can see and signal other processes")
-        if caps.bwrap:
-            filesystem = "read-only system, writable scratch (bubblewrap)"
-        else:
-            filesystem = "writable: bubblewrap unavailable, the snippet can write wherever its user can"
-            degraded.append("filesystem not read-only (no bubblewrap)")
-        if caps.pids_cgroup:
-            processes = f"pids cgroup, pids.max={self.limits.max_procs}"
-        elif not caps.root:
-            processes = f"RLIMIT_NPROC={self.limits.max_procs} (non-root user)"
-        else:
-            processes = "NOT capped: running as root (RLIMIT_NPROC does not bind) and no writable pids cgroup"
-            degraded.append("process count not capped")
-        if not gpu:
-            memory = f"RLIMIT_AS={self.limits.memory}"
-        elif caps.memory_cgroup:
-            memory = f"memory cgroup limit {self.limits.memory} (RLIMIT_AS breaks CUDA)"
-        else:
-            memory = "NOT capped on GPU runs: RLIMIT_AS breaks CUDA and no writable memory cgroup"
-            degraded.append("memory not capped on the GPU run")
-        return Containment(network, filesystem, processes, memory, tuple(degraded))
+        by = {g.name: g for g in self.guards(gpu)}
+        missing = [g for g in by.values() if not g.held]
+        degraded = [f"{g.name} MISSING: {g.how}" for g in missing]
+        if self.allow_network and self.caps.backend:
+            degraded.insert(0, "network allowed by the user (--allow-network)")
+
+        def said(name: str) -> str:
+            g = by[name]
+            return g.how if g.held else f"NONE: {g.how}"
+
+        return Containment(said("no network"), said("read-only filesystem"), said("process cap"), said("memory cap"),
+                           tuple(degraded), said("hidden environment"), self.caps.backend or "none",
+                           bool(missing) and self.unconfined)
 
     # -- the run ----------------------------------------------------------------------------------
 
@@ -292,54 +308,64 @@ class Sandbox:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def _visible_paths(self, ro_paths: tuple[Path, ...]) -> list[str]:
+        """Paths under a fresh tmpfs mount (/tmp, /dev/shm) to bind back read-only: an environment there, and
+        sftl's own interpreter and package (the fuzz worker and the NaN-search runner import them), as in a
+        checkout or CI clone under /tmp."""
+        own = (Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parent.parent)
+        return [str(path) for path in sorted({p.absolute() for p in (*ro_paths, *own)})
+                if any(path == Path(t) or Path(t) in path.parents for t in ("/tmp", "/dev/shm"))]
+
+    def _gpu_nodes(self) -> list[str]:
+        return [str(node) for node in sorted(Path("/dev").glob("nvidia*"))]
+
     def _wrap(self, argv: list[str], scratch: Path, gpu: bool, ro_paths: tuple[Path, ...] = ()) -> list[str]:
         caps = self.caps
+        home = self.settings.base_env.get("HOME") or "/root"
         if caps.bwrap:
             cmd = [caps.bwrap, "--unshare-all"]
             if self.allow_network:
                 cmd.append("--share-net")
-            cmd += ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                    ]
+            cmd += ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
             for mount in ("/tmp", "/dev/shm"):  # RAM-backed: capped, or a snippet could fill memory there
                 cmd += (["--size", str(FILE_LIMIT)] if caps.tmpfs_size else []) + ["--tmpfs", mount]
             if gpu:  # the GPU's device nodes, which --dev /dev does not carry
-                for node in sorted(Path("/dev").glob("nvidia*")):
-                    cmd += ["--dev-bind", str(node), str(node)]
-            home = Path(self.settings.base_env.get("HOME") or "/root")
-            for rel in _SECRET_PATHS:
-                p = home / rel
+                for node in self._gpu_nodes():
+                    cmd += ["--dev-bind", node, node]
+            for rel in SECRET_PATHS:
+                p = Path(home) / rel
                 if p.is_dir():
                     cmd += ["--tmpfs", str(p)]
                 elif p.exists():
                     cmd += ["--ro-bind", "/dev/null", str(p)]
-            # sftl's own interpreter and package (the fuzz worker and the NaN-search runner import them) must stay visible too
-            # when they live under a fresh tmpfs mount, as in a checkout or CI clone under /tmp
-            own = (Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parent.parent)
-            for path in sorted({p.absolute() for p in (*ro_paths, *own)}):
-                if any(path == Path(t) or Path(t) in path.parents for t in ("/tmp", "/dev/shm")):
-                    cmd += ["--ro-bind", str(path), str(path)]
+            for path in self._visible_paths(ro_paths):
+                cmd += ["--ro-bind", path, path]
             cmd += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch), "--"]
             return cmd + argv
-        if caps.unshare and not self.allow_network:
-            return [*caps.unshare, "--"] + argv
-        return argv
+        if caps.unshare:
+            prefix = [a for a in caps.unshare if not (self.allow_network and a == "--net")]
+            spec = {"scratch": str(scratch), "cwd": str(scratch), "home": home, "secrets": list(SECRET_PATHS),
+                    "tmpfs_size": FILE_LIMIT, "devices": self._gpu_nodes() if gpu else [],
+                    "read_only": self._visible_paths(ro_paths), "share_net": self.allow_network}
+            return [*prefix, "--", *_confine_argv(spec), "--", *argv]
+        return argv  # only with --unconfined: check_confinement refused otherwise
 
     def run(self, argv: list[str], scratch: Path, gpu: bool = False, ro_paths: tuple[Path, ...] = ()) -> SandboxResult:
         limits = self.limits
+        if gpu:  # a GPU run needs a memory cgroup (RLIMIT_AS breaks CUDA): refused where there is none
+            check_confinement(self.settings, limits, gpu=True, unconfined=self.unconfined, caps=self.caps)
         containment = self.describe(gpu)
         notes: list[str] = []
-        pids_cg = mem_cg = None
-        if self.caps.pids_cgroup:
-            try:
-                pids_cg = _Cgroup("pids", {"pids.max": str(limits.max_procs)})
-            except OSError as exc:
-                notes.append(f"pids cgroup unavailable: {exc}")
-        if gpu and self.caps.memory_cgroup:
-            try:
-                mem_cg = _Cgroup("memory", {"memory.limit_in_bytes": str(limits.memory)})
-            except OSError as exc:
-                notes.append(f"memory cgroup unavailable: {exc}")
-        procs_files = [cg.path / "cgroup.procs" for cg in (pids_cg, mem_cg) if cg is not None]
+        pids_cg = self._cgroup(find_parent("pids"), limits.max_procs, notes) if self.caps.pids_cgroup else None
+        mem_cg = self._cgroup(find_parent("memory"), limits.memory, notes) if self.caps.memory_cgroup else None
+        if (pids_cg is None and self.caps.pids_cgroup) or (mem_cg is None and self.caps.memory_cgroup and gpu):
+            for cg in (pids_cg, mem_cg):
+                if cg is not None:
+                    cg.remove()
+            if not self.unconfined:
+                raise SandboxError(f"cannot set the run's cgroup up: {'; '.join(notes)}")
+        procs_files = [cg.procs_file for cg in (pids_cg, mem_cg) if cg is not None]
+        address_cap = mem_cg is None and not gpu  # RLIMIT_AS only where no cgroup caps memory: it breaks CUDA builds
 
         def in_child() -> None:  # runs between fork and exec: join the cgroups, set the rlimits
             for f in procs_files:
@@ -350,7 +376,7 @@ class Sandbox:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
             resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
-            if not gpu:
+            if address_cap:
                 resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
 
         env = self.settings.child_env({
@@ -406,7 +432,7 @@ class Sandbox:
                         break
                 if limit:
                     break
-                if pids_cg is not None and _events_max(pids_cg.read("pids.events")) > 0:
+                if pids_cg is not None and pids_cg.hit():
                     limit = "processes"  # a fork bomb: killed at the cap, not left to spin until the timeout
                     break
             if limit is None:
@@ -426,17 +452,24 @@ class Sandbox:
             for cg in (pids_cg, mem_cg):
                 if cg is not None:
                     left = max(left, cg.kill_all())
-            pids_hit = pids_cg is not None and _events_max(pids_cg.read("pids.events")) > 0
-            mem_hit = mem_cg is not None and _int(mem_cg.read("memory.failcnt")) > 0
+            pids_hit = pids_cg is not None and pids_cg.hit()
+            mem_hit = mem_cg is not None and mem_cg.hit()
             for cg in (pids_cg, mem_cg):
                 if cg is not None:
                     cg.remove()
             proc.stdout.close()
             proc.stderr.close()
         seconds = time.monotonic() - started
-        if limit is None and proc.returncode == -signal.SIGXCPU:
+        stderr = _tail(heads[id(err)], err)
+        if cmd is not argv and proc.returncode == CONFINE_FAILED and "sftl-confine:" in stderr:
+            line = next(ln for ln in stderr.splitlines() if "sftl-confine:" in ln)
+            raise SandboxError(f"the sandbox could not be set up: {line.split('sftl-confine:', 1)[1].strip()}")
+        returncode = proc.returncode
+        if cmd is not argv and returncode is not None and 128 < returncode < 128 + signal.NSIG:
+            returncode = 128 - returncode  # both wrappers report a signal death as 128 + N, as a shell does
+        if limit is None and returncode == -signal.SIGXCPU:
             limit = "cpu"
-        if limit is None and mem_hit and proc.returncode not in (0, None):
+        if limit is None and mem_hit and returncode not in (0, None):
             limit = "memory"
         if pids_hit:
             notes.append(f"the snippet hit the process cap ({limits.max_procs})")
@@ -450,21 +483,14 @@ class Sandbox:
                 notes.append("the harness's result could not be read")
         if pids_hit and limit in (None, "timeout"):
             limit = "processes"
-        return SandboxResult(proc.returncode, _tail(heads[id(out)], out), _tail(heads[id(err)], err), seconds, limit, result, containment, left,
+        return SandboxResult(returncode, _tail(heads[id(out)], out), stderr, seconds, limit, result, containment, left,
                              total, tuple(notes),
                              tuple(str(cg.path) for cg in (pids_cg, mem_cg) if cg is not None))
 
-
-def _int(text: str) -> int:
-    try:
-        return int(text.strip() or 0)
-    except ValueError:
-        return 0
-
-
-def _events_max(text: str) -> int:
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == "max":
-            return _int(parts[1])
-    return 0
+    @staticmethod
+    def _cgroup(parent: Parent, limit: int, notes: list[str]) -> RunCgroup | None:
+        try:
+            return RunCgroup(parent, limit)
+        except OSError as exc:
+            notes.append(f"{parent.controller} cgroup unavailable: {exc}")
+            return None

@@ -27,6 +27,8 @@ ORDER = [
     "sftl.sources",
     "sftl.envs",
     "sftl._harness",
+    "sftl._confine",
+    "sftl.cgroups",
     "sftl.sandbox",
     "sftl.replay",
     "sftl.history",

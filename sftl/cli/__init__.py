@@ -44,6 +44,7 @@ COMMAND_MODULES = (
     "nansearch",
     "triage",
     "history",
+    "doctor",
 )
 
 
@@ -207,6 +208,28 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="use only the store and the on-disk cache; never touch the network",
     )
+
+
+UNCONFINED_HELP = ("run report code even where this machine cannot confine it (DANGEROUS: a hostile snippet may "
+                   "then write your files, read your tokens, reach the network); said on stderr and recorded in "
+                   "the stored replay")
+
+
+def add_unconfined(parser: argparse.ArgumentParser) -> None:
+    """The explicit, loud opt-in to run report code where `sftl doctor` says a guard is missing."""
+    parser.add_argument("--unconfined", action="store_true", help=UNCONFINED_HELP)
+
+
+def require_confinement(ctx: Context, unconfined: bool, gpu: bool = False, limits: Any = None) -> None:
+    """Before any work: refuse (ConfinementError, exit 7) where report code cannot run confined; with
+    --unconfined, say loudly on stderr what is missing instead."""
+    from sftl.sandbox import Limits, check_confinement, guards
+
+    limits = limits or Limits()
+    caps = check_confinement(ctx.settings, limits, gpu=gpu, unconfined=unconfined)
+    missing = [g.name for g in guards(caps, limits, gpu) if not g.held]
+    if missing:
+        ctx.err.write(f"sftl: WARNING: --unconfined: running report code WITHOUT {', '.join(missing)}\n")
 
 
 class _Parser(argparse.ArgumentParser):

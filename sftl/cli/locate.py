@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from sftl.cli import EXIT_NO_RESULT, EXIT_OK, Context, add_common, check_source_root, positive_int
+from sftl.cli import (
+    EXIT_NO_RESULT,
+    EXIT_OK,
+    Context,
+    add_common,
+    add_unconfined,
+    check_source_root,
+    positive_int,
+    require_confinement,
+)
 
 if TYPE_CHECKING:
     from sftl.model import Report
@@ -31,7 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the documented JSON object")
     out.add_argument("--format", choices=("text", "markdown"), default="text", help="output for people (default text)")
-    p.add_argument("--replay", action="store_true", help="also replay the snippet (when the replay stage is available)")
+    p.add_argument("--replay", action="store_true",
+                   help="also replay the snippet, confined (exit 7 where this machine cannot confine it: `sftl doctor`)")
+    add_unconfined(p)
     p.add_argument("--rescreen", action="store_true", help="screen again even when a screening is stored")
     p.add_argument("--no-history", dest="history", action="store_false",
                    help="leave out the history prior (files that similar earlier fixes changed; `sftl history import`)")
@@ -47,6 +58,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     if args.source_root is not None:  # a typo or a wrong folder is bad input (exit 2), not a "skipped" localization
         check_source_root(args.source_root)
+    if args.unconfined and not args.replay:
+        from sftl.errors import InputError
+
+        raise InputError("--unconfined is for --replay (nothing else runs report code)")
+    if args.replay:
+        from sftl.replay import has_cuda_device
+
+        require_confinement(ctx, args.unconfined, gpu=has_cuda_device())
     with Store(ctx.settings.db_path) as store:
         issue = load_issue(args.target, ctx.settings, store)
         report = locate(
@@ -60,6 +79,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             replay=args.replay,
             rescreen=args.rescreen,
             history=args.history,
+            unconfined=args.unconfined,
         )
     payload = report_json(report)
     if args.json:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from sftl.cli import add_common
+from sftl.cli import add_common, add_unconfined, require_confinement
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--no-baseline", action="store_true", help="skip the random-search baseline")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--allow-network", action="store_true",
-                   help="run even where the sandbox cannot cut the network (no bubblewrap / unshare)")
+    p.add_argument("--allow-network", action="store_true", help="let the script reach the network (still confined otherwise)")
+    add_unconfined(p)
     add_common(p)
     p.set_defaults(handler=run_nan_search)
 
@@ -42,9 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
     from sftl.nansearch.search import search_script
 
+    if not Path(args.script).is_file():  # bad input (exit 2) before a machine that cannot confine it (7)
+        from sftl.errors import InputError
+
+        raise InputError(f"no such script: {args.script}")
+    require_confinement(ctx, args.unconfined)
     result = search_script(Path(args.script), ctx.settings, entry=args.entry, budget=args.budget,
                            seed=args.seed, baseline=not args.no_baseline, params=args.params,
-                           allow_network=args.allow_network, soft=args.soft)
+                           allow_network=args.allow_network, soft=args.soft, unconfined=args.unconfined)
     if args.json:
         ctx.print_json(result.to_json())
         return 0

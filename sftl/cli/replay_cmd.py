@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sftl.cli import EXIT_ERROR, EXIT_NO_RESULT, EXIT_OK, Context, add_common
+from sftl.cli import (
+    EXIT_ERROR,
+    EXIT_NO_RESULT,
+    EXIT_OK,
+    Context,
+    add_common,
+    add_unconfined,
+    require_confinement,
+)
 
 _TARGET_HELP = "issue URL, OWNER/REPO#N, or a GitHub issue JSON file (or use --snippet)"
 EXIT_ENV = 6
@@ -22,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Replay an issue's snippet (or --snippet FILE) in an environment matching the report's "
         "version, inside the sandbox (no network, read-only system, limits), on CPU with CUDA hidden and on "
         "the GPU when there is one. Exit 0 when the replay answered, 8 when it could not (no environment, "
-        "no snippet, no device), 7 when no sandbox can be set up.",
+        "no snippet, no device), 7 when this machine cannot confine it (`sftl doctor` says why; --unconfined "
+        "runs it anyway).",
     )
     p.add_argument("target", metavar="TARGET", nargs="?", help=_TARGET_HELP)
     _snippet_args(p)
@@ -89,7 +98,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", default="4G", metavar="SIZE", help="memory limit per run (default 4G)")
     p.add_argument("--max-procs", type=int, default=256, metavar="N", help="process cap per run (default 256)")
     p.add_argument("--max-output", default="10M", metavar="SIZE", help="stdout+stderr cap per run (default 10M)")
-    p.add_argument("--allow-network", action="store_true", help="run even where the network cannot be cut off")
+    p.add_argument("--allow-network", action="store_true", help="let the snippet reach the network (still confined otherwise)")
+    add_unconfined(p)
     p.add_argument("--build", action="store_true", help="build a missing environment (venv/conda) before replaying")
     p.add_argument("--no-cache", action="store_true", help="run again even when a stored result exists")
 
@@ -115,6 +125,14 @@ def _limits(args: argparse.Namespace) -> Any:
     if output >= 2**62:
         raise InputError(f"--max-output {args.max_output}: too large")
     return Limits(timeout=args.timeout, memory=memory, max_procs=args.max_procs, output=output)
+
+
+def _confined_or_refuse(args: argparse.Namespace, ctx: Context) -> None:
+    """Refuse before any work where the snippet could not run confined (a GPU run needs a memory cgroup)."""
+    from sftl.replay import has_cuda_device
+
+    gpu = args.device in ("gpu", "both") and has_cuda_device()
+    require_confinement(ctx, args.unconfined, gpu=gpu, limits=_limits(args))
 
 
 def _check_version(text: str | None) -> None:
@@ -188,10 +206,12 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
 
     with Store(ctx.settings.db_path) as store:
         code, framework, version, expected, issue = _inputs(args, ctx, store)
+        _confined_or_refuse(args, ctx)  # bad input first (exit 2), then a machine that cannot confine it (7)
         replay = replay_snippet(
             code, framework, version, ctx.settings, device=args.device, env=args.env, expected=expected,
             limits=_limits(args), allow_network=args.allow_network, store=store, use_cache=not args.no_cache,
             build=args.build, repo=issue.repo if issue else None, number=issue.number if issue else None,
+            unconfined=args.unconfined,
         )
     nan = _nan_search(args, ctx, code, framework) if args.nan_search else None
     if args.json:
@@ -216,7 +236,8 @@ def _nan_search(args: argparse.Namespace, ctx: Context, code: str, framework: st
     if framework not in (None, "pytorch"):
         return {"found": False, "reason": "whole-script NaN/INF search supports PyTorch snippets only"}
     try:
-        result = search_snippet(code, ctx.settings, budget=args.nan_budget, allow_network=args.allow_network)
+        result = search_snippet(code, ctx.settings, budget=args.nan_budget, allow_network=args.allow_network,
+                                unconfined=args.unconfined)
     except SftlError as exc:
         return {"found": False, "reason": str(exc)}
     return dict(result.to_json(), reason=result.reason)
@@ -266,6 +287,7 @@ def cmd_bisect(args: argparse.Namespace, ctx: Context) -> int:
 
     with Store(ctx.settings.db_path) as store:
         code, framework, _version, expected, issue = _inputs(args, ctx, store)
+        _confined_or_refuse(args, ctx)
         if not code.strip():
             raise NoResultError(f"{issue.key if issue else 'the report'} has no snippet to replay, so there is nothing to "
                            "bisect (give one with --snippet FILE.py)")
@@ -274,7 +296,7 @@ def cmd_bisect(args: argparse.Namespace, ctx: Context) -> int:
         result = bisect(
             code, framework, expand_versions(framework, args.versions), ctx.settings, device=args.device,
             env=args.env, expected=expected, limits=_limits(args), allow_network=args.allow_network, store=store,
-            use_cache=not args.no_cache, build=args.build,
+            use_cache=not args.no_cache, build=args.build, unconfined=args.unconfined,
             repo=issue.repo if issue else None, number=issue.number if issue else None,
         )
     if args.json:

@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--since", help="only issues updated since this date (YYYY-MM-DD or ISO 8601)")
     p.add_argument("--state", default="open", choices=["open", "closed", "all"])
     p.add_argument("--limit", type=int, help="at most this many issues")
-    p.add_argument("--replay", action="store_true", help="also replay each snippet in the sandbox")
+    p.add_argument("--replay", action="store_true",
+                   help="also replay each snippet, confined; refused (exit 7) where this machine cannot confine it "
+                        "(`sftl doctor`): a backlog's code is never run unconfined")
     p.add_argument("--method", default="sftl", choices=["sftl", "paper", "vsm", "bert"], help="localization method (default sftl)")
     p.add_argument("--source-root", help="framework source tree to localize against")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
@@ -64,6 +66,11 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
         check_source_root(args.source_root)
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"--out {args.out} is a file, not a report directory")
+    if args.replay:  # before any crawl: strangers' code runs confined or not at all
+        from sftl.cli import require_confinement
+        from sftl.replay import has_cuda_device
+
+        require_confinement(ctx, unconfined=False, gpu=has_cuda_device())
     settings = ctx.settings
     with Store(settings.db_path) as store:
         if not settings.offline:

@@ -100,6 +100,7 @@ def search_script(
     probes: bool = True,
     reference: bool = False,
     soft: bool = False,
+    unconfined: bool = False,
 ) -> NanSearchResult:
     """Search SCRIPT for inputs that make an unsafe operation produce NaN/INF (raises InputError on a bad script).
 
@@ -119,7 +120,8 @@ def search_script(
     if budget <= 0:
         raise InputError(f"--budget must be positive, not {budget:g}")
     timeout = budget * (1 + baseline + reference) + STARTUP_ALLOWANCE + (repeats - 1) * 0.75
-    sandbox = Sandbox(settings, Limits(timeout=timeout, memory=MEMORY_LIMIT), allow_network=allow_network)
+    sandbox = Sandbox(settings, Limits(timeout=timeout, memory=MEMORY_LIMIT), allow_network=allow_network,
+                      unconfined=unconfined)
     scratch = Path(tempfile.mkdtemp(prefix="sftl-nan-"))
     try:
         (scratch / "home").mkdir()
@@ -148,13 +150,13 @@ def search_script(
 
 
 def search_snippet(code: str, settings: Settings, budget: float = 20.0, *, seed: int = 0,
-                   baseline: bool = True, allow_network: bool = False) -> NanSearchResult:
+                   baseline: bool = True, allow_network: bool = False, unconfined: bool = False) -> NanSearchResult:
     """Whole-script search of an issue's snippet (for `sftl replay TARGET --nan-search`)."""
     with tempfile.TemporaryDirectory(prefix="sftl-nan-") as tmp:
         path = Path(tmp) / "snippet.py"
         path.write_text(code, encoding="utf-8")
         return search_script(path, settings, budget=budget, seed=seed, baseline=baseline,
-                             allow_network=allow_network)
+                             allow_network=allow_network, unconfined=unconfined)
 
 
 def _parse(stdout: str) -> dict[str, Any] | None:
