@@ -35,6 +35,9 @@ SECRET_PATHS = (".ssh", ".netrc", ".git-credentials", ".config/gh", ".config/git
 # processes, network, IPC, host name and cgroup view; --kill-child ends it all when sftl dies
 UNSHARE_ARGS = ("--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts",
                 "--cgroup")
+# bubblewrap run by root keeps every capability unless told otherwise: the snippet could remount / writable.
+# A user namespace and no capabilities at all make its root powerless outside the sandbox's own namespaces.
+BWRAP_ARGS = ("--unshare-all", "--unshare-user", "--cap-drop", "ALL", "--die-with-parent")
 UNCONFINED_FLAG = "--unconfined"
 
 
@@ -135,8 +138,7 @@ def probe(settings: Settings) -> Capabilities:
     bwrap = shutil.which("bwrap", path=path)
     sized = False
     if bwrap:
-        ok, err = _works([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
-                          "--proc", "/proc", "true"], env)
+        ok, err = _works([bwrap, *BWRAP_ARGS, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"], env)
         if not ok:
             why.append(f"bubblewrap cannot create namespaces here ({err})")
             bwrap = None
@@ -323,10 +325,10 @@ class Sandbox:
         caps = self.caps
         home = self.settings.base_env.get("HOME") or "/root"
         if caps.bwrap:
-            cmd = [caps.bwrap, "--unshare-all"]
+            cmd = [caps.bwrap, *BWRAP_ARGS]
             if self.allow_network:
                 cmd.append("--share-net")
-            cmd += ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            cmd += ["--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
             for mount in ("/tmp", "/dev/shm"):  # RAM-backed: capped, or a snippet could fill memory there
                 cmd += (["--size", str(FILE_LIMIT)] if caps.tmpfs_size else []) + ["--tmpfs", mount]
             if gpu:  # the GPU's device nodes, which --dev /dev does not carry

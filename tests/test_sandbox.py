@@ -1,23 +1,33 @@
-"""The sandbox with real hostile snippets: each prints a marker first, so 'contained' is never 'never ran'."""
+"""The sandbox against real hostile snippets, on every backend this machine gives (bubblewrap, user namespaces).
+
+Each snippet first prints a marker, so "contained" is never "never ran", and leaves a detached
+process behind it, so "no process left" is checked on every run. Nothing is mocked: real child
+processes, a real loopback listener, real cgroups.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import socket
+import subprocess
 import sys
-import threading
-import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sftl.config import load_settings
-from sftl.errors import SandboxError
-from sftl.sandbox import Capabilities, Limits, Sandbox, parse_size, probe
+from sftl.errors import ConfinementError
+from sftl.sandbox import Capabilities, Limits, Sandbox, check_confinement, guards, parse_size, probe
+from sftl.store import Store
 
 MARK = "MARK-snippet-started"
 TOKEN = "ghp_" + "S3cr3t" * 6
 PY = Path(sys.executable)
+BACKENDS = ("bubblewrap", "unshare")
+LIMITS = Limits(timeout=20, memory=1 << 30, max_procs=64, output=2_000_000)
 
 
 @pytest.fixture(scope="module")
@@ -27,126 +37,36 @@ def settings():
 
 
 @pytest.fixture(scope="module")
-def box(settings):
-    caps = probe(settings)
-    if not (caps.bwrap or caps.unshare):
-        pytest.skip("neither bubblewrap nor unshare --net works here: the sandbox refuses (tested below)")
-    return Sandbox(settings, Limits(timeout=6, memory=2 << 30, max_procs=64, output=2_000_000), caps=caps)
+def machine(settings) -> Capabilities:
+    return probe(settings)
 
 
-def _run(box: Sandbox, code: str):
-    res = box.run_harness(PY, f"print({MARK!r}, flush=True)\n" + code, ["--framework", "none"])
-    assert MARK in res.stdout, f"the snippet never ran: {res}"
-    assert res.left_running == 0
-    return res
+def only(caps: Capabilities, backend: str) -> Capabilities:
+    """This machine's capabilities with one backend alone, or a skip saying why it is not here."""
+    if backend == "bubblewrap":
+        if not caps.bwrap:
+            pytest.skip(f"bubblewrap is not available here: {'; '.join(caps.why)}")
+        return caps
+    if not caps.unshare:
+        pytest.skip(f"user namespaces (unshare) do not work here: {'; '.join(caps.why)}")
+    return replace(caps, bwrap=None)
 
 
-def test_a_plain_snippet_runs_and_reports(box) -> None:
-    res = _run(box, "import sys\nprint(sys.version_info[:2])\nraise KeyError('k')")
-    assert res.limit is None and res.result["status"] == "error"
-    assert (res.result["exception"], res.result["message"]) == ("KeyError", "'k'")
-    assert res.result["frames"][-1]["line"] == 4 and res.result["frames"][-1]["path"].endswith("snippet.py")
-    assert MARK in res.result["stdout_tail"] and res.result["seconds"] >= 0 and res.result["device"]["requested"] == "cpu"
+@pytest.fixture(scope="module", params=BACKENDS)
+def box(request, settings, machine) -> Sandbox:
+    caps = only(machine, request.param)
+    missing = [g for g in guards(caps, LIMITS) if not g.held]
+    if missing:
+        pytest.skip(f"{request.param}: this machine cannot give {', '.join(g.name for g in missing)}")
+    return Sandbox(settings, LIMITS, caps=caps)
 
 
-def test_no_network_even_to_a_local_server(box) -> None:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(5)
-    port = server.getsockname()[1]
-    accepted: list[object] = []
-
-    def accept() -> None:
-        try:
-            accepted.append(server.accept())
-        except OSError:
-            pass
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3).sendall(b'leak')\nprint('CONNECTED')"
-    res = _run(box, code)
-    assert "CONNECTED" not in res.stdout and res.result["exception"] in ("ConnectionRefusedError", "OSError", "TimeoutError")
-    # the same snippet does connect when the network is allowed: the test can fail
-    if box.caps.bwrap:
-        open_box = Sandbox(box.settings, box.limits, allow_network=True, caps=box.caps)
-        res = _run(open_box, code)
-        assert "CONNECTED" in res.stdout
-        thread.join(5)
-        assert accepted
-        for conn, _ in accepted:  # type: ignore[misc]
-            conn.close()
-    server.close()
+def _tag() -> str:
+    """A unique `sleep` argument (about nine days): a process carrying it is one a snippet left behind."""
+    return f"7{uuid.uuid4().int % 10**5:05d}.{uuid.uuid4().int % 10**6:06d}"
 
 
-def test_secrets_never_reach_the_snippet(box) -> None:
-    code = (
-        "import os, glob\n"
-        "print(sorted(os.environ))\n"
-        "print('TOKEN=' + str(os.environ.get('GITHUB_TOKEN')))\n"
-        "for p in glob.glob('/proc/*/environ'):\n"
-        "    try:\n"
-        "        data = open(p, 'rb').read()\n"
-        "    except OSError:\n"
-        "        continue\n"
-        f"    if b'{TOKEN}' in data: print('LEAK', p)\n"
-        "print('HOME=' + os.environ['HOME'])\n"
-    )
-    res = _run(box, code)
-    assert "TOKEN=None" in res.stdout and TOKEN not in res.stdout and "LEAK" not in res.stdout
-    assert "aws-secret-value" not in res.stdout and "AWS_SECRET_ACCESS_KEY" not in res.stdout
-    assert "HOME=/tmp/sftl-run-" in res.stdout or "/sftl-run-" in res.stdout
-
-
-def test_fork_bomb_is_capped_and_nothing_is_left(box) -> None:
-    if box.caps.root and not box.caps.pids_cgroup:
-        pytest.skip("root without a writable pids cgroup: RLIMIT_NPROC does not bind root, nothing caps a fork bomb")
-    code = "import os\nwhile True:\n    os.fork()\n"
-    started = time.monotonic()
-    res = _run(box, code)
-    assert res.limit == "processes"
-    assert time.monotonic() - started < box.limits.timeout  # killed at the cap, not at the timeout
-    assert res.cgroups and not any(Path(p).exists() for p in res.cgroups)  # the run's cgroup is gone
-
-
-def test_allocating_50_gb_fails_inside(box) -> None:
-    res = _run(box, "x = bytearray(50 * 1024 ** 3)\nprint('ALLOCATED')")
-    assert "ALLOCATED" not in res.stdout
-    assert res.result["exception"] == "MemoryError"
-
-
-def test_infinite_loop_is_killed_at_the_timeout(box) -> None:
-    quick = Sandbox(box.settings, Limits(timeout=2), caps=box.caps)
-    res = _run(quick, "while True:\n    pass\n")
-    assert res.limit == "timeout" and 2 <= res.seconds < 2 + 3
-
-
-def test_writing_outside_scratch_fails(box) -> None:
-    target = Path.home() / f".sftl-sandbox-test-{uuid.uuid4().hex}"
-    code = f"open({str(target)!r}, 'w').write('x')\nprint('WROTE')\nopen('inside.txt', 'w').write('ok')"
-    res = _run(box, code)
-    if not box.caps.bwrap:
-        target.unlink(missing_ok=True)
-        pytest.skip("bubblewrap unavailable: the system is not read-only here (stated as degraded)")
-    assert not target.exists() and "WROTE" not in res.stdout
-    assert res.result["exception"] in ("OSError", "PermissionError") and "Read-only" in res.result["message"]
-
-
-def test_printing_a_gigabyte_is_cut_at_the_output_cap(box) -> None:
-    started = time.monotonic()
-    res = _run(box, "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n")
-    assert res.limit == "output" and res.output_bytes < box.limits.output + (1 << 21)
-    assert time.monotonic() - started < box.limits.timeout
-    assert "[... output cut ...]" in res.stdout
-
-
-def test_detached_background_processes_do_not_survive(box) -> None:
-    tag = f"{int(time.time() * 1000) % 100000}.{uuid.uuid4().int % 1000:03d}"
-    code = f"import subprocess\nsubprocess.Popen(['sleep', '{tag}'], start_new_session=True)\nprint('SPAWNED')"
-    res = _run(box, code)
-    assert "SPAWNED" in res.stdout
-    time.sleep(0.2)
+def _alive(tag: str) -> list[str]:
     alive = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
@@ -154,7 +74,234 @@ def test_detached_background_processes_do_not_survive(box) -> None:
                 alive.append(cmdline.parent.name)
         except OSError:
             continue
-    assert not alive, f"left running: {alive}"
+    return alive
+
+
+def attack(box: Sandbox, code: str, python: Path = PY):
+    """Run a hostile snippet: it prints the marker, leaves a detached `sleep` behind, then attacks."""
+    tag = _tag()
+    prologue = (f"print({MARK!r}, flush=True)\n"
+                "import subprocess as _sp\n"
+                f"_sp.Popen(['sleep', '{tag}'], start_new_session=True, stdout=_sp.DEVNULL, stderr=_sp.DEVNULL)\n"
+                "print('LEFT-A-SLEEPER', flush=True)\n")
+    res = box.run_harness(python, prologue + code, ["--framework", "none"])
+    assert MARK in res.stdout and "LEFT-A-SLEEPER" in res.stdout, f"the snippet never ran: {res}"
+    assert res.left_running == 0
+    assert not _alive(tag), "a process of the snippet outlived its run"
+    assert res.cgroups and not any(Path(p).exists() for p in res.cgroups)  # the run's cgroups are gone
+    return res
+
+
+# -- the eight attacks ------------------------------------------------------------------------------
+
+
+def test_writes_outside_the_scratch_folder_never_land(box, tmp_path: Path) -> None:
+    home_dir = Path.home() / f".sftl-attack-{uuid.uuid4().hex}"
+    home_dir.mkdir()  # a store outside /tmp, as SFTL_HOME usually is (~/.local/share/sftl)
+    try:
+        with Store(home_dir / "sftl.db"):
+            pass
+        store = home_dir / "sftl.db"
+        victim = tmp_path / "victim.txt"  # an existing file under the host's /tmp
+        victim.write_text("untouched")
+        before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (store, victim)}
+        site = Path(subprocess.run([str(PY), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+        new = [Path.home() / f".sftl-attack-{uuid.uuid4().hex}", Path("/tmp") / f"sftl-attack-{uuid.uuid4().hex}",
+               site / f"sitecustomize_{uuid.uuid4().hex}.py", Path("/etc") / f"sftl-attack-{uuid.uuid4().hex}",
+               home_dir / "planted.txt"]
+        targets = [*new, store, victim]
+        code = (
+            "import os\n"
+            f"for t in {[str(t) for t in targets]!r}:\n"
+            "    try:\n"
+            "        with open(t, 'ab') as fh:\n"
+            "            fh.write(b'pwned')\n"
+            "        print('WROTE', t)\n"
+            "    except OSError as e:\n"
+            "        print('DENIED', t, e.errno)\n"
+            "open('inside.txt', 'w').write('ok')\n"
+            "print('SCRATCH-WRITABLE')\n"
+        )
+        res = attack(box, code)
+        for t in targets:
+            assert f"WROTE {t}" in res.stdout or f"DENIED {t}" in res.stdout, f"{t} was not tried"
+        # the system, the home, the store and the environment: read-only (EROFS)
+        for t in (new[0], new[2], new[3], new[4], store):
+            assert f"DENIED {t} 30" in res.stdout
+        assert "SCRATCH-WRITABLE" in res.stdout
+        assert not [t for t in new if t.exists()], "a file was written outside the scratch folder"
+        assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (store, victim)} == before
+    finally:
+        for path in sorted(home_dir.rglob("*"), reverse=True):
+            path.unlink()
+        home_dir.rmdir()
+
+
+def test_credentials_stay_out_of_reach(box) -> None:
+    # a process of the caller holding the token in its environment, as sftl itself would
+    caller = subprocess.Popen([str(PY), "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                              env={**os.environ, "GITHUB_TOKEN": TOKEN})
+    try:
+        assert TOKEN.encode() in Path(f"/proc/{caller.pid}/environ").read_bytes()  # readable when unconfined
+        code = (
+            "import os, glob\n"
+            "print('ENV', sorted(os.environ))\n"
+            "print('TOKEN=' + str(os.environ.get('GITHUB_TOKEN')))\n"
+            f"paths = ['/proc/1/environ', '/proc/{caller.pid}/environ', '/proc/%d/environ' % os.getppid()]\n"
+            "for p in paths + glob.glob('/proc/*/environ'):\n"
+            "    try:\n"
+            "        data = open(p, 'rb').read()\n"
+            "    except OSError as e:\n"
+            "        print('UNREADABLE', p, e.errno)\n"
+            "        continue\n"
+            f"    if b'{TOKEN}' in data or b'aws-secret-value' in data:\n"
+            "        print('LEAK', p)\n"
+            "print('SCANNED')\n"
+        )
+        res = attack(box, code)
+    finally:
+        caller.stdin.close()  # type: ignore[union-attr]
+        caller.wait()
+    assert "SCANNED" in res.stdout and "TOKEN=None" in res.stdout
+    assert "LEAK" not in res.stdout and TOKEN not in res.stdout + res.stderr
+    assert "aws-secret-value" not in res.stdout and "AWS_SECRET_ACCESS_KEY" not in res.stdout
+
+
+def _listener() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    return server
+
+
+def _connections(server: socket.socket) -> int:
+    """Connections the kernel completed to the listener (its backlog holds them whether or not accepted)."""
+    count = 0
+    while True:
+        try:
+            conn, _ = server.accept()
+        except BlockingIOError:
+            return count
+        conn.close()
+        count += 1
+
+
+def test_no_network_even_to_a_loopback_listener(box) -> None:
+    server = _listener()
+    port = server.getsockname()[1]
+    code = (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=5).sendall(b'leak')\n"
+        "    print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('NO-ROUTE', e.errno)\n"
+    )
+    try:
+        res = attack(box, code)
+        assert "NO-ROUTE" in res.stdout and "CONNECTED" not in res.stdout
+        assert _connections(server) == 0
+        # the same snippet reaches the listener once the network is allowed: the test can fail
+        opened = Sandbox(box.settings, box.limits, allow_network=True, caps=box.caps)
+        res = attack(opened, code)
+        assert "CONNECTED" in res.stdout and _connections(server) == 1
+    finally:
+        server.close()
+
+
+def test_a_fork_bomb_is_stopped_at_the_process_cap(box) -> None:
+    res = attack(box, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
+    assert res.limit == "processes"
+    assert res.seconds < box.limits.timeout  # stopped at the cap, not at the timeout
+
+
+def test_allocating_12_gb_is_stopped_at_the_memory_cap(box) -> None:
+    code = (
+        "chunks = []\n"
+        "for i in range(12 * 16):\n"  # 12 GB in 64 MB steps, every page touched
+        "    chunks.append(bytearray(64 << 20))\n"
+        "    if i % 4 == 3: print('GOT', (i + 1) * 64, 'MB', flush=True)\n"
+        "print('ALLOCATED-12-GB')\n"
+    )
+    res = attack(box, code)
+    assert "ALLOCATED-12-GB" not in res.stdout
+    got = [int(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("GOT ")]
+    assert got and max(got) <= box.limits.memory >> 20  # it ran, and never held more than the cap
+    assert res.limit == "memory" or (res.result or {}).get("exception") == "MemoryError"
+
+
+def test_spinning_forever_is_killed_at_the_timeout(box) -> None:
+    quick = Sandbox(box.settings, replace(box.limits, timeout=2), caps=box.caps)
+    res = attack(quick, "while True:\n    pass\n")
+    assert res.limit == "timeout" and 2 <= res.seconds < 2 + 3
+
+
+def test_flooding_stdout_is_cut_at_the_output_cap(box) -> None:
+    res = attack(box, "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n")
+    assert res.limit == "output" and box.limits.output < res.output_bytes < box.limits.output + (1 << 21)
+    assert res.seconds < box.limits.timeout
+    assert "[... output cut ...]" in res.stdout
+
+
+def test_escapes_fail_and_nothing_outlives_the_run(box) -> None:
+    daemon = _tag()
+    code = (
+        "import ctypes, os, signal\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        # make the system writable again
+        "rc = libc.mount(None, b'/', None, ctypes.c_ulong(32 | 4096), None)\n"  # MS_REMOUNT | MS_BIND, read-write
+        "print('REMOUNT', rc, ctypes.get_errno())\n"
+        "try:\n"
+        "    open('/usr/sftl-attack-after-remount', 'w')\n"
+        "    print('REMOUNTED-WRITABLE')\n"
+        "except OSError as e:\n"
+        "    print('STILL-READ-ONLY', e.errno)\n"
+        # leave the run's cgroups for their parents
+        "for path in ('/sys/fs/cgroup/pids/cgroup.procs', '/sys/fs/cgroup/memory/cgroup.procs', '/sys/fs/cgroup/cgroup.procs'):\n"
+        "    try:\n"
+        "        open(path, 'w').write(str(os.getpid()))\n"
+        "        print('LEFT-CGROUP', path)\n"
+        "    except OSError as e:\n"
+        "        print('STAYED', path, e.errno)\n"
+        # signal the test process (sftl's side)
+        "try:\n"
+        f"    os.kill({os.getpid()}, 0)\n"
+        "    print('SEES-THE-CALLER')\n"
+        "except OSError as e:\n"
+        "    print('CALLER-UNSEEN', e.errno)\n"
+        # a double-forked daemon, the classic way to outlive a parent
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execvp('sleep', ['sleep', '{daemon}'])\n"
+        "    os._exit(0)\n"
+        "print('DAEMONIZED', flush=True)\n"
+    )
+    res = attack(box, code)
+    assert "DAEMONIZED" in res.stdout and "STILL-READ-ONLY" in res.stdout
+    assert "REMOUNTED-WRITABLE" not in res.stdout and not Path("/usr/sftl-attack-after-remount").exists()
+    assert "LEFT-CGROUP" not in res.stdout and "STAYED" in res.stdout
+    assert "SEES-THE-CALLER" not in res.stdout and "CALLER-UNSEEN" in res.stdout
+    assert not _alive(daemon)
+
+
+# -- the rest of the sandbox's contract ------------------------------------------------------------
+
+
+def test_a_plain_snippet_runs_and_reports(box) -> None:
+    res = attack(box, "import sys\nprint(sys.version_info[:2])\nraise KeyError('k')")
+    assert res.limit is None and res.result["status"] == "error"
+    assert (res.result["exception"], res.result["message"]) == ("KeyError", "'k'")
+    assert res.result["frames"][-1]["line"] == 7 and res.result["frames"][-1]["path"].endswith("snippet.py")
+    assert MARK in res.result["stdout_tail"] and res.result["seconds"] >= 0 and res.result["device"]["requested"] == "cpu"
+    assert res.containment.backend in BACKENDS and not res.containment.degraded
+
+
+def test_a_signal_death_reads_as_the_signal(box) -> None:
+    res = attack(box, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert res.returncode == -11 and res.result is None
 
 
 @pytest.mark.skipif(not list((Path.home() / ".pyenv" / "versions").glob("3.6.*")), reason="needs pyenv's Python 3.6")
@@ -168,33 +315,44 @@ def test_the_harness_runs_under_python_3_6(box) -> None:
 
 def test_an_environment_under_tmp_stays_visible(box, tmp_path: Path) -> None:
     """The sandbox mounts a fresh /tmp; an interpreter living under /tmp is bound back read-only."""
-    import subprocess
-
     env = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
-    res = box.run_harness(env / "bin" / "python", f"print({MARK!r})\nimport sys\nprint(sys.prefix)\n", ["--framework", "none"])
+    res = box.run_harness(env / "bin" / "python", f"print({MARK!r})\nimport sys\nprint(sys.prefix)\n",
+                          ["--framework", "none"])
     assert MARK in res.stdout and str(env) in res.stdout and res.result["status"] == "ok"
 
 
-def test_without_bubblewrap_unshare_still_cuts_the_network_and_says_what_degraded(box) -> None:
-    if box.caps.unshare is None:
-        pytest.skip("unshare --net does not work here")
-    caps = Capabilities(bwrap=None, unshare=box.caps.unshare, pids_cgroup=box.caps.pids_cgroup,
-                        memory_cgroup=box.caps.memory_cgroup, root=box.caps.root, why=("bwrap disabled for this test",))
-    fallback = Sandbox(box.settings, box.limits, caps=caps)
-    res = _run(fallback, "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint('CONNECTED')")
-    assert "CONNECTED" not in res.stdout and res.result["status"] == "error"
-    assert res.containment.network == "none (unshare --net)"
-    assert "filesystem not read-only (no bubblewrap)" in res.containment.degraded
+# -- refusal ---------------------------------------------------------------------------------------
 
 
-def test_without_network_isolation_it_refuses_unless_allowed(settings) -> None:
-    caps = Capabilities(bwrap=None, unshare=None, pids_cgroup=False, memory_cgroup=False, root=True,
-                        why=("bubblewrap (bwrap) is not installed",))
-    with pytest.raises(SandboxError, match="--allow-network"):
-        Sandbox(settings, caps=caps)
-    opened = Sandbox(settings, caps=caps, allow_network=True).describe()
-    assert {"network allowed by the user", "filesystem not read-only (no bubblewrap)", "process count not capped"} <= set(opened.degraded)
+def test_without_bubblewrap_or_unshare_it_refuses_and_says_what_provides_them(settings, tmp_path: Path) -> None:
+    bare = load_settings(env={"PATH": str(tmp_path), "HOME": str(Path.home())})  # a PATH holding neither
+    caps = probe(bare)
+    assert caps.backend is None
+    with pytest.raises(ConfinementError) as refused:
+        Sandbox(bare, LIMITS, caps=caps)
+    line = str(refused.value)
+    assert "\n" not in line and "no network, read-only filesystem, hidden environment" in line
+    assert "install bubblewrap" in line and "--unconfined" in line
+    # the opt-in runs it, and says so in every run's record
+    opened = Sandbox(bare, LIMITS, caps=caps, unconfined=True).describe()
+    assert opened.unconfined and opened.backend == "none"
+    assert any(d.startswith("read-only filesystem MISSING") for d in opened.degraded)
+
+
+def test_root_without_a_pids_cgroup_is_refused_with_the_command_that_gives_one(settings, machine) -> None:
+    caps = replace(machine, bwrap=machine.bwrap or None, pids_cgroup=False, root=True,
+                   pids_how="no writable pids cgroup", unshare=machine.unshare or ("unshare",))
+    with pytest.raises(ConfinementError, match=r"missing process cap .*`(echo \+pids|mkdir -p .*pids)"):
+        check_confinement(settings, LIMITS, caps=caps)
+
+
+def test_a_gpu_run_without_a_memory_cgroup_is_refused(settings, machine) -> None:
+    caps = replace(machine, memory_cgroup=False, memory_how="no writable memory cgroup",
+                   unshare=machine.unshare or ("unshare",))
+    assert check_confinement(settings, LIMITS, gpu=False, caps=caps) is caps  # CPU runs: RLIMIT_AS caps them
+    with pytest.raises(ConfinementError, match="missing memory cap"):
+        check_confinement(settings, LIMITS, gpu=True, caps=caps)
 
 
 def test_sizes() -> None:
