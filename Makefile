@@ -7,9 +7,25 @@ EXTRAS ?= torch,tf,browser,conda,bert,plots,ray,dev
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: install test demo lint bench lock readme clean
+.PHONY: install test demo lint bench lock readme clean confinement
 
-install: $(STAMP)
+install: $(STAMP) confinement
+
+# The sandbox that runs report code: bubblewrap from the system's packages (as root with apt; quiet,
+# skipped when bwrap is there). Never fails the install: without it sftl falls back to user namespaces,
+# or refuses to run report code and says why (`sftl doctor`).
+confinement:
+	@command -v bwrap >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing bubblewrap (the sandbox for report code) from the system's packages"; \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1; }; } || \
+	  echo "could not install bubblewrap with apt-get; sftl will use user namespaces where the kernel allows them"; \
+	else \
+	  echo "bubblewrap is not installed: sftl uses user namespaces where the kernel allows them, else refuses to"; \
+	  echo "run report code (see 'sftl doctor'); to install it: sudo apt-get install bubblewrap"; \
+	fi
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
