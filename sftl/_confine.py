@@ -7,10 +7,10 @@ untrusted code. It
 1. binds the whole system read-only into a new root (every mount under `/`, one by one, as
    `bwrap --ro-bind / /` does), with a fresh /proc of the new PID namespace (its /proc/sys
    read-only), a minimal /dev (null, zero, full, random, urandom, tty; the GPU's nodes when
-   asked), fresh size-capped tmpfs on /tmp and /dev/shm, and the caller's credential folders
-   hidden;
+   asked), fresh size-capped tmpfs on /tmp and /dev/shm, and the caller's home hidden under an
+   empty read-only tmpfs (credential files among what is bound back hidden too);
 2. binds the scratch folder writable at its own path, and the read-only paths that lived under
-   /tmp (an environment there) back in;
+   /tmp or the home (an environment there) back in;
 3. pivots into the new root and detaches the old one, so nothing of the writable system stays
    reachable;
 4. forks: the child enters one more user namespace, where it holds no capability over the mounts
@@ -171,26 +171,32 @@ def build_root(spec: dict[str, Any], new: str) -> None:
     remount_read_only(dev)  # the node list is fixed; the devices themselves stay usable
     for point in ("/tmp", "/dev/shm"):  # RAM-backed and capped: a snippet cannot fill memory there
         mount("tmpfs", new + point, "tmpfs", MS_NOSUID | MS_NODEV, ",".join(filter(None, ("mode=1777", opts))))
+    hidden = [h for h in spec.get("hide") or () if os.path.isdir(h) and not _covered(h)]
+    for folder in hidden:  # the caller's home: its dotfiles hold tokens no list of names can cover
+        mount("tmpfs", new + folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    for path in spec.get("read_only") or ():  # an environment under /tmp or the home, hidden above
+        if os.path.exists(path) and _covered(path, hidden):
+            _make_target(new + path, path)
+            bind(path, new + path, read_only=True, recursive=True)
     home: str = spec.get("home") or ""
-    for rel in spec.get("secrets") or () if home else ():
+    for rel in spec.get("secrets") or () if home else ():  # those still in sight through a path bound back
         path = os.path.join(home, rel)
-        if not os.path.lexists(path) or os.path.islink(path) or _covered(path):
-            continue  # a home under /tmp lies under the fresh tmpfs already
+        if not os.path.lexists(new + path) or os.path.islink(path):
+            continue
         if os.path.isdir(path):
             mount("tmpfs", new + path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
         else:
             bind("/dev/null", new + path, read_only=True)
-    for path in spec.get("read_only") or ():  # e.g. an environment under /tmp, hidden by the fresh tmpfs
-        if os.path.exists(path) and _covered(path):
-            _make_target(new + path, path)
-            bind(path, new + path, read_only=True, recursive=True)
     scratch = spec["scratch"]
     _make_target(new + scratch, scratch)
     bind(scratch, new + scratch, read_only=False)
+    for folder in hidden:  # empty and read-only: nothing can be planted there
+        mount(None, new + folder, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _covered(path: str) -> bool:
-    return any(path == p or path.startswith(p + "/") for p in ("/tmp", "/dev/shm"))
+def _covered(path: str, hidden: list[str] | tuple[str, ...] = ()) -> bool:
+    """Whether `path` lies under a fresh mount (/tmp, /dev/shm, a hidden folder) and must be bound back to be seen."""
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in ("/tmp", "/dev/shm", *hidden))
 
 
 def pivot(new: str) -> None:

@@ -28,9 +28,10 @@ TAIL = 4000  # characters of stdout/stderr kept in a run's record
 HEAD = 512  # bytes of the start of each stream kept besides the tail
 FILE_LIMIT = GiB  # RLIMIT_FSIZE: the largest file a snippet may write in its scratch folder
 CONFINE_FAILED = 125  # _confine.py's exit status when it could not set the namespaces up (nothing ran)
-# credentials a snippet could read through the read-only view of the system; hidden by both backends
+# the caller's home is hidden whole; these credential files are hidden too where a path bound back (an
+# environment under the home) would show them
 SECRET_PATHS = (".ssh", ".netrc", ".git-credentials", ".config/gh", ".config/git", ".docker", ".pypirc",
-                ".aws", ".config/gcloud", ".kube")
+                ".aws", ".config/gcloud", ".kube", ".npmrc", ".gnupg", ".pgpass", ".cargo/credentials.toml")
 # the namespaces of the fallback: a user namespace (so its root holds no power outside), its own mounts,
 # processes, network, IPC, host name and cgroup view; --kill-child ends it all when sftl dies
 UNSHARE_ARGS = ("--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts",
@@ -310,13 +311,20 @@ class Sandbox:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def _hidden(self) -> list[str]:
+        """The caller's home, hidden under an empty tmpfs (its dotfiles hold tokens), unless it is the root."""
+        home = Path(self.settings.base_env.get("HOME") or "/root").absolute()
+        return [str(home)] if home.is_dir() and home != Path("/") else []
+
     def _visible_paths(self, ro_paths: tuple[Path, ...]) -> list[str]:
-        """Paths under a fresh tmpfs mount (/tmp, /dev/shm) to bind back read-only: an environment there, and
-        sftl's own interpreter and package (the fuzz worker and the NaN-search runner import them), as in a
-        checkout or CI clone under /tmp."""
+        """Paths under a fresh mount (/tmp, /dev/shm, the hidden home) to bind back read-only: an environment
+        there (a pyenv Python, a venv under SFTL_HOME), and sftl's own interpreter and package (the fuzz worker
+        and the NaN-search runner import them), as in a checkout or CI clone under /tmp."""
         own = (Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parent.parent)
+        roots = [Path(p) for p in ("/tmp", "/dev/shm", *self._hidden())]
+        # a hidden folder itself (a script kept in the home's top) is never bound back: that would undo the hiding
         return [str(path) for path in sorted({p.absolute() for p in (*ro_paths, *own)})
-                if any(path == Path(t) or Path(t) in path.parents for t in ("/tmp", "/dev/shm"))]
+                if any(root in path.parents for root in roots)]
 
     def _gpu_nodes(self) -> list[str]:
         return [str(node) for node in sorted(Path("/dev").glob("nvidia*"))]
@@ -334,19 +342,29 @@ class Sandbox:
             if gpu:  # the GPU's device nodes, which --dev /dev does not carry
                 for node in self._gpu_nodes():
                     cmd += ["--dev-bind", node, node]
-            for rel in SECRET_PATHS:
+            hidden = self._hidden()
+            for folder in hidden:  # an empty tmpfs over the home, made read-only once the binds are in
+                cmd += ["--size", "1048576", "--tmpfs", folder] if caps.tmpfs_size else ["--tmpfs", folder]
+            visible = self._visible_paths(ro_paths)
+            for path in visible:
+                cmd += ["--ro-bind", path, path]
+            for rel in SECRET_PATHS:  # those still in sight through a path bound back
                 p = Path(home) / rel
+                if hidden and not any(p == Path(v) or Path(v) in p.parents for v in visible):
+                    continue
                 if p.is_dir():
                     cmd += ["--tmpfs", str(p)]
                 elif p.exists():
                     cmd += ["--ro-bind", "/dev/null", str(p)]
-            for path in self._visible_paths(ro_paths):
-                cmd += ["--ro-bind", path, path]
-            cmd += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch), "--"]
+            cmd += ["--bind", str(scratch), str(scratch)]
+            for folder in hidden:
+                cmd += ["--remount-ro", folder]
+            cmd += ["--chdir", str(scratch), "--"]
             return cmd + argv
         if caps.unshare:
             prefix = [a for a in caps.unshare if not (self.allow_network and a == "--net")]
             spec = {"scratch": str(scratch), "cwd": str(scratch), "home": home, "secrets": list(SECRET_PATHS),
+                    "hide": self._hidden(),
                     "tmpfs_size": FILE_LIMIT, "devices": self._gpu_nodes() if gpu else [],
                     "read_only": self._visible_paths(ro_paths), "share_net": self.allow_network}
             return [*prefix, "--", *_confine_argv(spec), "--", *argv]

@@ -126,9 +126,10 @@ def test_writes_outside_the_scratch_folder_never_land(box, tmp_path: Path) -> No
         res = attack(box, code)
         for t in targets:
             assert f"WROTE {t}" in res.stdout or f"DENIED {t}" in res.stdout, f"{t} was not tried"
-        # the system, the home, the store and the environment: read-only (EROFS)
-        for t in (new[0], new[2], new[3], new[4], store):
+        for t in (new[2], new[3]):  # the system and the environment: read-only (EROFS)
             assert f"DENIED {t} 30" in res.stdout
+        for t in (new[0], new[4], store):  # the home and the store in it: hidden (ENOENT), else read-only
+            assert f"DENIED {t} 2" in res.stdout or f"DENIED {t} 30" in res.stdout
         assert "SCRATCH-WRITABLE" in res.stdout
         assert not [t for t in new if t.exists()], "a file was written outside the scratch folder"
         assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (store, victim)} == before
@@ -139,10 +140,15 @@ def test_writes_outside_the_scratch_folder_never_land(box, tmp_path: Path) -> No
 
 
 def test_credentials_stay_out_of_reach(box) -> None:
+    # a credential file of a name no list foresees, in the caller's home
+    secret = Path.home() / f".sftl-attack-credentials-{uuid.uuid4().hex}"
+    secret.write_text(TOKEN)
+    secret.chmod(0o600)
     # a process of the caller holding the token in its environment, as sftl itself would
-    caller = subprocess.Popen([str(PY), "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
-                              env={**os.environ, "GITHUB_TOKEN": TOKEN})
+    caller = subprocess.Popen([str(PY), "-c", "import sys; print('READY', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "GITHUB_TOKEN": TOKEN})
     try:
+        assert caller.stdout is not None and caller.stdout.readline() == b"READY\n"  # it has started
         assert TOKEN.encode() in Path(f"/proc/{caller.pid}/environ").read_bytes()  # readable when unconfined
         code = (
             "import os, glob\n"
@@ -157,13 +163,19 @@ def test_credentials_stay_out_of_reach(box) -> None:
             "        continue\n"
             f"    if b'{TOKEN}' in data or b'aws-secret-value' in data:\n"
             "        print('LEAK', p)\n"
+            "try:\n"
+            f"    print('READ', open({str(secret)!r}).read())\n"
+            "except OSError as e:\n"
+            "    print('NO-FILE', e.errno)\n"
             "print('SCANNED')\n"
         )
         res = attack(box, code)
     finally:
         caller.stdin.close()  # type: ignore[union-attr]
         caller.wait()
-    assert "SCANNED" in res.stdout and "TOKEN=None" in res.stdout
+        caller.stdout.close()  # type: ignore[union-attr]
+        secret.unlink()
+    assert "SCANNED" in res.stdout and "TOKEN=None" in res.stdout and "NO-FILE" in res.stdout
     assert "LEAK" not in res.stdout and TOKEN not in res.stdout + res.stderr
     assert "aws-secret-value" not in res.stdout and "AWS_SECRET_ACCESS_KEY" not in res.stdout
 

@@ -136,7 +136,7 @@ def search_script(
         (scratch / "request.json").write_text(json.dumps(request), encoding="utf-8")
         argv = [python or sys.executable, "-B", str(RUNNER), "--request", str(scratch / "request.json"),
                 "--result", str(scratch / "result.json")]
-        run = sandbox.run(argv, scratch)
+        run = sandbox.run(argv, scratch, ro_paths=(script.parent,))  # its folder, read-only: its data and modules
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if run.limit is not None:
