@@ -67,19 +67,25 @@ def find_parent(controller: str) -> Parent:
     mount = _v2_mount()
     if mount is None or "" not in own:
         return Parent(controller, None, 0, f"no {controller} cgroup (neither a v1 hierarchy nor cgroup v2)")
-    path = mount / own[""]
+    own_path = mount / own[""]
     try:
-        if controller not in (path / "cgroup.controllers").read_text().split():
-            return Parent(controller, None, 0, f"cgroup v2 at {path} does not offer the {controller} controller")
-        if controller not in (path / "cgroup.subtree_control").read_text().split():
-            # only possible where the cgroup holds no process itself (or is the root): the kernel's rule
-            (path / "cgroup.subtree_control").write_text(f"+{controller}")
+        if controller not in (own_path / "cgroup.controllers").read_text().split():
+            return Parent(controller, None, 0, f"cgroup v2 at {own_path} does not offer the {controller} controller")
     except OSError as exc:
-        return Parent(controller, None, 0, f"cgroup v2 at {path} does not delegate {controller} to children "
-                      f"({exc.strerror or exc})")
-    if not os.access(path, os.W_OK):
-        return Parent(controller, None, 0, f"cgroup v2 at {path} is not writable")
-    return Parent(controller, path, 2)
+        return Parent(controller, None, 0, f"cgroup v2 at {own_path} cannot be read ({exc.strerror or exc})")
+    # the nearest cgroup, ours or an ancestor, that already hands the controller to its children (ours cannot
+    # start to: the kernel lets no cgroup holding processes enable a controller for children)
+    for path in (own_path, *own_path.parents):
+        if path == mount.parent:
+            break
+        try:
+            delegated = controller in (path / "cgroup.subtree_control").read_text().split()
+        except OSError:
+            continue
+        if delegated and os.access(path, os.W_OK):
+            return Parent(controller, path, 2)
+    # enabling it is the administrator's call (`sftl doctor` prints the command): probing changes nothing
+    return Parent(controller, None, 0, f"cgroup v2 at {own_path}: no writable cgroup delegates {controller} to children")
 
 
 class RunCgroup:

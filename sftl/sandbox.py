@@ -173,14 +173,15 @@ def _confine_argv(spec: dict[str, Any]) -> list[str]:
     return [sys.executable, "-I", "-S", str(CONFINE), json.dumps(spec)]
 
 
-def _cgroup_command(controller: str) -> str:
-    """The one command that gives this machine a cgroup `controller` runs can be capped with (as root)."""
+def _cgroup_command(controller: str, root: bool) -> str:
+    """The one command that gives this machine a cgroup `controller` runs can be capped with."""
     from sftl.cgroups import CGROUP_ROOT
 
-    v2 = CGROUP_ROOT / "cgroup.controllers"
-    if v2.exists():
-        return f"echo +{controller} > {CGROUP_ROOT}/cgroup.subtree_control"
-    return f"mkdir -p {CGROUP_ROOT}/{controller} && mount -t cgroup -o {controller} {controller} {CGROUP_ROOT}/{controller}"
+    sudo = "" if root else "sudo "
+    if (CGROUP_ROOT / "cgroup.controllers").exists():  # cgroup v2 alone
+        return f"echo +{controller} | {sudo}tee {CGROUP_ROOT}/cgroup.subtree_control"
+    return (f"{sudo}mkdir -p {CGROUP_ROOT}/{controller} && "
+            f"{sudo}mount -t cgroup -o {controller} {controller} {CGROUP_ROOT}/{controller}")
 
 
 def install_command(root: bool) -> str:
@@ -219,14 +220,14 @@ def guards(caps: Capabilities, limits: Limits, gpu: bool = False, allow_network:
         processes = Guard("process cap", True, f"RLIMIT_NPROC={limits.max_procs} (a non-root user)")
     else:
         processes = Guard("process cap", False, f"running as root (RLIMIT_NPROC does not bind it) and {caps.pids_how}",
-                          _cgroup_command("pids"))
+                          _cgroup_command("pids", caps.root))
     if caps.memory_cgroup:
         memory = Guard("memory cap", True, f"{limits.memory} bytes in {caps.memory_how}")
     elif not gpu:
         memory = Guard("memory cap", True, f"RLIMIT_AS={limits.memory} ({caps.memory_how})")
     else:
         memory = Guard("memory cap", False, f"GPU runs: RLIMIT_AS breaks CUDA and {caps.memory_how}",
-                       _cgroup_command("memory"))
+                       _cgroup_command("memory", caps.root))
     return (network, filesystem, environment, processes, memory,
             Guard("time limit", True, f"killed after {limits.timeout:g} s of wall time (and RLIMIT_CPU)"),
             Guard("output cap", True, f"killed past {limits.output} bytes of stdout + stderr"))
