@@ -211,7 +211,7 @@ def guards(caps: Capabilities, limits: Limits, gpu: bool = False, allow_network:
                        f"the system bound read-only, a fresh writable scratch folder, fresh /tmp and /dev/shm ({via})"
                        if backend else "; ".join(caps.why), "" if backend else fix)
     environment = Guard("hidden environment", bool(backend),
-                        "only PATH and locale passed, own PID namespace and /proc, credential folders hidden "
+                        "only PATH and locale passed, own PID namespace and /proc, the home hidden "
                         f"({via})" if backend else "other processes' /proc/*/environ readable (no PID namespace)",
                         "" if backend else fix)
     if caps.pids_cgroup:

@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Probe, for real, the sandbox that runs report code here: bubblewrap, else user namespaces "
         "(unshare), else none; and each property it must give (no network, read-only filesystem, hidden "
         "environment, process, memory, time and output caps): yes or no, and how. Exit 0 when report code can "
-        "run confined on CPU and GPU, 7 when a property is missing (the commands that run report code then refuse).",
+        "run confined (on the GPU too, where there is one), 7 when a property is missing (the commands that run "
+        "report code then refuse).",
     )
     p.add_argument("--json", action="store_true", help="print the properties as JSON")
     add_common(p)
@@ -24,16 +25,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run_doctor(args: argparse.Namespace, ctx: Context) -> int:
     from sftl.errors import ConfinementError
+    from sftl.replay import has_cuda_device
     from sftl.sandbox import Limits, guards, probe, refusal
 
     caps = probe(ctx.settings)
     limits = Limits()
-    rows = guards(caps, limits, gpu=True)
+    gpu = has_cuda_device()  # GPU runs need a memory cgroup (RLIMIT_AS breaks CUDA): judged where there is a GPU
+    rows = guards(caps, limits, gpu=gpu)
     missing = tuple(g for g in rows if not g.held)
     cpu_missing = tuple(g for g in guards(caps, limits, gpu=False) if not g.held)
     if args.json:
         ctx.print_json({
             "backend": caps.backend, "why": list(caps.why), "confined": not missing, "confined_cpu": not cpu_missing,
+            "gpu": gpu,
             "guards": [{"name": g.name, "held": g.held, "how": g.how, "provide": g.provide or None} for g in rows],
         })
     else:
@@ -41,13 +45,15 @@ def run_doctor(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out.write(f"sandbox: {backend.get(caps.backend or '', 'NONE')}\n")
         for why in caps.why:
             ctx.out.write(f"  ({why})\n")
+        if caps.bwrap and caps.unshare:
+            ctx.out.write("  (the fallback, user namespaces, works here too)\n")
         width = max(len(g.name) for g in rows)
         for g in rows:
             ctx.out.write(f"  {g.name:<{width}}  {'yes' if g.held else 'NO '}  {g.how}\n")
             if g.provide:
                 ctx.out.write(f"  {'':<{width}}       provided by: {g.provide}\n")
         if not missing:
-            ctx.out.write("report code runs confined here (CPU and GPU runs)\n")
+            ctx.out.write(f"report code runs confined here ({'CPU and GPU runs' if gpu else 'CPU runs; no GPU here'})\n")
         elif not cpu_missing:
             ctx.out.write("report code runs confined on CPU; GPU runs are refused\n")
     if missing:
