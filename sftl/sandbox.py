@@ -265,6 +265,56 @@ def _tail(head: bytearray, data: bytearray) -> str:
     return head_text + "\n[... output cut ...]\n" + tail
 
 
+def _started(pid: int) -> str | None:
+    """A process's start time (field 22 of its stat), which tells it from a later process with its number;
+    None once it is gone or a zombie (it has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """Every live process under `pid` (its children, theirs, ...), each with its start time."""
+    found: list[tuple[int, str]] = []
+    todo = [pid]
+    while todo and len(found) < 100_000:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                started = _started(child)
+                if started is not None:
+                    found.append((child, started))
+                    todo.append(child)
+    return found
+
+
+def _kill(tree: list[tuple[int, str]]) -> None:
+    for pid, started in tree:
+        if _started(pid) == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _wait_gone(tree: list[tuple[int, str]], deadline: float = 5.0) -> int:
+    """Wait until every process of `tree` has ended; how many outlived the deadline."""
+    end = time.monotonic() + deadline
+    while True:
+        alive = [(pid, started) for pid, started in tree if _started(pid) == started]
+        if not alive or time.monotonic() > end:
+            return len(alive)
+        _kill(alive)
+        time.sleep(0.01)  # they end asynchronously once killed: poll for that event, bounded
+
+
 class Sandbox:
     """Runs the harness (or any command) on a snippet, confined; refuses where it cannot be. Runs many snippets."""
 
@@ -463,16 +513,22 @@ class Sandbox:
                     limit = "timeout"
         finally:
             sel.close()
-            # the whole process group, then whatever else the cgroup still holds
+            # the process tree as it stands (the namespace's first process among it), the whole process
+            # group, then whatever else the cgroup still holds
+            tree = _descendants(proc.pid)
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            _kill(tree)
             proc.wait()
             left = 0
             for cg in (pids_cg, mem_cg):
                 if cg is not None:
                     left = max(left, cg.kill_all())
+            # without a cgroup (a non-root user) the namespace's first process dies last, once the kernel has
+            # killed every other process of the namespace: its end is the end of the run
+            left = max(left, _wait_gone(tree))
             pids_hit = pids_cg is not None and pids_cg.hit()
             mem_hit = mem_cg is not None and mem_cg.hit()
             for cg in (pids_cg, mem_cg):
