@@ -19,6 +19,10 @@ untrusted code. It
    status (128 + N for a signal, as bubblewrap does). When it exits the kernel kills every process
    left in the namespace.
 
+Inside bubblewrap run by root (`{"finish": true}`) it does only the last step, after making
+bubblewrap's device binds read-only: writable, they let the snippet, whose files' owner is root,
+chmod the host's /dev/null.
+
 Any failure before the exec ends the run with exit status 125 and one line on stderr: the
 command never runs half-confined.
 """
@@ -168,7 +172,9 @@ def build_root(spec: dict[str, Any], new: str) -> None:
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{dev}/{name}")
     os.makedirs(dev + "/shm")
-    remount_read_only(dev)  # the node list is fixed; the devices themselves stay usable
+    # the node list fixed, and the nodes' binds read-only too (still usable: a device opens read-write on a
+    # read-only mount): writable, they let a root caller's snippet chmod the host's /dev/null
+    remount_read_only(dev)
     for point in ("/tmp", "/dev/shm"):  # RAM-backed and capped: a snippet cannot fill memory there
         mount("tmpfs", new + point, "tmpfs", MS_NOSUID | MS_NODEV, ",".join(filter(None, ("mode=1777", opts))))
     hidden = [h for h in spec.get("hide") or () if os.path.isdir(h) and not _covered(h)]
@@ -239,18 +245,28 @@ def reap(child: int) -> int:
             return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
+def finish(spec: dict[str, Any]) -> None:
+    """Inside bubblewrap run by root: its device binds read-only (still usable), before the capabilities go."""
+    for node in spec.get("devices") or ():
+        if os.path.exists(node):
+            remount_read_only(node)
+
+
 def main(args: list[str]) -> int:
     if len(args) < 3 or args[1] != "--":
         sys.stderr.write("usage: _confine.py SPEC-JSON -- COMMAND...\n")
         return FAILED
     spec, argv = json.loads(args[0]), args[2:]
     try:
-        new = spec["scratch"] + "/.root"
-        build_root(spec, new)
-        pivot(new)
-        os.rmdir(spec["scratch"] + "/.root")  # only the mount point was there; the snippet's folder stays clean
-        if not spec.get("share_net"):
-            loopback_up()
+        if spec.get("finish"):  # bubblewrap built the view; only the device nodes and the capabilities remain
+            finish(spec)
+        else:
+            new = spec["scratch"] + "/.root"
+            build_root(spec, new)
+            pivot(new)
+            os.rmdir(spec["scratch"] + "/.root")  # only the mount point was there; the snippet's folder stays clean
+            if not spec.get("share_net"):
+                loopback_up()
         _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
     except (ConfineError, OSError, ValueError, KeyError) as exc:
         sys.stderr.write(f"sftl-confine: {exc}; the command was not run\n")

@@ -37,8 +37,11 @@ SECRET_PATHS = (".ssh", ".netrc", ".git-credentials", ".config/gh", ".config/git
 UNSHARE_ARGS = ("--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts",
                 "--cgroup")
 # bubblewrap run by root keeps every capability unless told otherwise: the snippet could remount / writable.
-# A user namespace and no capabilities at all make its root powerless outside the sandbox's own namespaces.
-BWRAP_ARGS = ("--unshare-all", "--unshare-user", "--cap-drop", "ALL", "--die-with-parent")
+# A user namespace, and no capabilities left by the time the snippet starts, make its root powerless outside
+# the sandbox's own namespaces: bubblewrap drops them itself, or, for root, _confine.py does once it has made
+# the device binds read-only (root owns the host's device nodes: writable binds let a snippet chmod them)
+BWRAP_ARGS = ("--unshare-all", "--unshare-user", "--die-with-parent")
+BWRAP_DEVICES = tuple(f"/dev/{n}" for n in ("null", "zero", "full", "random", "urandom", "tty"))
 UNCONFINED_FLAG = "--unconfined"
 
 
@@ -139,7 +142,9 @@ def probe(settings: Settings) -> Capabilities:
     bwrap = shutil.which("bwrap", path=path)
     sized = False
     if bwrap:
-        ok, err = _works([bwrap, *BWRAP_ARGS, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"], env)
+        root = os.geteuid() == 0
+        ok, err = _works([bwrap, *BWRAP_ARGS, *_bwrap_caps(root), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                          *_bwrap_finish(root, list(BWRAP_DEVICES), "/"), "/bin/sh", "-c", ":"], env)
         if not ok:
             why.append(f"bubblewrap cannot create namespaces here ({err})")
             bwrap = None
@@ -166,6 +171,18 @@ def probe(settings: Settings) -> Capabilities:
     pids, memory = find_parent("pids"), find_parent("memory")
     return Capabilities(bwrap, unshare, pids.usable, memory.usable, os.geteuid() == 0, tuple(why), sized,
                         pids.describe(), memory.describe())
+
+
+def _bwrap_caps(root: bool) -> list[str]:
+    """bubblewrap drops every capability itself, except for root: _confine.py --finish needs them a moment longer."""
+    return [] if root else ["--cap-drop", "ALL"]
+
+
+def _bwrap_finish(root: bool, devices: list[str], cwd: str) -> list[str]:
+    """What follows bubblewrap's options: `--`, and for root _confine.py's last step before the command."""
+    if not root:
+        return ["--"]
+    return ["--", *_confine_argv({"finish": True, "devices": devices, "cwd": cwd}), "--"]
 
 
 def _confine_argv(spec: dict[str, Any]) -> list[str]:
@@ -384,7 +401,7 @@ class Sandbox:
         caps = self.caps
         home = self.settings.base_env.get("HOME") or "/root"
         if caps.bwrap:
-            cmd = [caps.bwrap, *BWRAP_ARGS]
+            cmd = [caps.bwrap, *BWRAP_ARGS, *_bwrap_caps(caps.root)]
             if self.allow_network:
                 cmd.append("--share-net")
             cmd += ["--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -410,8 +427,9 @@ class Sandbox:
             cmd += ["--bind", str(scratch), str(scratch)]
             for folder in hidden:
                 cmd += ["--remount-ro", folder]
-            cmd += ["--chdir", str(scratch), "--"]
-            return cmd + argv
+            cmd += ["--chdir", str(scratch)]
+            devices = list(BWRAP_DEVICES) + (self._gpu_nodes() if gpu else [])
+            return cmd + _bwrap_finish(caps.root, devices, str(scratch)) + argv
         if caps.unshare:
             prefix = [a for a in caps.unshare if not (self.allow_network and a == "--net")]
             spec = {"scratch": str(scratch), "cwd": str(scratch), "home": home, "secrets": list(SECRET_PATHS),

@@ -287,6 +287,15 @@ def test_escapes_fail_and_nothing_outlives_the_run(box) -> None:
         "        print('LEFT-CGROUP', path)\n"
         "    except OSError as e:\n"
         "        print('STAYED', path, e.errno)\n"
+        # the host's device nodes, which root owns: chmod to the mode they have (harmless if it ever passed)
+        "for node in ('/dev/null', '/dev/full'):\n"
+        "    try:\n"
+        "        os.chmod(node, 0o666)\n"
+        "        print('CHMODDED', node)\n"
+        "    except OSError as e:\n"
+        "        print('NODE-KEPT', node, e.errno)\n"
+        "open('/dev/null', 'w').write('still usable')\n"
+        "print('NULL-WRITABLE')\n"
         # signal the test process (sftl's side)
         "try:\n"
         f"    os.kill({os.getpid()}, 0)\n"
@@ -306,6 +315,7 @@ def test_escapes_fail_and_nothing_outlives_the_run(box) -> None:
     assert "REMOUNTED-WRITABLE" not in res.stdout and not Path("/usr/sftl-attack-after-remount").exists()
     assert "LEFT-CGROUP" not in res.stdout and "STAYED" in res.stdout
     assert "SEES-THE-CALLER" not in res.stdout and "CALLER-UNSEEN" in res.stdout
+    assert "CHMODDED" not in res.stdout and res.stdout.count("NODE-KEPT") == 2 and "NULL-WRITABLE" in res.stdout
     assert not _alive(daemon)
 
 
