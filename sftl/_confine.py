@@ -7,8 +7,8 @@ untrusted code. It
 1. binds the whole system read-only into a new root (every mount under `/`, one by one, as
    `bwrap --ro-bind / /` does), with a fresh /proc of the new PID namespace (its /proc/sys
    read-only), a minimal /dev (null, zero, full, random, urandom, tty; the GPU's nodes when
-   asked), fresh size-capped tmpfs on /tmp and /dev/shm, and the caller's home hidden under an
-   empty read-only tmpfs (credential files among what is bound back hidden too);
+   asked), fresh size-capped tmpfs on /tmp and /dev/shm, and the caller's home and /run (services'
+   sockets) hidden under empty read-only tmpfs (credential files among what is bound back hidden too);
 2. binds the scratch folder writable at its own path, and the read-only paths that lived under
    /tmp or the home (an environment there) back in;
 3. pivots into the new root and detaches the old one, so nothing of the writable system stays
@@ -178,7 +178,7 @@ def build_root(spec: dict[str, Any], new: str) -> None:
     for point in ("/tmp", "/dev/shm"):  # RAM-backed and capped: a snippet cannot fill memory there
         mount("tmpfs", new + point, "tmpfs", MS_NOSUID | MS_NODEV, ",".join(filter(None, ("mode=1777", opts))))
     hidden = [h for h in spec.get("hide") or () if os.path.isdir(h) and not _covered(h)]
-    for folder in hidden:  # the caller's home: its dotfiles hold tokens no list of names can cover
+    for folder in hidden:  # the caller's home (its dotfiles hold tokens no list of names can cover) and /run
         mount("tmpfs", new + folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     for path in spec.get("read_only") or ():  # an environment under /tmp or the home, hidden above
         if os.path.exists(path) and _covered(path, hidden):

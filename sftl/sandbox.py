@@ -380,9 +380,15 @@ class Sandbox:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _hidden(self) -> list[str]:
-        """The caller's home, hidden under an empty tmpfs (its dotfiles hold tokens), unless it is the root."""
+        """Folders hidden under an empty read-only tmpfs: the caller's home (its dotfiles hold tokens) and /run
+        (the sockets of services — a container engine, the system bus, agents: a read-only mount does not
+        stop a connect, and the snippet's files' owner may be root)."""
         home = Path(self.settings.base_env.get("HOME") or "/root").absolute()
-        return [str(home)] if home.is_dir() and home != Path("/") else []
+        run = Path("/run")
+        hidden = [home] if home.is_dir() and home != Path("/") else []
+        if run.is_dir() and not run.is_symlink() and run != home:
+            hidden.append(run)
+        return [str(p) for p in hidden]
 
     def _visible_paths(self, ro_paths: tuple[Path, ...]) -> list[str]:
         """Paths under a fresh mount (/tmp, /dev/shm, the hidden home) to bind back read-only: an environment
@@ -411,7 +417,7 @@ class Sandbox:
                 for node in self._gpu_nodes():
                     cmd += ["--dev-bind", node, node]
             hidden = self._hidden()
-            for folder in hidden:  # an empty tmpfs over the home, made read-only once the binds are in
+            for folder in hidden:  # an empty tmpfs over the home and /run, made read-only once the binds are in
                 cmd += ["--size", "1048576", "--tmpfs", folder] if caps.tmpfs_size else ["--tmpfs", folder]
             visible = self._visible_paths(ro_paths)
             for path in visible:

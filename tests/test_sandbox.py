@@ -223,6 +223,33 @@ def test_no_network_even_to_a_loopback_listener(box) -> None:
         server.close()
 
 
+def test_no_service_socket_under_run(box) -> None:
+    """A service's Unix socket (a container engine's, the system bus's): a read-only mount does not stop a connect."""
+    run = Path("/run")
+    if not os.access(run, os.W_OK):
+        pytest.skip("/run is not writable by this test: no service socket can be planted there")
+    path = run / f"sftl-test-{uuid.uuid4().hex[:12]}.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(4)
+    server.setblocking(False)
+    code = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        f"    s.connect({str(path)!r})\n"
+        "    print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('NO-SOCKET', e.errno)\n"
+    )
+    try:
+        res = attack(box, code)
+        assert "NO-SOCKET" in res.stdout and "CONNECTED" not in res.stdout and _connections(server) == 0
+    finally:
+        server.close()
+        path.unlink()
+
+
 def test_a_fork_bomb_is_stopped_at_the_process_cap(box) -> None:
     code = ("import os\n"
             "while True:\n"
