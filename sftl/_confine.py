@@ -7,8 +7,9 @@ untrusted code. It
 1. binds the whole system read-only into a new root (every mount under `/`, one by one, as
    `bwrap --ro-bind / /` does), with a fresh /proc of the new PID namespace (its /proc/sys
    read-only), a minimal /dev (null, zero, full, random, urandom, tty; the GPU's nodes when
-   asked), fresh size-capped tmpfs on /tmp and /dev/shm, and the caller's home and /run (services'
-   sockets) hidden under empty read-only tmpfs (credential files among what is bound back hidden too);
+   asked), fresh size-capped tmpfs on /tmp and /dev/shm, the homes and /run (services' sockets)
+   hidden under empty read-only tmpfs, /etc/shadow and the host's SSH keys masked (credential files
+   among what is bound back hidden too);
 2. binds the scratch folder writable at its own path, and the read-only paths that lived under
    /tmp or the home (an environment there) back in;
 3. pivots into the new root and detaches the old one, so nothing of the writable system stays
@@ -184,6 +185,9 @@ def build_root(spec: dict[str, Any], new: str) -> None:
         if os.path.exists(path) and _covered(path, hidden):
             _make_target(new + path, path)
             bind(path, new + path, read_only=True, recursive=True)
+    for path in spec.get("mask") or ():  # system files holding secrets root could read
+        if os.path.isfile(new + path):
+            bind("/dev/null", new + path, read_only=True)
     home: str = spec.get("home") or ""
     for rel in spec.get("secrets") or () if home else ():  # those still in sight through a path bound back
         path = os.path.join(home, rel)

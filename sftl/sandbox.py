@@ -380,15 +380,21 @@ class Sandbox:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _hidden(self) -> list[str]:
-        """Folders hidden under an empty read-only tmpfs: the caller's home (its dotfiles hold tokens) and /run
-        (the sockets of services — a container engine, the system bus, agents: a read-only mount does not
-        stop a connect, and the snippet's files' owner may be root)."""
+        """Folders hidden under an empty read-only tmpfs: the caller's home and the other users' (their dotfiles
+        hold tokens), and /run (the sockets of services — a container engine, the system bus, agents: a
+        read-only mount does not stop a connect, and the snippet's files' owner may be root)."""
         home = Path(self.settings.base_env.get("HOME") or "/root").absolute()
-        run = Path("/run")
-        hidden = [home] if home.is_dir() and home != Path("/") else []
-        if run.is_dir() and not run.is_symlink() and run != home:
-            hidden.append(run)
-        return [str(p) for p in hidden]
+        found = [p for p in (home, Path("/home"), Path("/run"))
+                 if p.is_dir() and not p.is_symlink() and p != Path("/")]
+        # one inside another is hidden with it
+        return sorted({str(p) for p in found if not any(q in p.parents for q in found)})
+
+    @staticmethod
+    def _masked() -> list[str]:
+        """System files root may read that hold secrets (password hashes, the host's SSH keys): /dev/null in their place."""
+        files = [Path(p) for p in ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")]
+        files += sorted(Path("/etc/ssh").glob("ssh_host_*_key"))
+        return [str(p) for p in files if p.is_file() and not p.is_symlink()]
 
     def _visible_paths(self, ro_paths: tuple[Path, ...]) -> list[str]:
         """Paths under a fresh mount (/tmp, /dev/shm, the hidden home) to bind back read-only: an environment
@@ -422,6 +428,8 @@ class Sandbox:
             visible = self._visible_paths(ro_paths)
             for path in visible:
                 cmd += ["--ro-bind", path, path]
+            for path in self._masked():
+                cmd += ["--ro-bind", "/dev/null", path]
             for rel in SECRET_PATHS:  # those still in sight through a path bound back
                 p = Path(home) / rel
                 if hidden and not any(p == Path(v) or Path(v) in p.parents for v in visible):
@@ -439,7 +447,7 @@ class Sandbox:
         if caps.unshare:
             prefix = [a for a in caps.unshare if not (self.allow_network and a == "--net")]
             spec = {"scratch": str(scratch), "cwd": str(scratch), "home": home, "secrets": list(SECRET_PATHS),
-                    "hide": self._hidden(),
+                    "hide": self._hidden(), "mask": self._masked(),
                     "tmpfs_size": FILE_LIMIT, "devices": self._gpu_nodes() if gpu else [],
                     "read_only": self._visible_paths(ro_paths), "share_net": self.allow_network}
             return [*prefix, "--", *_confine_argv(spec), "--", *argv]

@@ -167,6 +167,10 @@ def test_credentials_stay_out_of_reach(box) -> None:
             f"    print('READ', open({str(secret)!r}).read())\n"
             "except OSError as e:\n"
             "    print('NO-FILE', e.errno)\n"
+            "try:\n"
+            "    print('SHADOW-BYTES', len(open('/etc/shadow', 'rb').read()))\n"
+            "except OSError as e:\n"
+            "    print('SHADOW-UNREADABLE', e.errno)\n"
             "print('SCANNED')\n"
         )
         res = attack(box, code)
@@ -176,6 +180,7 @@ def test_credentials_stay_out_of_reach(box) -> None:
         caller.stdout.close()  # type: ignore[union-attr]
         secret.unlink()
     assert "SCANNED" in res.stdout and "TOKEN=None" in res.stdout and "NO-FILE" in res.stdout
+    assert "SHADOW-BYTES 0" in res.stdout or "SHADOW-UNREADABLE" in res.stdout  # the password hashes
     assert "LEAK" not in res.stdout and TOKEN not in res.stdout + res.stderr
     assert "aws-secret-value" not in res.stdout and "AWS_SECRET_ACCESS_KEY" not in res.stdout
 
