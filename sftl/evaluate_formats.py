@@ -33,7 +33,7 @@ def sniff(path: Path) -> str:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "sftl"  # its reader says what is wrong, line by line
     if isinstance(obj, dict):
         if "problem_statement" in obj and "instance_id" in obj:
@@ -77,7 +77,7 @@ def _converted(convert: Any, line: str) -> dict[str, Any] | str:
     """A converted row, or the line as is when it is not JSON (the label reader then skips it with the reason)."""
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return line
     if not isinstance(obj, dict):
         return line
