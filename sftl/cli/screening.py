@@ -133,9 +133,10 @@ def _table(ctx: Context, rows: list[tuple[Any, Any]]) -> None:
 
 
 def cmd_similar(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl import screen as scr
     from sftl.errors import InputError
     from sftl.intake import load_issue
+    # from the submodule: once `sftl.screen.similar` is imported, the package's name `similar` is that module
+    from sftl.screen.similar import duplicate_text, similar
 
     if args.top <= 0:
         raise InputError(f"--top must be positive, not {args.top}")
@@ -146,7 +147,7 @@ def cmd_similar(args: argparse.Namespace, ctx: Context) -> int:
         ctx.err.write("sftl: no other stored issues to compare with; crawl the repository first\n")
         return EXIT_NO_RESULT
     titles = {i.key: i.title for i in corpus}
-    found = scr.similar(scr.duplicate_text(target), [(i.key, scr.duplicate_text(i)) for i in corpus], args.top)
+    found = similar(duplicate_text(target), [(i.key, duplicate_text(i)) for i in corpus], args.top)
     if args.json:
         ctx.print_json([{"issue": k, "score": v, "title": titles[k]} for k, v in found])
         return EXIT_OK
