@@ -135,6 +135,7 @@ def _table(ctx: Context, rows: list[tuple[Any, Any]]) -> None:
 def cmd_similar(args: argparse.Namespace, ctx: Context) -> int:
     from sftl.errors import InputError
     from sftl.intake import load_issue
+
     # from the submodule: once `sftl.screen.similar` is imported, the package's name `similar` is that module
     from sftl.screen.similar import duplicate_text, similar
 
