@@ -210,3 +210,39 @@ def test_a_reduction_reported_wrong_on_gpu_ranks_its_familys_gpu_kernels_first(t
                  "It works on CPU but returns a different result on GPU.")
     assert paths(loc)[:2] == [K + "reduction_gpu_kernels.cu.h", K + "reduction_ops_common.cc"]
     assert "Sum belongs to the reduction_ops family" in loc.suspects[0].reason
+
+
+def test_a_kernel_the_stand_in_tree_moved_is_ranked_at_the_releases_path(tmp_path: Path) -> None:
+    """The release compiled non_max_suppression_op.cu.cc from kernels/; the later tree keeps it in kernels/image/:
+    the suspect is the release's file, its text read from the tree, and the reason says so."""
+    from sftl.sources import LayeredSource, PythonFilesOf
+
+    wheel = tf_wheel(tmp_path / "w", "2.0.0", [K + "non_max_suppression_op.cu.cc", K + "non_max_suppression_op.cc"])
+    tree = tmp_path / "tree"
+    registration = ('REGISTER_KERNEL_BUILDER(Name("NonMaxSuppressionV3").Device(DEVICE_{d}), NonMaxSuppressionV3Op);\n')
+    for rel, device in (("image/non_max_suppression_op.cu.cc", "GPU"), ("image/non_max_suppression_op.cc", "CPU")):
+        (tree / K / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / K / rel).write_text(registration.format(d=device))
+    source = LayeredSource([PythonFilesOf(wheel), LocalTree(tree, "tensorflow", "2.14.1"), wheel])
+    source.version = "2.0.0"
+    loc = locate(source, "tf.image.non_max_suppression differs on GPU", "NonMaxSuppressionV3",
+                 body="Wrong on GPU, fine on CPU.")
+    assert paths(loc)[:2] == [K + "non_max_suppression_op.cu.cc", K + "non_max_suppression_op.cc"]
+    assert "compiled it as" in loc.suspects[0].reason and "image/non_max_suppression_op.cu.cc" in loc.suspects[0].reason
+
+
+def test_an_op_registered_through_its_familys_macro_is_found(tmp_path: Path) -> None:
+    """REGISTER_LINALG_OP("MatrixSolve", ...) registers the op as REGISTER_KERNEL_BUILDER(Name(...)) would."""
+    tree = tmp_path / "tree"
+    for rel, text in {"linalg/matrix_solve_op.cc": 'REGISTER_LINALG_OP("MatrixSolve", (MatrixSolveOp<float>), float);\n'
+                                                   'REGISTER_LINALG_OP_GPU("MatrixSolve", (MatrixSolveOpGpu<float>), float);\n',
+                      "reshape_op.cc": 'REGISTER_KERNEL_BUILDER(Name("Reshape").Device(DEVICE_CPU), ReshapeOp);\n'}.items():
+        (tree / K / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / K / rel).write_text(text)
+    issue = Issue(repo="tensorflow/tensorflow", number=2, title="tf.linalg.solve differs on GPU",
+                  body="Wrong on GPU, fine on CPU.")
+    ex = Extraction(None, None, Environment(framework="tensorflow"),
+                    apis=("tensorflow.raw_ops.MatrixSolve", "tensorflow.raw_ops.Reshape"))
+    loc = localize_gcrde(issue, ex, LocalTree(tree, "tensorflow", "2.14.1"))
+    assert paths(loc)[0] == K + "linalg/matrix_solve_op.cc"
+    assert "MatrixSolve" in loc.suspects[0].reason

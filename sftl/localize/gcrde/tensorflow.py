@@ -7,7 +7,7 @@ import re
 import weakref
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sftl.localize.gcrde.board import (
@@ -30,7 +30,7 @@ from sftl.localize.gcrde.ops import (
     _snake,
     _title_tokens,
 )
-from sftl.model import Extraction, Issue, Localization, Outcome, Side
+from sftl.model import Extraction, Issue, Localization, Outcome, Side, Suspect
 from sftl.sources.inventory import indexed, named_paths, release_libraries, release_wheel
 
 if TYPE_CHECKING:
@@ -272,6 +272,8 @@ def _localize_tensorflow(
     weights: dict[Side | None, float] = (_side_weights(div, cues if inferred or by_binary else None)
                                          if method == "sftl" else {s: 1.0 for s in Side})
     suspects = _rank(board, weights, top, label, _tf_side)
+    if method == "sftl":
+        suspects = _as_release_paths(suspects, source)
     how = "REGISTER_KERNEL_BUILDER in contents" if registered and not inferred else (
         "kernel headers only: implementation files inferred from the headers declaring the op's functor or named after it"
         if inferred else "kernel file names (no registration found in the contents)" if texts
@@ -282,6 +284,38 @@ def _localize_tensorflow(
                + ("" if binary.gpu_build else "; a CPU-only build, so its GPU files are inferred by naming") + ")")
     return Localization(label, tuple(suspects), Outcome.LOCATED,
                         f"ops: {', '.join(o.name for o in ordered[:5])}; {how}; {div.why}")
+
+
+def _as_release_paths(suspects: list[Suspect], source: SourceProvider) -> list[Suspect]:
+    """Suspects read in a stand-in tree of another release, at the path the report's release compiled them from.
+
+    A kernel file the tree moved (non_max_suppression_op.cu.cc into kernels/image/) is named by the release's
+    libraries at its old path, with the same file name: that path is the release's file; the tree's text stood in."""
+    from sftl.localize.gcrde.release import release_names
+
+    tree_releases = {getattr(p, "version", None) for p in getattr(source, "providers", ())} - {None, source.version}
+    if not tree_releases:
+        return suspects
+    named, release = release_names(source)
+    kernels = [n for n in named if n.startswith(_TF_KERNEL_DIR)]
+    if not kernels:
+        return suspects
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for path in kernels:
+        by_name[path.rsplit("/", 1)[-1]].append(path)
+    out: list[Suspect] = []
+    seen: set[str] = set()
+    for s in suspects:
+        path = s.path
+        same = by_name.get(path.rsplit("/", 1)[-1], [])
+        if path.startswith(_TF_KERNEL_DIR) and path not in named and len(same) == 1:
+            path = same[0]
+            s = replace(s, path=path, reason=f"{s.reason} (the release {release} compiled it as {path}; the tree holds "
+                                             f"it at {s.path})"[:1000])
+        if path not in seen:
+            seen.add(path)
+            out.append(s)
+    return out
 
 
 def _tf_side(path: str) -> Side | None:
@@ -297,6 +331,8 @@ def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: _Board) ->
     for op in ops:
         builder = re.compile(r'Name\(\s*"' + re.escape(op.name) + r'"\s*\)')
         cwise = re.compile(r'REGISTER\d*\(\s*\w+\s*,\s*(CPU|GPU)\s*,\s*"' + re.escape(op.name) + r'"')
+        # a family's own registration macro with the op's name first: REGISTER_LINALG_OP_GPU("MatrixSolve", ...)
+        macro = re.compile(r'\bREGISTER_(?!OP\b)(\w+)\(\s*"' + re.escape(op.name) + r'"')
         for path, text in texts.items():
             if f'"{op.name}"' not in text:
                 continue
@@ -310,6 +346,8 @@ def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: _Board) ->
             for m in cwise.finditer(text):
                 devices.add(m.group(1))
                 functors.update(re.findall(r"functor::(\w+)", text[m.end(): m.end() + 300].split(";", 1)[0]))
+            for m in macro.finditer(text):
+                devices.add("GPU" if "GPU" in m.group(1) else "CPU" if "CPU" in m.group(1) else "?")
             if not devices:
                 continue
             where = "/".join(sorted(devices))
