@@ -159,6 +159,7 @@ class RankedResult:
     ranked: tuple[str, ...]  # suspects in rank order (empty when the method gave none)
     outcome: str  # "located" | "abstained" | "skipped"
     period: str = ""  # "before" / "after" a split date ("" without one)
+    source: str = ""  # the benchmark the row comes from, when its label says
 
     @property
     def answered(self) -> bool:
@@ -322,6 +323,7 @@ class LabelRow:
     version: str | None = None
 
     created_at: str = ""  # when the report was filed (for --split-date), from the row or its issue
+    source: str = ""  # the benchmark the row comes from (a peer benchmark's name), when it says
 
     @property
     def scored_for_localization(self) -> bool:
@@ -401,6 +403,7 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
         framework=framework or framework_of_repo(url),
         version=str(version) if isinstance(version, (str, int, float)) and version != "" else None,
         created_at=created if isinstance(created, str) else "",
+        source=str(obj.get("source") or ""),
     )
 
 
@@ -474,6 +477,10 @@ def summarize(
         "screening_thresholds": thresholds,
         "localization": localization_table(results, paper_k=paper_k),
         "split_date": split_date,
+        "localization_by_source": {
+            source: localization_table([r for r in results if r.source == source], paper_k=paper_k)
+            for source in sorted({r.source for r in results if r.source})
+        },
         "localization_by_period": {
             period: localization_table([r for r in results if r.period == period], paper_k=paper_k)
             for period in ("before", "after") if split_date and any(r.period == period for r in results)
@@ -564,6 +571,8 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
         if not any_row:
             out.append("| — | — | 0 | | | | | | | | | | | |")
     periods = [("all rows", summary["localization"])]
+    for source, table in (summary.get("localization_by_source") or {}).items():
+        periods.append((f"from {source}", table))
     split = summary.get("split_date")
     for period, table in (summary.get("localization_by_period") or {}).items():
         periods.append((f"filed {'before' if period == 'before' else 'on or after'} {split}", table))

@@ -104,10 +104,10 @@ def source_files(paths: list[str]) -> list[str]:
 
 
 def _label(url: str, title: str, body: str, created_at: str, truth: list[str], framework: str | None,
-           version: str | None, category: str | None = None) -> dict[str, Any]:
+           version: str | None, category: str | None = None, source: str = "") -> dict[str, Any]:
     issue = _issue_object(url, title, body, created_at)
     row: dict[str, Any] = {"url": url, "category": category, "truth_files": source_files(truth),
-                           "framework": framework, "version": version, "created_at": created_at}
+                           "framework": framework, "version": version, "created_at": created_at, "source": source}
     if issue is not None:
         row["issue"] = issue
     return row
@@ -119,7 +119,8 @@ def _from_row(obj: dict[str, Any]) -> dict[str, Any] | str:
         return json.dumps(obj)
     return _label(str(obj.get("url") or ""), str(obj.get("title") or ""), str(obj.get("body") or ""),
                   str(obj.get("created_at") or ""), list(obj.get("truth_files") or []), obj.get("framework"),
-                  obj.get("version") if isinstance(obj.get("version"), str) else None, obj.get("category"))
+                  obj.get("version") if isinstance(obj.get("version"), str) else None, obj.get("category"),
+                  str(obj.get("source") or ""))
 
 
 def _from_swebench(obj: dict[str, Any]) -> dict[str, Any] | str:
@@ -136,7 +137,7 @@ def _from_swebench(obj: dict[str, Any]) -> dict[str, Any] | str:
     if not isinstance(version, str) or not re.match(r"\d+\.\d+", version):
         version = None
     return _label(str(obj.get("issue_url") or ""), title.strip(), body.strip(), str(obj.get("issue_created_at") or ""),
-                  list(files), framework, version)
+                  list(files), framework, version, source="swe-bench")
 
 
 def _from_denchmark(path: Path) -> dict[str, Any] | str:
@@ -159,7 +160,7 @@ def _from_denchmark(path: Path) -> dict[str, Any] | str:
     changed: dict[str, Any] = raw_changed if isinstance(raw_changed, dict) else {}
     files = [str(f.get("file_new_name") or f.get("file_old_name") or "") for f in changed.values() if isinstance(f, dict)]
     framework = "tensorflow" if "tensorflow" in owner_repo else "pytorch" if "pytorch" in owner_repo else None
-    return _label(url, title, body, str(br.get("BRopenT") or ""), files, framework, None)
+    return _label(url, title, body, str(br.get("BRopenT") or ""), files, framework, None, source="denchmark")
 
 
 def denchmark_text(text: str) -> str:

@@ -103,6 +103,7 @@ def test_eval_scores_every_report_apart_by_date_and_model_fit_reads_it(bench: Pa
     assert "| all rows | all | all | sftl | 3 |" in report
     assert "| filed before tensorflow 2019-01-01 | all | all | sftl | 2 |" in report
     assert "| filed on or after tensorflow 2019-01-01 | all | all | sftl | 1 |" in report
+    assert "| from denchmark | all | all | bm25 | 3 |" in report  # per benchmark, too
     summary = json.loads((out / "summary.json").read_text())
     top5 = summary["localization"]["sftl"]["all/all"]["top"]["5"]
     assert top5 == 1.0, summary["localization"]["sftl"]  # three files in the tree's four: each is in the top 5

@@ -333,7 +333,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         results.append(RankedResult(
             key=t.key, method=t.method, framework=screened[t.key]["framework"], category=t.category,
             truth=row.truth_files, ranked=tuple(s[0] for s in res["suspects"]), outcome=res["outcome"],
-            period=split_period(t.created_at, args.split_date, screened[t.key]["framework"]),
+            period=split_period(t.created_at, args.split_date, screened[t.key]["framework"]), source=row.source,
         ))
     split = ", ".join(f"{'' if fw == '*' else fw + ' '}{day}" for fw, day in (args.split_date or {}).items()) or None
     summary = summarize(list(screened.values()), results, skipped, args.methods, args.paper_k, max_k=args.top,
