@@ -375,6 +375,8 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
     category = obj.get("category", obj.get("label"))
     if category is None and obj.get("truth_files"):
         category = ""  # unlabelled (a peer benchmark's row): sftl's screening says which category it counts in
+    elif category is None:
+        return SkippedRow(line, url, "no category and no truth files (an unlabelled row needs the files its fix changed)")
     elif not isinstance(category, str) or category.lower() not in CATEGORIES:
         return SkippedRow(line, url, f"unknown category {category!r} (expected mme, gcrde or other)")
     truth = obj.get("truth_files", [])

@@ -54,7 +54,10 @@ def label_lines(path: Path, fmt: str = "auto") -> list[str]:
         files = sorted(path.rglob("*.json"), key=lambda p: (p.parent.name, _number(p.stem))) if path.is_dir() else [path]
         if not files:
             raise InputError(f"no Denchmark issue JSON under {path}")
-        return [_line(_from_denchmark(f)) for f in files]
+        rows = [_from_denchmark(f) for f in files]
+        if not path.is_dir() and "truth_files" not in json.loads(_line(rows[0])):
+            raise InputError(f"{path} is not a Denchmark issue JSON (an object with 'BR' and 'commit')")
+        return [_line(r) for r in rows]
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:

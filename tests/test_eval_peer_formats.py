@@ -186,3 +186,12 @@ def test_the_fitted_ranker_says_when_its_first_file_is_unlikely(tmp_path: Path) 
     assert model.confidence == conf
     sure, unsure = model.confidence_of([5.0, -3.0]), model.confidence_of([0.1, 0.1])
     assert sure is not None and unsure is not None and sure > unsure
+
+
+def test_a_wrong_format_or_date_is_one_line_and_a_usage_error(tmp_path: Path, sftl_home: Path) -> None:
+    swe = tmp_path / "swe.jsonl"
+    swe.write_text(json.dumps({"instance_id": "x", "problem_statement": "t\n\nb", "repo": "pytorch/pytorch"}) + "\n")
+    code, _, err = _run("eval", str(swe), "--format", "denchmark", "--offline", "--no-plots", "--out", str(tmp_path / "o"))
+    assert code == 2 and "is not a Denchmark issue JSON" in err and len(err.strip().splitlines()) == 1
+    code, _, err = _run("eval", str(swe), "--split-date", "2019-13-01", "--offline")
+    assert code == 2 and "not a split date '2019-13-01'" in err

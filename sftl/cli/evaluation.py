@@ -90,6 +90,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=run)
 
 
+def _real_date(day: str) -> bool:
+    """'2019-01-01' or '2019-01' naming a day or month that exists."""
+    import datetime
+
+    try:
+        datetime.date.fromisoformat(day if len(day) == 10 else f"{day}-01")
+    except ValueError:
+        return False
+    return len(day) in (7, 10)
+
+
 def parse_split_date(text: str) -> dict[str, str]:
     """`--split-date` for a caller outside argparse: a bad date is an InputError."""
     try:
@@ -100,12 +111,11 @@ def parse_split_date(text: str) -> dict[str, str]:
 
 def _date(text: str) -> dict[str, str]:
     """'2019-01-01' (every framework) or 'tensorflow=2019-01-01,pytorch=2025-07-01' -> {framework or '*': date}."""
-    import re
 
     out: dict[str, str] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         fw, _, day = part.rpartition("=")
-        if not re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", day) or fw not in ("", "pytorch", "tensorflow"):
+        if not _real_date(day) or fw not in ("", "pytorch", "tensorflow"):
             raise argparse.ArgumentTypeError(f"not a split date {part!r}; write YYYY-MM-DD or tensorflow=YYYY-MM-DD,...")
         out[fw or "*"] = day
     if not out:
