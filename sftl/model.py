@@ -205,12 +205,23 @@ class ReplayEnvironment:
 
 
 @dataclass(frozen=True)
+class Repair:
+    """One change made to a reported snippet so that it runs; none changes what the code computes."""
+
+    kind: str  # "prompts" | "notebook" | "magic" | "shell" | "print-statement" | "import" | "joined-blocks"
+    detail: str
+
+
+@dataclass(frozen=True)
 class Replay:
     environment: ReplayEnvironment
     runs: tuple[ReplayRun, ...]
     verdict: Outcome
     reason: str
     first_divergent_op: str | None = None
+    repairs: tuple[Repair, ...] = ()  # what was changed in the report's snippet before it ran
+    packages: tuple[str, ...] = ()  # packages beside the framework installed for the snippet ("name==version")
+    code: str = ""  # the code that ran (the snippet after its repairs)
 
 
 @dataclass(frozen=True)

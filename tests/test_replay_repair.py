@@ -1,0 +1,105 @@
+"""Snippets as reporters paste them: each repair is minimal, listed, and leaves what the code computes alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from sftl.extract.repair import (
+    add_missing_imports,
+    fix_print_statements,
+    free_names,
+    imported_modules,
+    join_blocks,
+    repair_snippet,
+    strip_notebook,
+    strip_prompts,
+)
+
+
+def _run(code: str) -> str:
+    """What the code prints, run by a real interpreter (numpy is not needed by these snippets)."""
+    return subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def test_a_repl_transcript_becomes_its_statements_and_its_output_is_dropped() -> None:
+    pasted = (">>> x = [1, 2, 3]\n>>> for v in x:\n...     print(v * 2)\n...\n2\n4\n6\n"
+              ">>> sum(x)\n6\n")
+    code, repair = strip_prompts(pasted)
+    assert code == "x = [1, 2, 3]\nfor v in x:\n    print(v * 2)\n\nsum(x)\n"
+    assert repair is not None and repair.kind == "prompts" and "dropped 4 output line(s)" in repair.detail
+    assert _run(code) == "2\n4\n6\n"
+    assert strip_prompts("x = 1\n") == ("x = 1\n", None)
+
+
+def test_notebook_cells_lose_prompts_output_magics_and_shell_lines() -> None:
+    pasted = ("In [1]: %matplotlib inline\n\nIn [2]: !pip install foo\n\n"
+              "In [3]: x = 3\n   ...: y = x * 2\n\nIn [4]: y\nOut[4]: 6\n\n"
+              "In [5]: %time z = y + 1\n\nIn [6]: print(z)\n")
+    code, repairs = strip_notebook(pasted)
+    kinds = [r.kind for r in repairs]
+    assert kinds[0] == "notebook" and "magic" in kinds and "shell" in kinds
+    assert "dropped 1 'Out[n]:' line(s)" in repairs[0].detail
+    assert any("ran '%time z = y + 1' once" in r.detail for r in repairs)
+    assert "%" not in code and "!" not in code and "In [" not in code and "Out[" not in code
+    assert _run(code) == "7\n"
+
+
+def test_python2_print_statements_become_calls_only_when_the_code_is_python2() -> None:
+    code, repair = fix_print_statements('x = 2\nprint "x is", x\nprint x * 3,\nprint\nprint(x)\n')
+    assert code == "x = 2\nprint(\"x is\", x)\nprint(x * 3, end=' ')\nprint()\nprint(x)\n"
+    assert repair is not None and repair.kind == "print-statement" and "3 Python 2 print" in repair.detail
+    # Python 3 code is left alone, even where `print` stands alone
+    assert fix_print_statements("print\nprint(1)\n") == ("print\nprint(1)\n", None)
+    # code broken for another reason is not touched
+    assert fix_print_statements("print 'a'\ndef f(:\n") == ("print 'a'\ndef f(:\n", None)
+
+
+def test_missing_framework_imports_are_inferred_from_the_names_used() -> None:
+    code, repair = add_missing_imports("x = torch.ones(2)\ny = F.relu(x)\nm = nn.Linear(2, 2)\n", "pytorch")
+    assert code.splitlines()[:3] == ["import torch", "import torch.nn.functional as F", "import torch.nn as nn"]
+    assert repair is not None and repair.kind == "import"
+    code, repair = add_missing_imports("a = tf.constant(np.zeros(3))\n", "tensorflow")
+    assert code.startswith("import tensorflow as tf\nimport numpy as np\n")
+    # a name the fragment binds itself, or imports, is not touched; nor is `F` in a TensorFlow report
+    assert add_missing_imports("import torch\nnp = 3\nprint(torch, np)\n", "pytorch")[1] is None
+    assert add_missing_imports("y = F(2)\n", "tensorflow")[1] is None
+    # `from __future__` stays first
+    code, _ = add_missing_imports("from __future__ import print_function\nprint(np.pi)\n", "tensorflow")
+    assert code.splitlines()[:2] == ["from __future__ import print_function", "import numpy as np"]
+
+
+def test_free_names_ignore_builtins_parameters_comprehensions_and_star_imports() -> None:
+    assert free_names("def f(a):\n    return [b for b in a] + list(c)\n") == ["c"]
+    assert free_names("from torch import *\nx = tensor([1])\n") == []
+    assert free_names("try:\n    pass\nexcept ValueError as e:\n    print(e)\n") == []
+
+
+def test_code_split_across_blocks_is_joined_with_what_defines_its_names() -> None:
+    model = "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    unrelated = "data = [1, 2]\n"
+    snippet = "net = Net()\nprint(net(torch.ones(1)))\n"
+    code, repair = join_blocks(snippet, [model, unrelated, snippet])
+    assert code == model.rstrip("\n") + "\n\n" + snippet
+    assert repair is not None and repair.kind == "joined-blocks" and "define Net" in repair.detail
+    assert join_blocks("print(1)\n", [model]) == ("print(1)\n", None)
+
+
+def test_repair_snippet_lists_every_repair_and_a_clean_snippet_needs_none() -> None:
+    clean = "import torch\nprint(torch.ones(2))\n"
+    assert repair_snippet(clean, "pytorch").repairs == ()
+    assert repair_snippet(clean, "pytorch").code == clean
+    fixed = repair_snippet(">>> x = torch.zeros(2)\n>>> print x\n", "pytorch")
+    assert [r.kind for r in fixed.repairs] == ["prompts", "print-statement", "import"]
+    assert fixed.code == "import torch\nx = torch.zeros(2)\nprint(x)\n"
+    assert fixed.original.startswith(">>>")
+
+
+def test_repaired_code_computes_what_the_original_meant() -> None:
+    py2 = "total = 0\nfor i in range(4):\n    total += i\nprint 'total', total\n"
+    assert _run(repair_snippet(py2).code) == "total 6\n"
+
+
+def test_imported_modules_keep_torch_utils_tensorboard_whole() -> None:
+    code = "import torch\nfrom torch.utils.tensorboard import SummaryWriter\nimport scipy.sparse\nfrom . import x\n"
+    assert imported_modules(code) == ["torch", "torch.utils.tensorboard", "scipy"]
