@@ -41,6 +41,18 @@ DISTRIBUTIONS = {
     "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel"),
 }
 _IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
+# the distribution that provides a module, where the names differ
+DIST_OF_MODULE = {
+    "sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-python", "yaml": "pyyaml", "skimage": "scikit-image",
+    "tensorboardX": "tensorboardx", "absl": "absl-py", "torch.utils.tensorboard": "tensorboard",
+    "tensorflow_probability": "tensorflow-probability", "tensorflow_datasets": "tensorflow-datasets",
+    "tensorflow_addons": "tensorflow-addons", "tensorflow_hub": "tensorflow-hub", "tensorflow_text": "tensorflow-text",
+    "tf_slim": "tf-slim", "tf_keras": "tf-keras", "huggingface_hub": "huggingface-hub",
+    "pytorch_lightning": "pytorch-lightning", "google": "protobuf", "opt_einsum": "opt-einsum",
+    "keras_applications": "keras-applications", "keras_preprocessing": "keras-preprocessing",
+}
+# frameworks a snippet may import that are never installed beside another
+FRAMEWORK_MODULES = ("torch", "tensorflow", "jax", "jaxlib", "mxnet", "paddle")
 
 
 def normalize_framework(name: str | None) -> str:
@@ -66,6 +78,8 @@ class Release:
     scipy: str
     pip: str  # the pip requirement of the latest patch, e.g. "torch==1.13.1"
     spec_path: Path
+    dates: tuple[tuple[str, str], ...] = ()  # (patch, the day the index first served it)
+    prereleases: tuple[str, ...] = ()  # release candidates the index serves ("2.6.0rc1")
 
     @property
     def key(self) -> tuple[int, int]:
@@ -76,10 +90,21 @@ class Release:
     def spec_python(self) -> str:
         return self.pythons[-1]
 
+    @property
+    def dist(self) -> str:
+        """The distribution holding the CPU build ("tensorflow" up to 2.0, "tensorflow-cpu" from 2.1)."""
+        return self.pip.split("==")[0]
+
+    def released(self, version: str) -> str | None:
+        """The day `version` was first served (ISO), from the index's metadata."""
+        day = dict(self.dates).get(version)
+        if day is None and version in self.prereleases:
+            day = self.dates[0][1] if self.dates else None
+        return day
+
     def pip_requirements(self, version: str) -> tuple[str, ...]:
-        """What `pip install` needs for this exact patch: the framework plus period numpy/scipy."""
-        dist = self.pip.split("==")[0]
-        return (f"{dist}=={version}", f"numpy=={self.numpy}.*", f"scipy=={self.scipy}.*")
+        """What `pip install` needs for this exact patch; numpy and the rest are capped by period_constraints()."""
+        return (f"{self.dist}=={version}", "numpy")
 
     def spec(self) -> dict[str, Any]:
         data = yaml.safe_load(self.spec_path.read_text(encoding="utf-8"))
@@ -123,6 +148,8 @@ def load_catalog(root: Path | None = None) -> Catalog:
                     scipy=str(row["scipy"]),
                     pip=str(row["pip"]),
                     spec_path=spec_path,
+                    dates=tuple((str(k), str(v)) for k, v in (row.get("dates") or {}).items()),
+                    prereleases=tuple(str(p) for p in row.get("prereleases") or ()),
                 )
             )
     return Catalog(tuple(releases), root)
@@ -131,7 +158,7 @@ def load_catalog(root: Path | None = None) -> Catalog:
 # -- version resolution --------------------------------------------------------------------------
 
 _VERSION_RE = re.compile(
-    r"""^\s*v?(?P<release>\d+(?:\.\d+){0,3})
+    r"""^\s*[vr]?(?P<release>\d+(?:\.\d+){0,3})
         (?P<pre>(?:[-_.]?(?:a|alpha|b|beta|rc|c|dev|nightly|pre|preview)[-_.]?\d*)*)
         (?P<post>(?:[-_.]?post\d*)?)
         (?:\+(?P<local>[A-Za-z0-9_.]+))?""",
@@ -199,17 +226,66 @@ def _local_note(local: str) -> str:
     return f"local build +{local}; "
 
 
-def resolve(catalog: Catalog, framework: str, requested: str | None) -> Resolution:
-    """Exact patch, else the nearest patch of the same minor, else the nearest release; with reasons."""
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def named_date(text: str | None) -> str | None:
+    """The day a version text names ('master (Feb 2017)' -> 2017-02-15, 'main (2025-09-27)', '2018 thread' -> 2018-07-01)."""
+    if not text:
+        return None
+    m = re.search(r"\b(20\d\d)-(\d\d)(?:-(\d\d))?\b", text)
+    if m:
+        return f"{m.group(1)}-{m.group(2)}-{m.group(3) or '15'}"
+    m = re.search(r"\b(" + "|".join(_MONTHS) + r")[a-z]*\.?,?\s+(20\d\d)\b", text, re.I)
+    if m:
+        return f"{m.group(2)}-{_MONTHS.index(m.group(1).lower()[:3]) + 1:02d}-15"
+    m = re.search(r"\b(20[12]\d)\b", text)
+    return f"{m.group(1)}-07-01" if m else None
+
+
+def release_on(catalog: Catalog, framework: str, day: str) -> tuple[Release, str] | None:
+    """The newest release the index served on `day` (ISO): (its minor release, the patch)."""
+    best: tuple[str, Release, str] | None = None
+    for release in catalog.of(framework):
+        for patch, served in release.dates:
+            if served <= day and (best is None or _vt(patch) > _vt(best[2])):
+                best = (served, release, patch)
+    return (best[1], best[2]) if best else None
+
+
+def _readable(text: str) -> bool:
+    try:
+        parse_version(text)
+    except InputError:
+        return False
+    return True
+
+
+def resolve(catalog: Catalog, framework: str, requested: str | None, when: str | None = None) -> Resolution:
+    """Exact patch, else the nearest patch of the same minor, else the nearest release; with reasons.
+
+    A version named by a date only ('master (Feb 2017)', 'nightly (June 2023)'), or none at all when
+    `when` (the day the report was filed, ISO) is known, replays on the release current that day.
+    """
     fw = normalize_framework(framework)
     releases = catalog.of(fw)
     if not releases:
         raise EnvError(f"no environment specs for {fw} in {catalog.root}")
-    if not requested or not requested.strip():
+    text = (requested or "").strip()
+    if not text or not _readable(text):
+        day = named_date(text) or (when[:10] if when else None)
+        current = release_on(catalog, fw, day) if day else None
+        if current is not None:
+            then, version = current
+            named = f"names {text!r}, no release" if text else "names no version"
+            source = "the date it names" if named_date(text) else "the day it was filed"
+            return Resolution(fw, requested, version, then, "dated",
+                              f"the report {named}; {version} was the newest {fw} release on {day} ({source})")
+    if not text:
         latest = releases[-1]
         return Resolution(fw, requested, latest.patches[-1], latest, "latest",
                           f"the report names no {fw} version; using the latest spec {latest.patches[-1]}")
-    pv = parse_version(requested)
+    pv = parse_version(text)
     note = _local_note(pv.local)
     by_minor = {r.key: r for r in releases}
     if pv.pre and pv.pre != "post":
@@ -217,6 +293,9 @@ def resolve(catalog: Catalog, framework: str, requested: str | None) -> Resoluti
             "release candidate" if pv.pre.startswith(("rc", "c")) else "pre-release")
         note += f"{pv.text} is a {kind} of {pv.base}; "
     release = by_minor.get(pv.minor)
+    if release is not None and pv.pre and f"{pv.base}{pv.pre}" in release.prereleases:
+        served = f"{pv.base}{pv.pre}"
+        return Resolution(fw, requested, served, release, "exact", _local_note(pv.local) + f"exact pre-release {served}")
     if release is not None:
         if len(pv.release) < 3 and not pv.pre:
             version = release.patches[-1]
@@ -349,13 +428,77 @@ def find_conda(settings: Settings) -> tuple[str, Path] | None:
     return None
 
 
-def venv_commands(python: Path, prefix: Path, requirements: tuple[str, ...]) -> list[list[str]]:
-    """The commands that build a venv for a release (run in order)."""
+CONSTRAINTS_FILE = "sftl-constraints.txt"  # inside a venv: the caps it was built with
+PACKAGES_FILE = "packages.json"  # envs/: the upload day of every release of the packages replays cap
+PERIOD_DAYS = 30  # a release's day runs this long after its upload: what its users could install with it
+
+
+# the last pip each old CPython runs (pip's own requires-python)
+_PIP_FOR = {"3.6": "pip<22", "3.7": "pip<24.1", "3.8": "pip<25.1"}
+
+
+def venv_commands(python: Path, prefix: Path, requirements: tuple[str, ...], constrained: bool = False,
+                  python_version: str = "") -> list[list[str]]:
+    """The commands that build a venv for a release (run in order); with `constrained`, pip reads the
+    period caps from the venv's own sftl-constraints.txt (written by the build after the first command)."""
     py = str(prefix / "bin" / "python")
+    quiet = ["--no-input", "--disable-pip-version-check", "-q"]
+    caps = ["-c", str(prefix / CONSTRAINTS_FILE)] if constrained else []
     return [
         [str(python), "-m", "venv", str(prefix)],
-        [py, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-q", *requirements],
+        # the pip an old Python bundles (18.1 for 3.6) cannot read manylinux2010/2014 wheels: the newest it supports
+        # (named: a find-links folder without requires-python would offer a pip the interpreter cannot run)
+        [py, "-m", "pip", "install", *quiet, "--upgrade", _PIP_FOR.get(python_version, "pip")],
+        [py, "-m", "pip", "install", *quiet, *caps, *requirements],
     ]
+
+
+def load_package_dates(root: Path | None = None) -> dict[str, dict[str, str]]:
+    """envs/packages.json: package -> {version: the day the index first served it} (generated)."""
+    path = (root or ENVS_DIR) / PACKAGES_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
+def period_cutoff(release: Release, version: str) -> str | None:
+    """The last day of `version`'s period: the day it was served plus PERIOD_DAYS (ISO), or None."""
+    import datetime
+
+    day = release.released(version)
+    if not day:
+        return None
+    return (datetime.date.fromisoformat(day) + datetime.timedelta(days=PERIOD_DAYS)).isoformat()
+
+
+def version_of_the_day(dates: dict[str, str], cutoff: str) -> str | None:
+    """The newest release served by `cutoff` (releases' own order, not upload order: backports)."""
+    cands = [v for v, d in dates.items() if d <= cutoff]
+    return max(cands, key=_release_key) if cands else None
+
+
+def period_constraints(table: dict[str, dict[str, str]], cutoff: str, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """name -> the newest version served by `cutoff`, for every package of the table that had one."""
+    out = {}
+    for name, dates in sorted(table.items()):
+        if name in skip:
+            continue
+        best = version_of_the_day(dates, cutoff)
+        if best is not None:
+            out[name] = best
+    return out
+
+
+def constraints_text(caps: dict[str, str], cutoff: str) -> str:
+    lines = [f"# the newest release of each package served by {cutoff} (sftl: the release's day)"]
+    lines += [f"{name}<={version}" for name, version in caps.items()]
+    return "\n".join(lines) + "\n"
 
 
 def conda_commands(
@@ -529,7 +672,8 @@ class EnvManager:
         exe, py, _ = interp
         name = f"{resolution.framework}-{version}-py{py}-venv"
         prefix = self.root / name
-        return "venv", name, venv_commands(exe, prefix, release.pip_requirements(version)), prefix, py
+        cutoff = period_cutoff(release, version)
+        return "venv", name, venv_commands(exe, prefix, release.pip_requirements(version), cutoff is not None, py), prefix, py
 
     def create(self, resolution: Resolution, backend: str = "auto", timeout: float = 3600.0,
                python: str | None = None) -> EnvHandle:
@@ -571,12 +715,23 @@ class EnvManager:
         started = time.monotonic()
         # venvs are built in place under a temporary name, then renamed: bin/python still resolves
         build_prefix = partial if kind == "venv" else prefix
-        for cmd in commands:
+        cutoff = period_cutoff(resolution.release, resolution.version)
+        uncapped = ""
+        for step, cmd in enumerate(commands):
+            if step == 1 and kind == "venv" and cutoff is not None:
+                caps = period_constraints(load_package_dates(self.catalog.root), cutoff)
+                (build_prefix / CONSTRAINTS_FILE).write_text(constraints_text(caps, cutoff), encoding="utf-8")
             cmd = [str(build_prefix) if c == str(prefix) else c for c in cmd]
             cmd = [c.replace(str(prefix) + "/", str(build_prefix) + "/") for c in cmd]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                       env=self.settings.child_env(extra), check=False)
+                if proc.returncode != 0 and "-c" in cmd and "ResolutionImpossible" in (proc.stderr + proc.stdout):
+                    # the index (an offline mirror, say) lacks the releases of the day: build uncapped, and say so
+                    at = cmd.index("-c")
+                    proc = subprocess.run(cmd[:at] + cmd[at + 2:], capture_output=True, text=True, timeout=timeout,
+                                          env=self.settings.child_env(extra), check=False)
+                    uncapped = "the index lacks the releases of the day: dependencies not capped at " + str(cutoff)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 shutil.rmtree(build_prefix, ignore_errors=True)
                 raise EnvError(f"building {name} failed: {exc}") from exc
@@ -587,6 +742,7 @@ class EnvManager:
         meta = {
             "name": name, "backend": kind, "framework": resolution.framework, "version": resolution.version,
             "python_version": py, "spec": resolution.release.spec_path.name, "commands": commands,
+            "period": None if uncapped else cutoff, "uncapped": uncapped, "added": [],
             "build_seconds": round(time.monotonic() - started, 1), "created": time.time(),
         }
         (build_prefix / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
@@ -596,6 +752,142 @@ class EnvManager:
         if handle is None:
             raise EnvError(f"built {name} but its interpreter is missing")
         return handle
+
+    def added(self, handle: EnvHandle) -> tuple[str, ...]:
+        """The packages installed into a built environment beside its release ("name==version")."""
+        if handle.path is None:
+            return ()
+        try:
+            meta = json.loads((handle.path / META_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ()
+        return tuple(str(a) for a in meta.get("added") or ())
+
+    def import_footprint(self, handle: EnvHandle) -> int:
+        """Bytes of address space importing the framework takes in this environment (measured once, kept in its meta).
+
+        A CUDA build of PyTorch maps gigabytes of libtorch_cuda/cuDNN/cuBLAS even on a CPU run, and fails
+        ("failed to map segment") under an address-space cap that only counts the snippet's own memory:
+        a CPU run's cap adds this footprint. The framework is sftl's own install, not the snippet.
+        """
+        if handle.path is None:
+            return 0
+        meta_path = handle.path / META_FILE
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return 0
+        if isinstance(meta.get("import_vm_bytes"), int):
+            return int(meta["import_vm_bytes"])
+        probe = (f"import {_IMPORT_NAMES[handle.framework]}\n"
+                 "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmPeak:')][0])")
+        env = self.settings.child_env({"CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"})
+        try:
+            proc = subprocess.run([str(handle.python), "-I", "-c", probe], capture_output=True, text=True,
+                                  timeout=300, env=env, check=False)
+            footprint = int(proc.stdout.strip().splitlines()[-1]) * 1024
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+            return 0
+        meta["import_vm_bytes"] = footprint
+        try:
+            meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        except OSError:
+            pass
+        return footprint
+
+    # -- packages beside the framework ------------------------------------------------------------
+
+    def missing_modules(self, handle: EnvHandle, modules: list[str]) -> list[str]:
+        """The modules (of `modules`) the environment's interpreter cannot find (nothing is imported)."""
+        wanted = [DIST_OF_MODULE.get(m, m) if m == "torch.utils.tensorboard" else m for m in modules]
+        wanted = [m for m in dict.fromkeys(wanted) if re.fullmatch(r"[A-Za-z_][\w.]*", m)]
+        if not wanted:
+            return []
+        probe = ("import importlib.util, json, sys\n"
+                 "print(json.dumps([m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]))")
+        try:
+            proc = subprocess.run([str(handle.python), "-I", "-c", probe, *wanted], capture_output=True, text=True,
+                                  timeout=60, env=self.settings.child_env(), check=False)
+            missing = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else []
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+            return []
+        return [m for m in missing if isinstance(m, str)]
+
+    def add_packages(self, handle: EnvHandle, resolution: Resolution, modules: list[str],
+                     install: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Install the distributions of `modules` the environment lacks, at versions of the release's day.
+
+        Returns (installed "name==version", missing "module: why"). Nothing installed keeps its version:
+        the environment's packages are pinned, new ones capped at the release's day (envs/packages.json).
+        With install=False, says what would be installed instead.
+        """
+        missing = self.missing_modules(handle, modules)
+        if not missing:
+            return (), ()
+        table = load_package_dates(self.catalog.root)
+        cutoff = period_cutoff(resolution.release, resolution.version)
+        plan: list[str] = []
+        why: list[str] = []
+        for module in missing:
+            dist = DIST_OF_MODULE.get(module, module.lower().replace("_", "-"))
+            if module in FRAMEWORK_MODULES:
+                why.append(f"{module}: another framework, not installed beside {handle.framework}")
+                continue
+            if dist not in table:
+                why.append(f"{module}: {dist} is not among the packages sftl installs at a release's day "
+                           "(envs/packages.json; add it with tools/gen_envs.py)")
+                continue
+            version = version_of_the_day(table[dist], cutoff) if cutoff else None
+            if version is None:
+                why.append(f"{module}: {dist} had no release by {cutoff}")
+                continue
+            plan.append(f"{dist}=={version}")
+        if not plan:
+            return (), tuple(why)
+        if not install or handle.path is None:
+            where = "the running interpreter is not changed" if handle.path is None else "pass --build to install"
+            return (), tuple(why) + tuple(f"{p.split('==')[0]}: not installed ({where} {p})" for p in plan)
+        installed, failed = self._pip_add(handle, plan, table, cutoff or "")
+        return installed, tuple(why) + failed
+
+    def _pip_add(self, handle: EnvHandle, plan: list[str], table: dict[str, dict[str, str]],
+                 cutoff: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        assert handle.path is not None
+        py = str(handle.python)
+        env = self.settings.child_env({k: v for k, v in self.settings.base_env.items() if k.startswith("PIP_")})
+        try:
+            frozen = subprocess.run([py, "-m", "pip", "freeze", "--disable-pip-version-check"], capture_output=True,
+                                    text=True, timeout=120, env=env, check=False).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return (), tuple(f"{p.split('==')[0]}: not installed ({exc})" for p in plan)
+        pins = [ln.strip() for ln in frozen.splitlines() if "==" in ln and not ln.startswith("-")]
+        have = {ln.split("==")[0].lower() for ln in pins}
+        caps = {k: v for k, v in period_constraints(table, cutoff).items() if k not in have}
+        constraints = handle.path / "sftl-added-constraints.txt"
+        constraints.write_text("\n".join(pins) + "\n" + constraints_text(caps, cutoff), encoding="utf-8")
+        installed, failed = [], []
+        for req in plan:  # one by one: a package that cannot be installed does not stop the others
+            try:
+                proc = subprocess.run([py, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-q",
+                                       "-c", str(constraints), req], capture_output=True, text=True, timeout=900,
+                                      env=env, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                failed.append(f"{req.split('==')[0]}: installing {req} failed ({exc})")
+                continue
+            if proc.returncode == 0:
+                installed.append(req)
+            else:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+                failed.append(f"{req.split('==')[0]}: installing {req} failed: {tail[0][:200]}")
+        if installed:
+            meta_path = handle.path / META_FILE
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+                meta["added"] = sorted(set(meta.get("added") or []) | set(installed))
+                meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            except (OSError, ValueError):
+                pass
+        return tuple(installed), tuple(failed)
 
     def remove(self, name: str) -> Path:
         path = self.root / name
