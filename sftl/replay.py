@@ -12,14 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from sftl.config import Settings
-from sftl.envs import EnvHandle, EnvManager, load_catalog, normalize_framework, parse_version, resolve
+from sftl.envs import (
+    DIST_OF_MODULE,
+    EnvHandle,
+    EnvManager,
+    load_catalog,
+    normalize_framework,
+    parse_version,
+    resolve,
+)
 from sftl.errors import EnvError, InputError
+from sftl.extract.repair import imported_modules, repair_snippet
 from sftl.model import (
     Device,
     Extraction,
     Frame,
     Issue,
     Outcome,
+    Repair,
     Replay,
     ReplayEnvironment,
     ReplayRun,
@@ -62,10 +72,42 @@ def _short(name: str | None) -> str:
     return (name or "").rsplit(".", 1)[-1]
 
 
+_MISSING = (
+    re.compile(r"No module named ['\"]?([\w.]+)"),
+    re.compile(r"cannot import name ['\"]?(\w+)"),
+    re.compile(r"has no attribute ['\"]?(\w+)"),
+)
+_IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+
+
+def missing_name(exception: str | None, message: str | None) -> str | None:
+    """The name a missing-module error says is missing ('tensorboard', 'contrib', 'ravel_'), else None."""
+    if _short(exception) not in (*_IMPORT_ERRORS, "AttributeError") or not message:
+        return None
+    for pattern in _MISSING:
+        m = pattern.search(message)
+        if m:
+            return m.group(1)
+    return None
+
+
+def same_class(expected: str | None, got: str | None) -> bool:
+    """The same exception class; ImportError and ModuleNotFoundError (raised for it since Python 3.6) count as one."""
+    a, b = _short(expected), _short(got)
+    return bool(a) and (a == b or {a, b} == set(_IMPORT_ERRORS))
+
+
 def same_error(expected: Traceback, exception: str | None, message: str | None) -> bool:
-    """The report's exception type and message, allowing for addresses, paths and truncation."""
-    if not exception or _short(expected.exception) != _short(exception):
+    """The report's exception type and message, allowing for addresses, paths and truncation.
+
+    A missing-module error (ImportError, ModuleNotFoundError, AttributeError) matches only when the same
+    name is missing: "No module named 'tensorboard'" is not a reproduction of "No module named 'torch._six'".
+    """
+    if not exception or not same_class(expected.exception, exception):
         return False
+    want_name = missing_name(expected.exception, expected.message)
+    if want_name is not None:
+        return missing_name(exception, message) == want_name
     want, got = normalize_message(expected.message), normalize_message(message)
     if not want or want == got:
         return True
@@ -336,6 +378,9 @@ def replay_snippet(
     repo: str | None = None,
     number: int | None = None,
     unconfined: bool = False,
+    repair: bool = True,
+    others: tuple[str, ...] = (),
+    when: str | None = None,
 ) -> Replay:
     """Replay `code` in an environment matching (framework, version) and say what happened.
 
@@ -344,6 +389,13 @@ def replay_snippet(
     ENV_UNAVAILABLE, a missing GPU NO_DEVICE. Only a sandbox that cannot be set up at all raises
     SandboxError (ConfinementError where this machine cannot confine it and `unconfined` is not
     given). Each device's run is stored under replay_key() and reused.
+
+    With `repair` (the default) the snippet is first made runnable as reporters paste it (prompts,
+    notebook lines, Python 2 prints, missing imports, definitions in `others`, the report's other
+    blocks); every repair is listed in the result, and repair=False replays it verbatim. `when` (the
+    day the report was filed) picks the release of a report that names a date or no version. Packages
+    the snippet imports beside the framework are installed at versions of the release's day (with
+    `build`), or the result names the missing ones.
     """
     if device not in ("cpu", "gpu", "both"):
         raise InputError(f"unknown device {device!r}: use cpu, gpu or both")
@@ -354,19 +406,28 @@ def replay_snippet(
         fw = normalize_framework(framework)
     except InputError as exc:
         return _unavailable(framework, version, str(exc))
+    repairs: tuple[Repair, ...] = ()
+    if repair:
+        fixed = repair_snippet(code, fw, others)
+        code, repairs = fixed.code, fixed.repairs
     try:
         catalog = load_catalog()
-        resolution = resolve(catalog, fw, version)
+        resolution = resolve(catalog, fw, version, when)
     except (EnvError, InputError) as exc:
-        return _unavailable(fw, version, f"{exc}")
+        return replace(_unavailable(fw, version, f"{exc}"), repairs=repairs, code=code)
+    manager = EnvManager(settings, catalog)
     try:
-        handle: EnvHandle = EnvManager(settings, catalog).find(resolution, env=env, build=build)
+        handle: EnvHandle = manager.find(resolution, env=env, build=build)
     except EnvError as exc:
-        return _unavailable(fw, version, f"{resolution.why}; {exc}")
+        return replace(_unavailable(fw, version, f"{resolution.why}; {exc}"), repairs=repairs, code=code)
     if handle.version != resolution.version and env in ("auto", ""):
-        return _unavailable(fw, version, f"environment {handle.name} has {fw} {handle.version}, not {resolution.version}")
+        return replace(_unavailable(fw, version, f"environment {handle.name} has {fw} {handle.version}, "
+                                                 f"not {resolution.version}"), repairs=repairs, code=code)
     renv = ReplayEnvironment(fw, handle.version, handle.python_version, handle.backend, handle.name,
                              f"{resolution.why}; {handle.reason}")
+    modules = imported_modules(code)
+    _, lacking = manager.add_packages(handle, resolution, modules, install=build)
+    packages = _packages_for(manager.added(handle), modules)
     limits = limits or Limits()
     gpu_present = has_cuda_device() if cuda is None else cuda
     compare = expected is None and device == "both"
@@ -383,7 +444,9 @@ def replay_snippet(
             # GPU run: each op against CPU; without a GPU the CPU run checks each op against float64
             mode = "cpu" if dev is Device.GPU else ("none" if gpu_present else "float64")
         args = ["--device", dev.value, "--framework", fw, "--repeat", str(repeats if compare else 1), "--opdiff", mode]
-        options = {"args": args, "limits": limits.as_dict(), "allow_network": allow_network}
+        run_limits = limits
+        options = {"args": args, "limits": limits.as_dict(), "allow_network": allow_network,
+                   "packages": list(manager.added(handle))}
         if unconfined:  # never served a confined run's record, nor the other way round
             options["unconfined"] = True
         key = replay_key(code, renv, dev.value, options)
@@ -392,11 +455,18 @@ def replay_snippet(
         if raw is None:
             box = sandbox or Sandbox(settings, limits, allow_network, unconfined=unconfined)
             sandbox = box
+            if dev is not Device.GPU and not box.caps.memory_cgroup:
+                # RLIMIT_AS caps this CPU run: it counts what importing the framework maps (gigabytes for a
+                # CUDA build) on top of the memory the snippet may use
+                run_limits = replace(limits, memory=limits.memory + manager.import_footprint(handle))
+                box = Sandbox(settings, run_limits, box.allow_network, caps=box.caps, unconfined=box.unconfined)
             raw = _sandbox_payload(box.run_harness(handle.python, code, args, gpu=dev is Device.GPU))
+            raw["replay"] = {"environment": to_jsonable(renv), "repairs": to_jsonable(repairs),
+                             "packages": list(packages), "lacking": list(lacking)}
             if store is not None:
                 store.save_replay(key, raw, repo, number)
         raws[dev] = raw
-        run = classify(dev, raw, expected, limits)
+        run = classify(dev, raw, expected, run_limits)
         run.details["cache_key"] = key
         run.details["cached"] = cached
         runs.append(run)
@@ -406,11 +476,30 @@ def replay_snippet(
         reason += f"; {op_note}"
     if resolution.match != "exact" or (version or "").strip() != resolution.version:
         reason += f"; version: {resolution.why}"  # the report asked for something else: say what ran
+    reason += _package_note(runs, packages, lacking)
+    if repairs:
+        reason += "; snippet repaired: " + "; ".join(r.detail for r in repairs)
     if extra:
         runs = [replace(r, details={**r.details, "comparison": extra}) if r.device is Device.GPU else r for r in runs]
     if any((r.details.get("containment") or {}).get("unconfined") for r in runs):
         reason = f"ran UNCONFINED (--unconfined): {reason}"  # in the stored replay and every report of it
-    return Replay(renv, tuple(runs), verdict, reason, first_op)
+    return Replay(renv, tuple(runs), verdict, reason, first_op, repairs, packages, code)
+
+
+def _packages_for(added: tuple[str, ...], modules: list[str]) -> tuple[str, ...]:
+    """The packages added to the environment that this snippet imports."""
+    wanted = {DIST_OF_MODULE.get(m, m).lower().replace("_", "-") for m in modules}
+    return tuple(a for a in added if a.split("==")[0].lower() in wanted)
+
+
+def _package_note(runs: list[ReplayRun], packages: tuple[str, ...], lacking: tuple[str, ...]) -> str:
+    """What was installed beside the framework, and which import the environment could not satisfy."""
+    note = f"; installed beside the framework: {', '.join(packages)}" if packages else ""
+    if lacking:
+        raised = {missing_name(r.exception, r.message) for r in runs if r.exception}
+        named = [w for w in lacking if w.split(":")[0] in raised]
+        note += "; missing package: " + "; ".join(named or lacking)
+    return note
 
 
 def _first_divergent(runs: list[ReplayRun]) -> tuple[str | None, str]:
@@ -501,6 +590,8 @@ def replay_issue(
         return Replay(ReplayEnvironment(env.framework, env.version, None, None, None), (), Outcome.NO_SNIPPET,
                       "the report has no runnable snippet" + (f" ({extraction.problems[0]})" if extraction.problems else ""))
     kwargs.setdefault("expected", expected_error(extraction))
+    kwargs.setdefault("others", tuple(b.code for b in extraction.snippet.candidates if b.kind == "python"))
+    kwargs.setdefault("when", issue.created_at or None)
     return replay_snippet(extraction.snippet.code, framework_of(issue, extraction), extraction.environment.version,
                           settings, store=store, repo=issue.repo, number=issue.number, **kwargs)
 
@@ -537,7 +628,7 @@ def replay_json(replay: Replay) -> dict[str, Any]:
     env = replay.environment
     return {
         "environment": {"framework": env.framework, "version": env.version, "python": env.python,
-                        "backend": env.backend, "name": env.name},
+                        "backend": env.backend, "name": env.name, "reason": env.reason},
         "runs": [
             {"device": r.device.value, "outcome": r.outcome.value, "exception": r.exception, "message": r.message,
              "stdout_tail": r.stdout_tail, "stderr_tail": r.stderr_tail, "seconds": r.seconds}
@@ -545,6 +636,8 @@ def replay_json(replay: Replay) -> dict[str, Any]:
         ],
         "verdict": replay.verdict.value,
         "reason": replay.reason,
+        "repairs": [{"kind": r.kind, "detail": r.detail} for r in replay.repairs],
+        "packages": list(replay.packages),
     }
 
 

@@ -147,8 +147,9 @@ def test_hostile_snippet_is_contained_and_replay_carries_on(settings, caps) -> N
 def test_json_has_exactly_the_documented_shape(settings) -> None:
     replay = replay_snippet("print('hi')\n", "pytorch", "2.13.0", settings, device="cpu")
     data = replay_json(replay)
-    assert set(data) == {"environment", "runs", "verdict", "reason"}
-    assert set(data["environment"]) == {"framework", "version", "python", "backend", "name"}
+    assert set(data) == {"environment", "runs", "verdict", "reason", "repairs", "packages"}
+    assert set(data["environment"]) == {"framework", "version", "python", "backend", "name", "reason"}
+    assert data["repairs"] == [] and data["packages"] == []
     assert set(data["runs"][0]) == {"device", "outcome", "exception", "message", "stdout_tail", "stderr_tail", "seconds"}
     assert data["verdict"] == "no-error" and data["runs"][0]["stdout_tail"] == "hi\n"
     json.dumps(data)
@@ -201,7 +202,7 @@ def test_cli_replay_and_bisect(sftl_home: Path, tmp_path: Path, caps) -> None:
                            "--expect", "AttributeError: type object 'Tensor' has no attribute 'no_such_thing'",
                            "--device", "cpu", "--timeout", "60", "--memory", "3G", "--max-procs", "64", "--json"])
     result = json.loads(out)
-    assert code == 0 and result["first_bad"] == "2.13.0" and result["unavailable"] == ["2.12.0"]
+    assert code == 0 and result["first_bad"] == "2.13.0" and result["unavailable"] == ["2.12.1"]
     assert [v["verdict"] for v in result["versions"]] == ["env-unavailable", "reproduced"]
     code, out, err = _cli(["replay"])
     assert code == 2 and "TARGET" in err

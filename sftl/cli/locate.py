@@ -115,6 +115,14 @@ def render_text(payload: dict[str, Any], report: Report, cut: int | None = 160) 
     if payload["replay"] is not None:
         rep = payload["replay"]
         lines.append(f"  replay       {rep.get('verdict')}: {rep.get('reason', '')[:cut]}")
+        renv = rep.get("environment") or {}
+        if renv.get("backend"):
+            lines.append(f"               ran in {renv.get('framework')} {renv.get('version')}, python "
+                         f"{renv.get('python')} ({renv.get('backend')} {renv.get('name')})")
+        for repair in rep.get("repairs") or ():
+            lines.append(f"               repaired: {repair.get('detail', '')[:cut]}")
+        if rep.get("packages"):
+            lines.append(f"               packages: {', '.join(rep['packages'])}")
     lines.append(f"  outcome      {payload['outcome']} ({payload['method']}): {payload['reason']}")
     if payload["suspects"]:
         lines.append("  suspects")
@@ -136,6 +144,15 @@ def render_markdown(payload: dict[str, Any], report: Report) -> str:
         f"- **Environment:** {_env_line(payload['environment'])}",
         f"- **Outcome:** {payload['outcome']} (`{payload['method']}`): {payload['reason']}",
     ]
+    rep = payload.get("replay")
+    if rep is not None:
+        renv = rep.get("environment") or {}
+        where = (f" in {renv.get('framework')} {renv.get('version')}, python {renv.get('python')} "
+                 f"({renv.get('backend')})") if renv.get("backend") else ""
+        out.append(f"- **Replay:** `{rep.get('verdict')}`{where}: {rep.get('reason', '')}")
+        out += [f"  - repaired: {r.get('detail', '')}" for r in rep.get("repairs") or ()]
+        if rep.get("packages"):
+            out.append(f"  - packages: {', '.join(rep['packages'])}")
     if payload["suspects"]:
         out += ["", "| # | score | file | side | why |", "|---|---|---|---|---|"]
         for i, s in enumerate(payload["suspects"], 1):

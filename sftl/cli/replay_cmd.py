@@ -102,6 +102,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     add_unconfined(p)
     p.add_argument("--build", action="store_true", help="build a missing environment (venv/conda) before replaying")
     p.add_argument("--no-cache", action="store_true", help="run again even when a stored result exists")
+    p.add_argument("--no-repair", action="store_true",
+                   help="replay the snippet verbatim (no prompt stripping, added imports or joined blocks)")
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -200,6 +202,18 @@ def _inputs(args: argparse.Namespace, ctx: Context, store: Any) -> tuple[str, st
     return code, framework, version, expected, issue
 
 
+def _report_context(args: argparse.Namespace, issue: Any) -> dict[str, Any]:
+    """Repair switch, the report's other Python blocks and the day it was filed, for replay_snippet."""
+    ctx: dict[str, Any] = {"repair": not args.no_repair}
+    if issue is not None:
+        from sftl.extract import extract
+
+        snippet = extract(issue).snippet
+        ctx["others"] = tuple(b.code for b in snippet.candidates if b.kind == "python") if snippet else ()
+        ctx["when"] = issue.created_at or None
+    return ctx
+
+
 def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     from sftl.replay import replay_json, replay_snippet
     from sftl.store import Store
@@ -212,6 +226,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
             limits=_limits(args), allow_network=args.allow_network, store=store, use_cache=not args.no_cache,
             build=args.build, repo=issue.repo if issue else None, number=issue.number if issue else None,
             unconfined=args.unconfined,
+            **_report_context(args, issue),
         )
     nan = _nan_search(args, ctx, code, framework) if args.nan_search else None
     if args.json:
@@ -262,6 +277,10 @@ def _print_replay(ctx: Context, replay: Any) -> None:
         out.write(f"environment: {env.framework} {env.version}, python {env.python}, {env.backend} ({env.name})\n")
     if env.reason:
         out.write(f"  why: {env.reason}\n")
+    for repair in replay.repairs:
+        out.write(f"repaired: {repair.detail}\n")
+    if replay.packages:
+        out.write(f"packages: {', '.join(replay.packages)}\n")
     for run in replay.runs:
         line = f"{run.device.value}: {run.outcome.value}"
         if run.exception:
@@ -298,6 +317,7 @@ def cmd_bisect(args: argparse.Namespace, ctx: Context) -> int:
             env=args.env, expected=expected, limits=_limits(args), allow_network=args.allow_network, store=store,
             use_cache=not args.no_cache, build=args.build, unconfined=args.unconfined,
             repo=issue.repo if issue else None, number=issue.number if issue else None,
+            **_report_context(args, issue),
         )
     if args.json:
         ctx.print_json(bisect_json(result))
