@@ -410,7 +410,14 @@ def _device_info(framework, device):
         import tensorflow as tf
 
         info["framework_version"] = tf.__version__
-        gpus = tf.config.list_physical_devices("GPU") if hasattr(tf.config, "list_physical_devices") else []
+        # tf.config is 1.14+, list_physical_devices 2.1+; older releases answer through tf.test
+        listing = getattr(getattr(tf, "config", None), "list_physical_devices", None)
+        if listing is not None:
+            gpus = listing("GPU")
+        elif device == "gpu" and hasattr(tf, "test") and hasattr(tf.test, "gpu_device_name"):
+            gpus = [tf.test.gpu_device_name()] if tf.test.gpu_device_name() else []
+        else:
+            gpus = []
         info["cuda_available"] = bool(gpus)
         info["name"] = gpus[0].name if gpus else None
     return torch, info

@@ -21,6 +21,7 @@ from sftl.errors import EnvError, InputError
 
 ENVS_DIR = Path(__file__).resolve().parent.parent / "envs"
 META_FILE = "sftl-env.json"
+USED_FILE = ".sftl-used"  # touched whenever a replay uses the environment
 CONDA_KINDS = ("micromamba", "mamba", "conda")  # preference order when several are on PATH
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there: 10x faster
@@ -275,12 +276,17 @@ def resolve(catalog: Catalog, framework: str, requested: str | None, when: str |
     if not text or not _readable(text):
         day = named_date(text) or (when[:10] if when else None)
         current = release_on(catalog, fw, day) if day else None
+        named = f"names {text!r}, no release" if text else "names no version"
+        source = "the date it names" if named_date(text) else "the day it was filed"
         if current is not None:
             then, version = current
-            named = f"names {text!r}, no release" if text else "names no version"
-            source = "the date it names" if named_date(text) else "the day it was filed"
             return Resolution(fw, requested, version, then, "dated",
                               f"the report {named}; {version} was the newest {fw} release on {day} ({source})")
+        if day is not None:  # older than every release the index serves for the Pythons sftl builds with
+            first = releases[0]
+            return Resolution(fw, requested, first.patches[0], first, "nearest",
+                              f"the report {named}; on {day} ({source}) {fw} had no release the index serves "
+                              f"for CPython 3.6+; the earliest is {first.patches[0]}")
     if not text:
         latest = releases[-1]
         return Resolution(fw, requested, latest.patches[-1], latest, "latest",
@@ -451,6 +457,19 @@ def venv_commands(python: Path, prefix: Path, requirements: tuple[str, ...], con
         [py, "-m", "pip", "install", *quiet, "--upgrade", _PIP_FOR.get(python_version, "pip")],
         [py, "-m", "pip", "install", *quiet, *caps, *requirements],
     ]
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes the files under `path` take (links not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+    return total
 
 
 def load_package_dates(root: Path | None = None) -> dict[str, dict[str, str]]:
@@ -639,6 +658,7 @@ class EnvManager:
             reasons.append(str(exc))
         for handle in self.built():
             if handle.framework == fw and handle.version == version:
+                self.touch(handle)
                 return handle
         reasons.append(f"no cached environment for {fw} {version} under {self.root}")
         if not build:
@@ -888,6 +908,37 @@ class EnvManager:
             except (OSError, ValueError):
                 pass
         return tuple(installed), tuple(failed)
+
+    def touch(self, handle: EnvHandle) -> None:
+        """Note that a replay used this environment now (prune removes the least recently used first)."""
+        if handle.path is not None:
+            try:
+                (handle.path / USED_FILE).touch()
+            except OSError:
+                pass
+
+    def prune(self, max_bytes: int, keep: tuple[str, ...] = ()) -> list[tuple[str, int]]:
+        """Remove the least recently used environments until the rest take at most `max_bytes`.
+
+        Returns [(name, bytes freed)]. Environments named in `keep` stay whatever their size.
+        """
+        sized = []
+        for handle in self.built():
+            assert handle.path is not None
+            used = handle.path / USED_FILE
+            when = (used if used.exists() else handle.path / META_FILE).stat().st_mtime
+            sized.append((when, handle.name, tree_bytes(handle.path)))
+        total = sum(size for _, _, size in sized)
+        removed = []
+        for _, name, size in sorted(sized):
+            if total <= max_bytes:
+                break
+            if name in keep:
+                continue
+            self.remove(name)
+            total -= size
+            removed.append((name, size))
+        return removed
 
     def remove(self, name: str) -> Path:
         path = self.root / name

@@ -259,3 +259,8 @@ def test_a_report_without_a_version_replays_on_the_release_of_the_day_it_was_fil
     assert res.version == "1.9.0" and "names 'a source build', no release" in res.why
     # a version that reads wins over the date
     assert resolve(catalog, "pytorch", "1.4.0", when="2021-07-01").version == "1.4.0"
+
+
+def test_a_report_older_than_every_served_release_replays_on_the_earliest() -> None:
+    res = resolve(load_catalog(), "tensorflow", None, when="2016-04-05T10:00:00Z")
+    assert (res.version, res.match) == ("1.0.0", "nearest") and "had no release the index serves" in res.why

@@ -1,4 +1,4 @@
-"""CLI commands of the replay stage: `sftl replay`, `sftl bisect` and `sftl envs list|create|remove|lock`."""
+"""CLI commands of the replay stage: `sftl replay`, `sftl bisect` and `sftl envs list|create|remove|prune|lock`."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_common(p)
     p.set_defaults(handler=cmd_bisect)
 
-    p = sub.add_parser("envs", help="replay environments: list, create, remove, lock",
+    p = sub.add_parser("envs", help="replay environments: list, create, remove, prune, lock",
                        description="Environments are cached under SFTL_HOME/envs and reused by every replay.")
     esub = p.add_subparsers(dest="envs_command", metavar="ACTION")
     e = esub.add_parser("list", help="release specs, built environments and the backends available here")
@@ -76,6 +76,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     e.add_argument("name", metavar="NAME")
     add_common(e)
     e.set_defaults(handler=cmd_envs_remove)
+    e = esub.add_parser("prune", help="remove the least recently used environments until the rest fit in --max-size")
+    e.add_argument("--max-size", required=True, metavar="SIZE", help="disk the built environments may take (e.g. 40G)")
+    e.add_argument("--json", action="store_true")
+    add_common(e)
+    e.set_defaults(handler=cmd_envs_prune)
     e = esub.add_parser("lock", help="write conda-lock lockfiles (needs a conda solver and reachable channels)")
     e.add_argument("--json", action="store_true")
     add_common(e)
@@ -168,8 +173,13 @@ def _inputs(args: argparse.Namespace, ctx: Context, store: Any) -> tuple[str, st
             code = Path(args.snippet).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read {args.snippet}: {exc}") from None
+        checked = code
+        if not getattr(args, "no_repair", False):  # what will run is the snippet after its repairs
+            from sftl.extract.repair import repair_snippet
+
+            checked = repair_snippet(code, args.framework).code
         try:
-            compile(code, args.snippet, "exec", dont_inherit=True)
+            compile(checked, args.snippet, "exec", dont_inherit=True)
         except SyntaxError as exc:  # its own SyntaxError is no reproduction of anything: say it never ran
             raise InputError(f"{args.snippet}:{exc.lineno or '?'}: the snippet does not parse "
                              f"(SyntaxError: {exc.msg}); it never ran") from None
@@ -408,6 +418,24 @@ def cmd_envs_remove(args: argparse.Namespace, ctx: Context) -> int:
 
     path = EnvManager(ctx.settings).remove(args.name)
     ctx.err.write(f"removed {path}\n")
+    return EXIT_OK
+
+
+def cmd_envs_prune(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.envs import EnvManager
+    from sftl.errors import InputError
+    from sftl.sandbox import parse_size
+
+    limit = parse_size(args.max_size)
+    if limit >= 2**62:
+        raise InputError(f"--max-size {args.max_size}: too large")
+    removed = EnvManager(ctx.settings).prune(limit)
+    if args.json:
+        ctx.print_json({"removed": [name for name, _ in removed], "freed": sum(size for _, size in removed)})
+    else:
+        for name, size in removed:
+            ctx.out.write(f"removed {name} ({size / 2**20:.0f} MiB)\n")
+        ctx.err.write(f"freed {sum(size for _, size in removed) / 2**20:.0f} MiB; {len(removed)} environment(s) removed\n")
     return EXIT_OK
 
 
