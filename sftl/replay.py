@@ -599,21 +599,29 @@ def replay_issue(
 def confirm_extraction(extraction: Extraction, replay: Replay) -> Extraction:
     """What a replay adds to the evidence the localizers read.
 
-    A reproduced error whose report lacked framework frames gets the replay's own traceback
-    (frames mapped to repository paths). A GPU run's first divergent operator (checked against
+    A reproduced error whose report lacked framework frames, or whose traceback was cut, gets the
+    replay's own traceback (frames mapped to repository paths). A GPU run's first divergent operator (checked against
     CPU, not the float64 stand-in) is put first among the APIs, as `torch.<op>`.
     """
-    from sftl.extract import map_frame_path  # an earlier stage; imported here to keep start-up light
+    from sftl.extract import (  # an earlier stage; imported here to keep start-up light
+        map_frame_path,
+        stops_at_import,
+    )
 
     changes: dict[str, Any] = {}
     report_tb = extraction.traceback
-    if replay.verdict is Outcome.REPRODUCED and (report_tb is None or not report_tb.framework_frames):
+    if replay.verdict is Outcome.REPRODUCED:
         run = next((r for r in replay.runs if r.outcome is Outcome.REPRODUCED), None)
         frames = tuple(
             Frame(f["path"], f.get("line"), f.get("function", ""), f.get("source", ""), map_frame_path(f["path"]))
             for f in ((run.details.get("frames") or []) if run else [])
         )
-        if run is not None and any(f.repo_path for f in frames):
+        ours = sum(1 for f in frames if f.repo_path)
+        theirs = len(report_tb.framework_frames) if report_tb is not None else 0
+        # the replay's traceback replaces the report's when that one lacks framework frames or was cut
+        # (it stops at an import, or shows fewer framework frames than the same error raised here)
+        cut = report_tb is not None and (stops_at_import(report_tb.frames) or ours > theirs)
+        if run is not None and ours and (report_tb is None or not theirs or cut):
             changes["traceback"] = Traceback(frames, run.exception or "", run.message or "")
     gpu = next((r for r in replay.runs if r.device is Device.GPU), None)
     opdiff = gpu.details.get("opdiff") if gpu is not None and gpu.details else None

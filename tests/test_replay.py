@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,51 @@ def test_locate_with_replay_fills_the_replay_field(sftl_home: Path, caps) -> Non
     data = json.loads(out)
     assert data["replay"]["verdict"] == "reproduced"
     assert data["replay"]["runs"][0]["exception"] == "AttributeError"
+
+
+def test_a_cut_traceback_is_replaced_by_the_reproduced_one(settings) -> None:
+    """The report pasted only the snippet's frame (cut before torch's): the replay's frames reach module.py."""
+    from sftl.model import Environment, Extraction, Frame, Snippet
+    from sftl.replay import confirm_extraction
+
+    code = "import torch\nprint('MARK')\nm = torch.nn.Linear(2, 2)\nm.no_such_layer\n"
+    cut = Traceback((Frame("/home/me/repro.py", 4, "<module>", "m.no_such_layer", None),
+                     Frame("/usr/lib/python3/site-packages/torch/nn/modules/module.py", 1900, "__getattr__", "", "torch/nn/modules/module.py")),
+                    "AttributeError", "'Linear' object has no attribute 'no_such_layer'")
+    short = Traceback(cut.frames[:1] + (Frame("/x/torch/__init__.py", 1, "<module>", "import torch", "torch/__init__.py"),),
+                      cut.exception, cut.message)
+    extraction = Extraction(Snippet(code, "test"), short, Environment("pytorch", "2.13.0"))
+    replay = replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=short)
+    assert replay.verdict is Outcome.REPRODUCED and replay.repairs == ()
+    confirmed = confirm_extraction(extraction, replay)
+    assert confirmed.traceback is not short and confirmed.traceback.framework_frames[-1].repo_path == "torch/nn/modules/module.py"
+    # a report whose traceback is whole keeps its own
+    whole = replace(extraction, traceback=cut)
+    assert confirm_extraction(whole, replay).traceback is cut
+
+
+def test_repairs_are_listed_in_the_result_and_no_repair_runs_verbatim(settings) -> None:
+    fragment = ">>> x = torch.ones(3)\n>>> x.no_such_method()\n"
+    expected = Traceback((), "AttributeError", "'Tensor' object has no attribute 'no_such_method'")
+    replay = replay_snippet(fragment, "pytorch", "2.13.0", settings, device="cpu", expected=expected)
+    assert replay.verdict is Outcome.REPRODUCED, replay.reason
+    assert [r.kind for r in replay.repairs] == ["prompts", "import"] and replay.code.startswith("import torch\n")
+    assert "snippet repaired: removed '>>>'" in replay.reason
+    data = replay_json(replay)
+    assert [r["kind"] for r in data["repairs"]] == ["prompts", "import"]
+    verbatim = replay_snippet(fragment, "pytorch", "2.13.0", settings, device="cpu", expected=expected, repair=False)
+    assert verbatim.repairs == () and verbatim.code == fragment
+    assert verbatim.verdict is Outcome.DIFFERENT_ERROR and verbatim.runs[0].exception == "SyntaxError"
+
+
+def test_a_missing_module_error_reproduces_only_with_the_same_missing_name(settings) -> None:
+    code = "import torch\nimport no_such_package_sftl\n"
+    want = Traceback((), "ModuleNotFoundError", "No module named 'torch._six'")
+    replay = replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=want)
+    assert replay.verdict is Outcome.DIFFERENT_ERROR
+    assert "expected ModuleNotFoundError: No module named 'torch._six'" in replay.reason
+    assert "raised ModuleNotFoundError: No module named 'no_such_package_sftl'" in replay.reason
+    # the verdict names the import the environment could not satisfy
+    assert "missing package: no_such_package_sftl" in replay.reason
+    same = Traceback((), "ImportError", "No module named no_such_package_sftl")  # Python 2's wording and class
+    assert replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=same).verdict is Outcome.REPRODUCED

@@ -103,3 +103,17 @@ def test_repaired_code_computes_what_the_original_meant() -> None:
 def test_imported_modules_keep_torch_utils_tensorboard_whole() -> None:
     code = "import torch\nfrom torch.utils.tensorboard import SummaryWriter\nimport scipy.sparse\nfrom . import x\n"
     assert imported_modules(code) == ["torch", "torch.utils.tensorboard", "scipy"]
+
+
+def test_an_ipython_session_with_a_traceback_yields_its_cells_as_the_snippet() -> None:
+    from sftl.extract import extract_text
+
+    body = ("Ran in ipython:\n\n```\nIn [1]: import math\n/lib/python3.5/importlib/_bootstrap.py:222: RuntimeWarning: x\n"
+            "  return f(*args, **kwds)\n\nIn [2]: def f(x):\n   ...:     return math.sqrt(x)\n   ...:\n\n"
+            "In [3]: f(-1)\n---------------------------------------------------------------------------\n"
+            "ValueError                                Traceback (most recent call last)\n<ipython-input-3> in <module>\n"
+            "----> 1 f(-1)\n\nValueError: math domain error\n```\n")
+    ex = extract_text("f fails", body)
+    assert ex.snippet is not None and ex.snippet.code == "import math\ndef f(x):\n    return math.sqrt(x)\n\nf(-1)"
+    assert "IPython session" in ex.snippet.reason or "ipython" in ex.snippet.reason
+    assert ex.traceback is not None and ex.traceback.exception == "ValueError"

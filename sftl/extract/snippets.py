@@ -65,6 +65,31 @@ def doctest_to_script(text: str) -> str | None:
     return script or None
 
 
+_IN_PROMPT = re.compile(r"^\s*In\s*\[\s*\d*\s*\]:\s?")
+_CONT_PROMPT = re.compile(r"^\s*\.\.\.+:\s?")
+
+
+def ipython_to_script(text: str) -> str | None:
+    """An IPython terminal session (`In [n]:` and `...:` lines amid output and tracebacks) back into its
+    statements; None when the text is not such a session. Magics are left for the replay's repairs."""
+    lines = text.split("\n")
+    if not any(_IN_PROMPT.match(line) for line in lines):
+        return None
+    code: list[str] = []
+    in_cell = False
+    for line in lines:
+        m = _IN_PROMPT.match(line)
+        if m:
+            code.append(line[m.end():])
+            in_cell = True
+        elif in_cell and _CONT_PROMPT.match(line):
+            code.append(_CONT_PROMPT.sub("", line, count=1))
+        else:
+            in_cell = False  # output, a warning or a traceback
+    script = "\n".join(ln for ln in code).strip("\n")
+    return script or None
+
+
 def classify_block(text: str, lang: str = "") -> tuple[str, bool, str]:
     """(kind, parses, why) for one block: python/output/traceback/shell/log/cpp/env/unknown."""
     stripped = text.strip()
@@ -128,7 +153,10 @@ def code_blocks(body: str) -> list[CodeBlock]:
             blocks.append(CodeBlock(script, "python", "doctest", ok, "`>>>` session turned into a script"))
             continue
         kind, ok, why = classify_block(seg.text, seg.lang)
-        if kind == "traceback":
+        session = ipython_to_script(seg.text) if kind in ("traceback", "output", "unknown", "log") else None
+        if session is not None:
+            blocks.append(CodeBlock(session, "python", "ipython", _parses(session), "IPython session: its 'In [n]:' cells"))
+        elif kind == "traceback":
             code, rest = _split_code_then_traceback(seg.text)
             if code:
                 blocks.append(CodeBlock(code, "python", seg.source, True, "code before a pasted traceback"))
