@@ -31,13 +31,13 @@ from sftl.config import load_settings  # noqa: E402
 from sftl.envs import EnvManager, load_catalog, resolve  # noqa: E402
 from sftl.extract import extract  # noqa: E402
 from sftl.github_json import issue_from_json  # noqa: E402
-from sftl.model import Issue, Outcome  # noqa: E402
-from sftl.replay import expected_error, framework_of, missing_name, replay_issue  # noqa: E402
+from sftl.model import Issue, Outcome, Replay, ReplayEnvironment  # noqa: E402
+from sftl.replay import expected_error, framework_of, has_cuda_device, missing_name, replay_issue  # noqa: E402
 from sftl.sandbox import Limits, parse_size  # noqa: E402
 from sftl.store import Store  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-_MME = re.compile(r"has no attribute|No module named|cannot import name")
+_GPU_ONLY = re.compile(r"CUDA error|_cuda_|cuda runtime error|CUDNN_STATUS|cuBLAS|device-side assert", re.I)
 
 
 def _dev_rows() -> list[tuple[str, dict[str, Any]]]:
@@ -145,11 +145,18 @@ def main() -> int:
     envs_seen: dict[str, dict[str, Any]] = {}
     max_disk = parse_size(args.max_disk)
     with Store(settings.db_path) as store:
-        for src, row, issue, ex, row_era, _res in chosen:
+        for src, row, issue, ex, row_era, res in chosen:
             t0 = time.monotonic()
             built_before = {h.name for h in manager.built()}
-            replay = replay_issue(issue, ex, settings, store, device="cpu", build=args.build,
-                                  limits=Limits(timeout=args.timeout), repair=not args.no_repair)
+            exp = expected_error(ex)
+            if exp is not None and _GPU_ONLY.search(f"{exp.exception}: {exp.message}") and not has_cuda_device():
+                # a CUDA error reproduces on a GPU only: no environment is built for a run that cannot happen here
+                replay = Replay(ReplayEnvironment(res.framework if res else None, res.version if res else None,
+                                                  None, None, None), (), Outcome.NO_DEVICE,
+                                "the report's error is raised by CUDA (a GPU-only failure); this machine has no GPU")
+            else:
+                replay = replay_issue(issue, ex, settings, store, device="cpu", build=args.build,
+                                      limits=Limits(timeout=args.timeout), repair=not args.no_repair)
             seconds = time.monotonic() - t0
             env = replay.environment
             if env.name and env.name not in envs_seen and env.backend == "venv":
@@ -157,7 +164,6 @@ def main() -> int:
                 meta = json.loads((handle.path / "sftl-env.json").read_text()) if handle.path else {}
                 envs_seen[env.name] = {"built_now": env.name not in built_before, "build_seconds": meta.get("build_seconds"),
                                        "bytes": _du(handle.path), "import_vm_bytes": meta.get("import_vm_bytes")}
-            exp = expected_error(ex)
             run = replay.runs[0] if replay.runs else None
             out = {
                 "row": row["url"], "source": src, "era": row_era, "framework": env.framework,

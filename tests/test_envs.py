@@ -264,3 +264,90 @@ def test_a_report_without_a_version_replays_on_the_release_of_the_day_it_was_fil
 def test_a_report_older_than_every_served_release_replays_on_the_earliest() -> None:
     res = resolve(load_catalog(), "tensorflow", None, when="2016-04-05T10:00:00Z")
     assert (res.version, res.match) == ("1.0.0", "nearest") and "had no release the index serves" in res.why
+
+
+def _tiny_wheel(folder: Path, name: str, version: str) -> Path:
+    """A real, minimal wheel of a one-module package (what pip installs from a find-links folder)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {f"{name}.py": f"VERSION = {version!r}\n",
+             f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{name}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: sftl-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{name}-{version}.dist-info/RECORD,,")
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+        zf.writestr(f"{name}-{version}.dist-info/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+@pytest.mark.slow
+def test_packages_a_snippet_imports_are_installed_at_the_releases_day(tmp_path: Path) -> None:
+    """Offline: a venv, a find-links folder of two releases of a tiny package, the table of their days."""
+    import subprocess
+
+    from sftl.envs import META_FILE, EnvHandle
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _tiny_wheel(wheels, "sftltiny", "1.0")
+    _tiny_wheel(wheels, "sftltiny", "2.0")
+    envs = tmp_path / "envs"
+    shutil.copytree(load_catalog().root, envs)
+    table = json.loads((envs / "packages.json").read_text())
+    table["sftltiny"] = {"1.0": "2026-07-01", "2.0": "2026-12-01"}  # torch 2.13.0 came out 2026-07-08
+    (envs / "packages.json").write_text(json.dumps(table))
+    venv = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    (venv / META_FILE).write_text(json.dumps({"name": "t", "backend": "venv", "framework": "pytorch",
+                                              "version": "2.13.0", "python_version": "3.11", "added": []}))
+    settings = load_settings(env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
+                                  "PIP_FIND_LINKS": str(wheels), "PIP_CONFIG_FILE": "/dev/null"},
+                             home=tmp_path / "home")
+    catalog = load_catalog(envs)
+    manager = EnvManager(settings, catalog)
+    res = resolve(catalog, "pytorch", "2.13.0")
+    handle = EnvHandle("t", "venv", venv / "bin" / "python", "3.11", "pytorch", "2.13.0", venv)
+    # without --build: nothing is installed, and the result says what would be
+    installed, lacking = manager.add_packages(handle, res, ["json", "sftltiny", "no_such_mod"], install=False)
+    assert installed == ()
+    assert any(w.startswith("sftltiny: not installed (pass --build to install sftltiny==1.0)") for w in lacking)
+    assert any(w.startswith("no_such_mod: no-such-mod is not among the packages") for w in lacking)
+    installed, lacking = manager.add_packages(handle, res, ["sftltiny"], install=True)
+    assert installed == ("sftltiny==1.0",) and lacking == ()  # 2.0 came after the release's day
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import sftltiny; print(sftltiny.VERSION)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "1.0" and manager.added(handle) == ("sftltiny==1.0",)
+    assert manager.missing_modules(handle, ["sftltiny", "json"]) == []
+
+
+def test_prune_removes_the_least_recently_used_environments_first(tmp_path: Path) -> None:
+    import subprocess
+
+    from sftl.envs import META_FILE, USED_FILE
+
+    settings = load_settings(env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, home=tmp_path / "home")
+    manager = EnvManager(settings)
+    for i, name in enumerate(("old-venv", "new-venv")):
+        path = manager.root / name
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+        (path / META_FILE).write_text(json.dumps({"name": name, "backend": "venv", "framework": "pytorch",
+                                                  "version": "2.13.0", "python_version": "3.11"}))
+        (path / "blob").write_bytes(b"x" * (2 << 20))
+        os.utime(path / META_FILE, (1000 + i, 1000 + i))
+    manager.touch(manager.get("old-venv"))  # used just now: the other one is the least recently used
+    assert manager.prune(1 << 40) == []
+    removed = manager.prune(3 << 20)
+    assert [name for name, _ in removed] == ["new-venv"] and removed[0][1] >= 2 << 20
+    assert [h.name for h in manager.built()] == ["old-venv"] and not (manager.root / "new-venv").exists()
+    assert manager.prune(0, keep=("old-venv",)) == []
+    code, out, err = _cli(["envs", "prune", "--max-size", "nonsense"])
+    assert code == 2 and "cannot read a size" in err
+    assert (manager.root / "old-venv" / USED_FILE).exists()
