@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sftl.extract.snippets import doctest_to_script
 from sftl.model import Repair
 
 # the aliases reporters use without importing them, and the import that defines each
@@ -48,22 +49,12 @@ def parses(code: str) -> bool:
 
 def strip_prompts(code: str) -> tuple[str, Repair | None]:
     """A `>>>` / `...` transcript back to its statements; the output lines between them dropped."""
-    lines = code.split("\n")
-    if not any(line.lstrip().startswith(">>>") for line in lines):
+    script = doctest_to_script(code)
+    if script is None:
         return code, None
-    kept, dropped = [], 0
-    in_statement = False
-    for line in lines:
-        m = _PROMPT.match(line)
-        if m and (m.group(2) == ">>>" or in_statement):
-            kept.append(line[m.end():])
-            in_statement = True
-        elif line.strip():
-            dropped += 1  # printed output of the statement above
-            in_statement = False
-    new = "\n".join(kept).strip("\n") + "\n"
+    dropped = sum(1 for line in code.split("\n") if line.strip() and not _PROMPT.match(line))
     detail = "removed '>>>'/'...' prompts" + (f"; dropped {dropped} output line(s)" if dropped else "")
-    return new, Repair("prompts", detail)
+    return script + "\n", Repair("prompts", detail)
 
 
 def strip_notebook(code: str) -> tuple[str, list[Repair]]:
