@@ -123,10 +123,14 @@ def releases(framework: str, cache: Path) -> list[dict[str, Any]]:
     minors: dict[tuple[int, int], list[str]] = {}
     pres: dict[tuple[int, int], list[str]] = {}
     for v in main:
-        key = _vkey(v)[:2]
+        parts = _vkey(v)
+        key = (parts[0], parts[1] if len(parts) > 1 else 0)
         if key < FIRST[framework]:
             continue
-        (minors if _FINAL.match(v) else pres if _PRE.match(v) else {}).setdefault(key, []).append(v)
+        if _FINAL.match(v):
+            minors.setdefault(key, []).append(v)
+        elif _PRE.match(v):
+            pres.setdefault(key, []).append(v)
     np_data, sp_data = project("numpy", cache), project("scipy", cache)
     np_w, sp_w = linux_wheels(np_data), linux_wheels(sp_data)
     np_d, sp_d = release_dates(np_data), release_dates(sp_data)
