@@ -575,6 +575,9 @@ def expected_error(extraction: Extraction) -> Traceback | None:
     if extraction.traceback is not None:
         return extraction.traceback
     line = extraction.error_line or ""
+    code = extraction.snippet.code if extraction.snippet else ""
+    if line.strip() and line.strip() in code:
+        return None  # `except tf.errors.OutOfRangeError: pass` is the snippet's own code, not what it raised
     m = re.match(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt))\s*:\s*(.*)$", line)
     if m:
         return Traceback(frames=(), exception=m.group(1), message=m.group(2))

@@ -279,3 +279,16 @@ def test_a_missing_module_error_reproduces_only_with_the_same_missing_name(setti
     assert "missing package: no_such_package_sftl" in replay.reason
     same = Traceback((), "ImportError", "No module named no_such_package_sftl")  # Python 2's wording and class
     assert replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=same).verdict is Outcome.REPRODUCED
+
+
+def test_an_error_line_that_is_the_snippets_own_code_is_no_expected_error() -> None:
+    from sftl.model import Environment, Extraction, Snippet
+    from sftl.replay import expected_error
+
+    code = "import tensorflow as tf\ntry:\n    run()\nexcept tf.errors.OutOfRangeError: pass\n"
+    mine = Extraction(Snippet(code, "test"), None, Environment("tensorflow", "1.12.0"),
+                      error_line="tf.errors.OutOfRangeError: pass")
+    assert expected_error(mine) is None
+    raised = replace(mine, error_line="OutOfRangeError: End of sequence")
+    got = expected_error(raised)
+    assert got is not None and (got.exception, got.message) == ("OutOfRangeError", "End of sequence")
