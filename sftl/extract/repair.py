@@ -211,7 +211,8 @@ def add_missing_imports(code: str, framework: str | None) -> tuple[str, Repair |
         pass  # `import torch.nn as nn` binds nn only; the fragment did not use `torch` itself
     head, body = _split_future(code)
     new = head + "\n".join(lines) + "\n" + body
-    return new, Repair("import", "added " + "; ".join(lines) + " (the fragment uses them without importing)")
+    return new, Repair("import", "added " + "; ".join(lines) + f" (the snippet uses {', '.join(missing)} and never imports "
+                       + ("it)" if len(missing) == 1 else "them)"))
 
 
 def _split_future(code: str) -> tuple[str, str]:
