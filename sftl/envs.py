@@ -254,6 +254,13 @@ def release_on(catalog: Catalog, framework: str, day: str) -> tuple[Release, str
     return (best[1], best[2]) if best else None
 
 
+def next_minor(catalog: Catalog, framework: str, version: str) -> str | None:
+    """The first patch of the minor release after `version`'s: what a development branch of its day became."""
+    key = parse_version(version).minor
+    later = [r for r in catalog.of(framework) if r.key > key]
+    return later[0].patches[0] if later else None
+
+
 def _readable(text: str) -> bool:
     try:
         parse_version(text)

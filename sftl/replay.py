@@ -17,6 +17,7 @@ from sftl.envs import (
     EnvHandle,
     EnvManager,
     load_catalog,
+    next_minor,
     normalize_framework,
     parse_version,
     resolve,
@@ -381,6 +382,7 @@ def replay_snippet(
     repair: bool = True,
     others: tuple[str, ...] = (),
     when: str | None = None,
+    follow_dated: bool = True,
 ) -> Replay:
     """Replay `code` in an environment matching (framework, version) and say what happened.
 
@@ -395,7 +397,9 @@ def replay_snippet(
     blocks); every repair is listed in the result, and repair=False replays it verbatim. `when` (the
     day the report was filed) picks the release of a report that names a date or no version. Packages
     the snippet imports beside the framework are installed at versions of the release's day (with
-    `build`), or the result names the missing ones.
+    `build`), or the result names the missing ones. A report dated rather than versioned that does not
+    reproduce on the release current that day is replayed on the next minor release too (what the
+    development branch of that day became), and the verdict says which ran.
     """
     if device not in ("cpu", "gpu", "both"):
         raise InputError(f"unknown device {device!r}: use cpu, gpu or both")
@@ -483,7 +487,24 @@ def replay_snippet(
         runs = [replace(r, details={**r.details, "comparison": extra}) if r.device is Device.GPU else r for r in runs]
     if any((r.details.get("containment") or {}).get("unconfined") for r in runs):
         reason = f"ran UNCONFINED (--unconfined): {reason}"  # in the stored replay and every report of it
-    return Replay(renv, tuple(runs), verdict, reason, first_op, repairs, packages, code)
+    result = Replay(renv, tuple(runs), verdict, reason, first_op, repairs, packages, code)
+    later = next_minor(catalog, fw, resolution.version) if resolution.match == "dated" else None
+    if (follow_dated and later and expected is not None
+            and verdict in (Outcome.DIFFERENT_ERROR, Outcome.NO_ERROR)):
+        then = replay_snippet(code, fw, later, settings, device, env, expected, limits=limits,
+                              allow_network=allow_network, store=store, use_cache=use_cache, build=build,
+                              repeats=repeats, opdiff=opdiff, cuda=cuda, sandbox=sandbox, repo=repo, number=number,
+                              repair=False, follow_dated=False, unconfined=unconfined)
+        first = f"{resolution.version}, the release current then, gave {verdict.value} ({_run_lines(runs)})"
+        if then.verdict is Outcome.REPRODUCED:
+            return replace(then, repairs=repairs, reason=f"{then.reason}; {first}; {later} is the release "
+                           "the development branch of that day became")
+        return replace(result, reason=f"{reason}; the next release {later}: {then.verdict.value}")
+    return result
+
+
+def _run_lines(runs: list[ReplayRun]) -> str:
+    return "; ".join(_run_line(r) for r in runs)
 
 
 def _packages_for(added: tuple[str, ...], modules: list[str]) -> tuple[str, ...]:

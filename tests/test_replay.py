@@ -292,3 +292,16 @@ def test_an_error_line_that_is_the_snippets_own_code_is_no_expected_error() -> N
     raised = replace(mine, error_line="OutOfRangeError: End of sequence")
     got = expected_error(raised)
     assert got is not None and (got.exception, got.message) == ("OutOfRangeError", "End of sequence")
+
+
+def test_a_dated_report_that_does_not_reproduce_is_tried_on_the_next_release_too(settings) -> None:
+    """'main (Aug 2026)' replays on 2.13.0, current then; a different error sends it on to 2.14.0 (no env here)."""
+    code = "import torch\nprint('MARK')\ntorch.no_such_function_yet()\n"
+    want = Traceback((), "RuntimeError", "the kernel failed")
+    replay = replay_snippet(code, "pytorch", "main (Aug 2026)", settings, device="cpu", expected=want)
+    assert replay.environment.version == "2.13.0" and replay.verdict is Outcome.DIFFERENT_ERROR
+    assert "2.13.0 was the newest pytorch release on 2026-08-15 (the date it names)" in replay.reason
+    assert replay.reason.endswith("the next release 2.14.0: env-unavailable")
+    # a versioned report is not sent on
+    versioned = replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=want)
+    assert "the next release" not in versioned.reason
