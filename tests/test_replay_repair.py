@@ -117,3 +117,26 @@ def test_an_ipython_session_with_a_traceback_yields_its_cells_as_the_snippet() -
     assert ex.snippet is not None and ex.snippet.code == "import math\ndef f(x):\n    return math.sqrt(x)\n\nf(-1)"
     assert "IPython session" in ex.snippet.reason or "ipython" in ex.snippet.reason
     assert ex.traceback is not None and ex.traceback.exception == "ValueError"
+
+
+def test_print_statements_keep_their_comments_outside_the_call() -> None:
+    code, repair = fix_print_statements("x = [1]\nprint x[0]     # 1\nprint '#', x  # a '#' inside a string\n")
+    assert code == "x = [1]\nprint(x[0])  # 1\nprint('#', x)  # a '#' inside a string\n"
+    assert repair is not None and _run(code) == "1\n# [1]\n"
+
+
+def test_typographic_quotes_become_straight_only_when_that_makes_the_code_parse() -> None:
+    from sftl.extract.repair import fix_typographic_quotes
+
+    code, repair = fix_typographic_quotes("x = [\u2018qq\u2019, \u201cww\u201d]\nprint(x)\n")
+    assert code == "x = ['qq', \"ww\"]\nprint(x)\n" and repair is not None and "4 typographic" in repair.detail
+    inside = "print('\u2018quoted\u2019 in a string')\n"
+    assert fix_typographic_quotes(inside) == (inside, None)  # it parses: the quotes are the program's text
+
+
+def test_a_standard_library_module_used_but_never_imported_is_imported() -> None:
+    code, repair = add_missing_imports("f = functools.partial(max, 1)\nprint(f(2))\n", "tensorflow")
+    assert code == "import functools\nf = functools.partial(max, 1)\nprint(f(2))\n" and _run(code) == "2\n"
+    assert repair is not None and "functools" in repair.detail
+    # a free name that is a module's name but is not used as one (`print(os)`) is left to fail as reported
+    assert add_missing_imports("print(os)\n", "tensorflow") == ("print(os)\n", None)

@@ -1,10 +1,13 @@
-"""Minimal repairs that make a snippet as reporters paste it runnable (prompts, notebook lines, Python 2 prints, missing imports, split blocks), each listed."""
+"""Minimal repairs that make a snippet as reporters paste it runnable (prompts, notebook lines, curly quotes, Python 2 prints, missing imports, split blocks), each listed."""
 
 from __future__ import annotations
 
 import ast
 import builtins
+import io
 import re
+import sys
+import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -118,8 +121,9 @@ def fix_print_statements(code: str) -> tuple[str, Repair | None]:
         return code, None
     out, changed = [], 0
     for line in code.split("\n"):
-        m = _PRINT_STMT.match(line)
-        if m and not line.lstrip().startswith("print(") and not re.match(r"^\s*print\s*\(.*\)\s*$", line):
+        body, comment = _split_comment(line)
+        m = _PRINT_STMT.match(body)
+        if m and not body.lstrip().startswith("print(") and not re.match(r"^\s*print\s*\(.*\)\s*$", body):
             args = (m.group(2) or "").rstrip()
             if args.startswith(">>"):
                 out.append(line)
@@ -127,7 +131,7 @@ def fix_print_statements(code: str) -> tuple[str, Repair | None]:
             end = ""
             if args.endswith(","):
                 args, end = args[:-1].rstrip(), ", end=' '"
-            out.append(f"{m.group(1)}print({args}{end})")
+            out.append(f"{m.group(1)}print({args}{end})" + (f"  {comment}" if comment else ""))
             changed += 1
         else:
             out.append(line)
@@ -135,6 +139,35 @@ def fix_print_statements(code: str) -> tuple[str, Repair | None]:
     if not changed or not parses(new):
         return code, None
     return new, Repair("print-statement", f"rewrote {changed} Python 2 print statement(s) as print() calls")
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    """(code, '# comment') of one line, the comment found by Python's tokenizer (not inside a string)."""
+    if "#" not in line:
+        return line, ""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                return line[: tok.start[1]].rstrip(), tok.string
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return line, ""
+
+
+_TYPOGRAPHIC = {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}
+
+
+def fix_typographic_quotes(code: str) -> tuple[str, Repair | None]:
+    """Curly quotes a text editor or the tracker put in for straight ones (only when the code then parses)."""
+    if parses(code) or not any(q in code for q in _TYPOGRAPHIC):
+        return code, None
+    new = code
+    for curly, straight in _TYPOGRAPHIC.items():
+        new = new.replace(curly, straight)
+    if not parses(new):
+        return code, None
+    count = sum(code.count(q) for q in _TYPOGRAPHIC)
+    return new, Repair("quotes", f"replaced {count} typographic quote(s) with straight ones")
 
 
 class _Names(ast.NodeVisitor):
@@ -203,7 +236,12 @@ def add_missing_imports(code: str, framework: str | None) -> tuple[str, Repair |
     if framework == "tensorflow":
         for torch_only in ("nn", "F", "optim"):
             aliases.pop(torch_only)
-    missing = [n for n in free_names(code) if n in aliases]
+    free = free_names(code)
+    used_as_module = _attribute_bases(code)
+    for name in free:  # `functools.partial(...)` in a fragment that never imports functools
+        if name in sys.stdlib_module_names and name in used_as_module and not name.startswith("_"):
+            aliases.setdefault(name, f"import {name}")
+    missing = [n for n in free if n in aliases]
     if not missing:
         return code, None
     lines = [aliases[n] for n in missing]
@@ -213,6 +251,15 @@ def add_missing_imports(code: str, framework: str | None) -> tuple[str, Repair |
     new = head + "\n".join(lines) + "\n" + body
     return new, Repair("import", "added " + "; ".join(lines) + f" (the snippet uses {', '.join(missing)} and never imports "
                        + ("it)" if len(missing) == 1 else "them)"))
+
+
+def _attribute_bases(code: str) -> set[str]:
+    """Names read as `name.attribute` somewhere in the code."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return set()
+    return {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
 
 
 def _split_future(code: str) -> tuple[str, str]:
@@ -267,6 +314,8 @@ def repair_snippet(code: str, framework: str | None = None, others: Sequence[str
     repairs += [r] if r else []
     new, rs = strip_notebook(new)
     repairs += rs
+    new, r = fix_typographic_quotes(new)
+    repairs += [r] if r else []
     new, r = fix_print_statements(new)
     repairs += [r] if r else []
     new, r = join_blocks(new, others)
