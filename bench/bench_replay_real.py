@@ -186,6 +186,29 @@ def main() -> int:
     return 0
 
 
+def why_not(row: dict[str, Any]) -> str:
+    """The cause of a row's failure to reproduce, in a maintainer's words."""
+    got = row.get("got") or ""
+    verdict = row["verdict"]
+    if verdict == Outcome.NO_SNIPPET.value:
+        return "no runnable snippet in the report (code only inside a traceback, or a shell command)"
+    if verdict == Outcome.NO_DEVICE.value:
+        return "a CUDA error: reproduces on a GPU only (none here)"
+    if verdict == Outcome.ENV_UNAVAILABLE.value:
+        return "no environment"
+    if verdict == Outcome.NO_ERROR.value:
+        return "ran without error on the CPU (fixed in that build, data- or device-dependent)"
+    if got.startswith("NameError"):
+        return "the snippet is a fragment: a name it uses is defined nowhere in the report"
+    if got.startswith(("ModuleNotFoundError", "ImportError")):
+        return "it imports a module the report does not provide (its own code, or a package not installed)"
+    if got.startswith("SyntaxError"):
+        return "the snippet does not parse even after its repairs"
+    if got.startswith(("FileNotFoundError", "OSError", "IOError", "NotFoundError")):
+        return "it reads a file the report does not provide"
+    return f"a different error ({verdict})"
+
+
 def _summary(results: list[dict[str, Any]], envs: dict[str, dict[str, Any]], catalog: Any) -> None:
     by_era: dict[str, Counter[str]] = defaultdict(Counter)
     for r in results:
@@ -210,7 +233,10 @@ def _summary(results: list[dict[str, Any]], envs: dict[str, dict[str, Any]], cat
     for name, e in sorted(envs.items()):
         print(f"  {name:<34} {'built now' if e['built_now'] else 'reused':<9} build {e['build_seconds'] or '-':>6} s  "
               f"{e['bytes'] / 2**20:8.0f} MiB  import {((e['import_vm_bytes'] or 0) / 2**30):.2f} GiB")
-    print("not reproduced, why:")
+    print("not reproduced, by cause:")
+    for cause, n in Counter(why_not(r) for r in results if r["verdict"] != Outcome.REPRODUCED.value).most_common():
+        print(f"  {n:>3}  {cause}")
+    print("not reproduced, each row:")
     for r in results:
         if r["verdict"] != Outcome.REPRODUCED.value:
             print(f"  {r['row']} [{r['era']}, {r['reported_version']!r} -> {r['replayed_on']}] {r['verdict']}: "
