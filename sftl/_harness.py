@@ -470,7 +470,10 @@ def run(opts):
         return result
     redirect = None
     if torch is not None and opts.redirect:
-        redirect = _redirect_mode(torch, opts.device)
+        try:
+            redirect = _redirect_mode(torch, opts.device)
+        except Exception:  # a release whose mode API differs (1.12 wants push_torch_function_mode): no redirect
+            redirect = None
         if opts.device == "cpu" and not info.get("cuda_available"):
             torch.cuda.synchronize = lambda *a, **k: None  # CUDA-only housekeeping is a no-op on CPU
         result["redirect"] = "on" if redirect is not None else "unavailable: torch %s has no TorchFunctionMode" % torch.__version__

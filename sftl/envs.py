@@ -81,6 +81,7 @@ class Release:
     spec_path: Path
     dates: tuple[tuple[str, str], ...] = ()  # (patch, the day the index first served it)
     prereleases: tuple[str, ...] = ()  # release candidates the index serves ("2.6.0rc1")
+    python: str = ""  # the Python most of its users ran (generated: out a year when the release came out)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -89,7 +90,14 @@ class Release:
 
     @property
     def spec_python(self) -> str:
-        return self.pythons[-1]
+        return self.python or self.pythons[-1]
+
+    def python_order(self, wanted: str | None = None) -> list[str]:
+        """The Pythons to build with, in order: the report's own when served, the release's preferred,
+        then the rest newest first."""
+        first = [p for p in (wanted, self.spec_python) if p and p in self.pythons]
+        return list(dict.fromkeys(first + sorted(self.pythons, key=lambda v: tuple(int(x) for x in v.split(".")),
+                                                 reverse=True)))
 
     @property
     def dist(self) -> str:
@@ -151,6 +159,7 @@ def load_catalog(root: Path | None = None) -> Catalog:
                     spec_path=spec_path,
                     dates=tuple((str(k), str(v)) for k, v in (row.get("dates") or {}).items()),
                     prereleases=tuple(str(p) for p in row.get("prereleases") or ()),
+                    python=str(row.get("python") or ""),
                 )
             )
     return Catalog(tuple(releases), root)
@@ -648,8 +657,12 @@ class EnvManager:
 
     # -- finding ----------------------------------------------------------------------------------
 
-    def find(self, resolution: Resolution, env: str = "auto", build: bool = False) -> EnvHandle:
-        """The environment a replay runs in; raises EnvError saying why there is none."""
+    def find(self, resolution: Resolution, env: str = "auto", build: bool = False,
+             python: str | None = None) -> EnvHandle:
+        """The environment a replay runs in; raises EnvError saying why there is none.
+
+        `python` (X.Y, the report's) is preferred where the release serves it, then the release's own.
+        """
         fw, version = resolution.framework, resolution.version
         if env == "current":
             return current_env(fw, version)
@@ -663,14 +676,16 @@ class EnvManager:
             return current_env(fw, version)
         except EnvError as exc:
             reasons.append(str(exc))
-        for handle in self.built():
-            if handle.framework == fw and handle.version == version:
-                self.touch(handle)
-                return handle
+        order = resolution.release.python_order(python)
+        matching = [h for h in self.built() if h.framework == fw and h.version == version]
+        matching.sort(key=lambda h: order.index(h.python_version) if h.python_version in order else len(order))
+        if matching and (not build or matching[0].python_version == order[0]):
+            self.touch(matching[0])
+            return matching[0]
         reasons.append(f"no cached environment for {fw} {version} under {self.root}")
         if not build:
             raise EnvError("; ".join(reasons) + f" (build one with 'sftl envs create {fw}=={version}')")
-        return self.create(resolution)
+        return self.create(resolution, python_order=order)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -690,7 +705,11 @@ class EnvManager:
             return conda[0], name, conda_commands(conda[0], conda[1], release.spec_path, prefix, use_lock, pins), prefix, py
         if backend == "conda":
             raise EnvError("no micromamba/mamba/conda on PATH")
-        interp = find_interpreter(self.settings, [python] if python else release.pythons)
+        interp = None
+        for py_version in [python] if python else release.python_order():
+            interp = find_interpreter(self.settings, [py_version])
+            if interp is not None:
+                break
         if interp is None:
             raise EnvError(
                 f"no Python {'/'.join(release.pythons)} interpreter (PATH, pyenv, uv) for "
@@ -703,7 +722,7 @@ class EnvManager:
         return "venv", name, venv_commands(exe, prefix, release.pip_requirements(version), cutoff is not None, py), prefix, py
 
     def create(self, resolution: Resolution, backend: str = "auto", timeout: float = 3600.0,
-               python: str | None = None) -> EnvHandle:
+               python: str | None = None, python_order: list[str] | None = None) -> EnvHandle:
         """Build (or reuse) the environment for a resolution; atomic: a failed build leaves nothing."""
         if python is not None and python not in resolution.release.pythons:
             raise EnvError(f"{resolution.framework} {resolution.version} supports Python "
@@ -714,7 +733,9 @@ class EnvManager:
         # a release's wheels may exist for some of its Pythons only (offline mirrors especially):
         # try each interpreter, newest first, and say what each attempt hit
         failures = []
-        candidates = [v for _, v, _ in find_interpreters(self.settings, [python] if python else resolution.release.pythons)]
+        found = [v for _, v, _ in find_interpreters(self.settings, [python] if python else resolution.release.pythons)]
+        order = python_order or resolution.release.python_order()
+        candidates = sorted(found, key=lambda v: order.index(v) if v in order else len(order))
         for version in candidates:  # an environment built before, with any of them, is reused
             existing = self._load(self.plan(resolution, "venv", python=version)[3])
             if existing is not None:
@@ -893,19 +914,31 @@ class EnvManager:
         constraints = handle.path / "sftl-added-constraints.txt"
         constraints.write_text("\n".join(pins) + "\n" + constraints_text(caps, cutoff), encoding="utf-8")
         installed, failed = [], []
-        for req in plan:  # one by one: a package that cannot be installed does not stop the others
-            try:
-                proc = subprocess.run([py, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "-q",
-                                       "-c", str(constraints), req], capture_output=True, text=True, timeout=900,
-                                      env=env, check=False)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                failed.append(f"{req.split('==')[0]}: installing {req} failed ({exc})")
-                continue
-            if proc.returncode == 0:
-                installed.append(req)
-            else:
+        for first in plan:  # one by one: a package that cannot be installed does not stop the others
+            dist = first.split("==")[0]
+            # the newest release of the day first; one that needs another framework patch (torchvision 0.24.1
+            # pins torch 2.9.1) gives way to the next older, up to three
+            tries = [f"{dist}=={v}" for v in sorted((v for v, d in table[dist].items() if d <= cutoff),
+                                                    key=_release_key, reverse=True)[:3]] or [first]
+            error = ""
+            for req in tries:
+                try:
+                    proc = subprocess.run([py, "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
+                                           "-q", "-c", str(constraints), req], capture_output=True, text=True,
+                                          timeout=900, env=env, check=False)
+                except (OSError, subprocess.TimeoutExpired) as exc:
+                    error = f"installing {req} failed ({exc})"
+                    break
+                if proc.returncode == 0:
+                    installed.append(req)
+                    error = ""
+                    break
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-                failed.append(f"{req.split('==')[0]}: installing {req} failed: {tail[0][:200]}")
+                error = f"installing {req} failed: {tail[0][:200]}"
+                if "ResolutionImpossible" not in proc.stderr + proc.stdout:
+                    break
+            if error:
+                failed.append(f"{dist}: {error}")
         if installed:
             meta_path = handle.path / META_FILE
             try:

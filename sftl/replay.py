@@ -383,6 +383,7 @@ def replay_snippet(
     others: tuple[str, ...] = (),
     when: str | None = None,
     follow_dated: bool = True,
+    python: str | None = None,
 ) -> Replay:
     """Replay `code` in an environment matching (framework, version) and say what happened.
 
@@ -421,7 +422,7 @@ def replay_snippet(
         return replace(_unavailable(fw, version, f"{exc}"), repairs=repairs, code=code)
     manager = EnvManager(settings, catalog)
     try:
-        handle: EnvHandle = manager.find(resolution, env=env, build=build)
+        handle: EnvHandle = manager.find(resolution, env=env, build=build, python=_minor_python(python))
     except EnvError as exc:
         return replace(_unavailable(fw, version, f"{resolution.why}; {exc}"), repairs=repairs, code=code)
     if handle.version != resolution.version and env in ("auto", ""):
@@ -448,6 +449,9 @@ def replay_snippet(
             # GPU run: each op against CPU; without a GPU the CPU run checks each op against float64
             mode = "cpu" if dev is Device.GPU else ("none" if gpu_present else "float64")
         args = ["--device", dev.value, "--framework", fw, "--repeat", str(repeats if compare else 1), "--opdiff", mode]
+        if not compare and "cuda" not in code.lower():
+            # nothing to redirect: a placement mode would only sit between the snippet and torch.compile
+            args.append("--no-redirect")
         run_limits = limits
         options = {"args": args, "limits": limits.as_dict(), "allow_network": allow_network,
                    "packages": list(manager.added(handle))}
@@ -494,13 +498,19 @@ def replay_snippet(
         then = replay_snippet(code, fw, later, settings, device, env, expected, limits=limits,
                               allow_network=allow_network, store=store, use_cache=use_cache, build=build,
                               repeats=repeats, opdiff=opdiff, cuda=cuda, sandbox=sandbox, repo=repo, number=number,
-                              repair=False, follow_dated=False, unconfined=unconfined)
+                              repair=False, follow_dated=False, unconfined=unconfined, python=python)
         first = f"{resolution.version}, the release current then, gave {verdict.value} ({_run_lines(runs)})"
         if then.verdict is Outcome.REPRODUCED:
             return replace(then, repairs=repairs, reason=f"{then.reason}; {first}; {later} is the release "
                            "the development branch of that day became")
         return replace(result, reason=f"{reason}; the next release {later}: {then.verdict.value}")
     return result
+
+
+def _minor_python(text: str | None) -> str | None:
+    """'3.9.7', 'Python 3.10' -> '3.9', '3.10' (the report's Python, as environments are keyed)."""
+    m = re.search(r"\b(3\.\d{1,2})\b", text or "")
+    return m.group(1) if m else None
 
 
 def _run_lines(runs: list[ReplayRun]) -> str:
@@ -616,6 +626,7 @@ def replay_issue(
     kwargs.setdefault("expected", expected_error(extraction))
     kwargs.setdefault("others", tuple(b.code for b in extraction.snippet.candidates if b.kind == "python"))
     kwargs.setdefault("when", issue.created_at or None)
+    kwargs.setdefault("python", extraction.environment.python)
     return replay_snippet(extraction.snippet.code, framework_of(issue, extraction), extraction.environment.version,
                           settings, store=store, repo=issue.repo, number=issue.number, **kwargs)
 

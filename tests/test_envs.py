@@ -351,3 +351,15 @@ def test_prune_removes_the_least_recently_used_environments_first(tmp_path: Path
     code, out, err = _cli(["envs", "prune", "--max-size", "nonsense"])
     assert code == 2 and "cannot read a size" in err
     assert (manager.root / "old-venv" / USED_FILE).exists()
+
+
+def test_the_python_of_an_environment_is_the_reports_else_the_one_most_users_ran() -> None:
+    catalog = load_catalog()
+    torch25 = resolve(catalog, "pytorch", "2.5.1").release
+    # 3.13 came out two weeks before torch 2.5 ("Dynamo is not supported on Python 3.13+"): 3.12 is preferred
+    assert "3.13" in torch25.pythons and torch25.spec_python == "3.12"
+    assert torch25.python_order() == ["3.12", "3.13", "3.11", "3.10", "3.9"]
+    assert torch25.python_order("3.10")[:2] == ["3.10", "3.12"]  # the report's own Python first
+    assert torch25.python_order("3.6")[0] == "3.12"  # one the release does not serve is ignored
+    tf13 = resolve(catalog, "tensorflow", "1.3.0").release
+    assert tf13.spec_python == "3.6" and "python=3.6" in tf13.spec_path.read_text()

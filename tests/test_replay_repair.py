@@ -140,3 +140,11 @@ def test_a_standard_library_module_used_but_never_imported_is_imported() -> None
     assert repair is not None and "functools" in repair.detail
     # a free name that is a module's name but is not used as one (`print(os)`) is left to fail as reported
     assert add_missing_imports("print(os)\n", "tensorflow") == ("print(os)\n", None)
+
+
+def test_a_snippet_pasted_with_a_margin_loses_it_only_when_that_makes_it_parse() -> None:
+    from sftl.extract.repair import dedent
+
+    code, repair = dedent("    x = 2\n    if x:\n        print(x)\n")
+    assert code == "x = 2\nif x:\n    print(x)\n" and repair is not None and repair.kind == "indentation"
+    assert dedent("x = 1\n") == ("x = 1\n", None)

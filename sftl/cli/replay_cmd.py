@@ -218,9 +218,11 @@ def _report_context(args: argparse.Namespace, issue: Any) -> dict[str, Any]:
     if issue is not None:
         from sftl.extract import extract
 
-        snippet = extract(issue).snippet
+        extraction = extract(issue)
+        snippet = extraction.snippet
         ctx["others"] = tuple(b.code for b in snippet.candidates if b.kind == "python") if snippet else ()
         ctx["when"] = issue.created_at or None
+        ctx["python"] = extraction.environment.python
     return ctx
 
 

@@ -108,6 +108,18 @@ def strip_notebook(code: str) -> tuple[str, list[Repair]]:
     return _dedent_cells(new), repairs
 
 
+def dedent(code: str) -> tuple[str, Repair | None]:
+    """A snippet pasted with a common indentation (quoted from a list or a reply): the margin removed."""
+    import textwrap
+
+    if parses(code):
+        return code, None
+    new = textwrap.dedent(code)
+    if new == code or not parses(new):
+        return code, None
+    return new, Repair("indentation", "removed the common indentation the snippet was pasted with")
+
+
 def _dedent_cells(code: str) -> str:
     """Cells pasted with the prompt's indentation keep a common margin: remove it."""
     import textwrap
@@ -314,6 +326,8 @@ def repair_snippet(code: str, framework: str | None = None, others: Sequence[str
     repairs += [r] if r else []
     new, rs = strip_notebook(new)
     repairs += rs
+    new, r = dedent(new)
+    repairs += [r] if r else []
     new, r = fix_typographic_quotes(new)
     repairs += [r] if r else []
     new, r = fix_print_statements(new)
