@@ -607,7 +607,7 @@ def expected_error(extraction: Extraction) -> Traceback | None:
         return extraction.traceback
     line = extraction.error_line or ""
     code = extraction.snippet.code if extraction.snippet else ""
-    if line.strip() and line.strip() in code:
+    if line.strip() and " ".join(line.split()) in " ".join(code.split()):
         return None  # `except tf.errors.OutOfRangeError: pass` is the snippet's own code, not what it raised
     m = re.match(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt))\s*:\s*(.*)$", line)
     if m:

@@ -289,6 +289,8 @@ def test_an_error_line_that_is_the_snippets_own_code_is_no_expected_error() -> N
     mine = Extraction(Snippet(code, "test"), None, Environment("tensorflow", "1.12.0"),
                       error_line="tf.errors.OutOfRangeError: pass")
     assert expected_error(mine) is None
+    wrapped = replace(mine, snippet=Snippet(code.replace(": pass", ":\n    pass"), "test"))
+    assert expected_error(wrapped) is None  # the same words over two lines
     raised = replace(mine, error_line="OutOfRangeError: End of sequence")
     got = expected_error(raised)
     assert got is not None and (got.exception, got.message) == ("OutOfRangeError", "End of sequence")
