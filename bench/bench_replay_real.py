@@ -177,9 +177,10 @@ def main() -> int:
             results.append(out)
             print(f"{out['verdict']:<16} {row_era:<12} {row['url'].split('github.com/')[1]:<34} "
                   f"{(env.version or '-'):<9} {out['reason'][:150]}", flush=True)
-            if args.build and sum(e["bytes"] for e in envs_seen.values()) > max_disk:
+            if args.build:  # `sftl envs prune`: the least recently used go first
                 removed = manager.prune(max_disk, keep=(env.name,) if env.name else ())
-                print(f"  pruned {len(removed)} environment(s) to stay under {args.max_disk}", flush=True)
+                if removed:
+                    print(f"  pruned {', '.join(n for n, _ in removed)} to stay under {args.max_disk}", flush=True)
     _summary(results, envs_seen, catalog)
     if args.json:
         args.json.write_text(json.dumps({"rows": results, "envs": envs_seen}, indent=1))
