@@ -59,9 +59,14 @@ _QUOTES = re.compile(r"[`'\"]")
 _NUM_ID = re.compile(r"\bat \d+\b|\bid=\d+")
 
 
+_SCRIPT = re.compile(r"(?:[A-Za-z]:)?[\w./\\~@+-]*?[\w-]+\.py(?::\d+)?\b")
+
+
 def normalize_message(message: str | None) -> str:
-    """Addresses, paths, quote styles and spacing removed, so two machines' messages compare."""
+    """Addresses, paths, script names, quote styles and spacing removed, so two machines' messages compare
+    (the reporter's test_fp8.py:38 is the replay's snippet.py:37)."""
     text = message or ""
+    text = _SCRIPT.sub("FILE.py", text)
     text = _ADDR.sub("0xADDR", text)
     text = _PATH.sub("PATH", text)
     text = _NUM_ID.sub("ID", text)
@@ -299,6 +304,11 @@ def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, li
         exc = exc_name or "Exception"
         if expected is not None and same_error(expected, exc, msg):
             return ReplayRun(outcome=Outcome.REPRODUCED, exception=exc, message=msg, **common)
+        inner = _in_chain(expected, result.get("cause")) if expected is not None else None
+        if inner is not None:  # the reported error, raised and then wrapped (dynamo's BackendCompilerFailed)
+            details["wrapped_by"] = f"{exc}: {(msg or '').splitlines()[0][:200] if msg else ''}"
+            return ReplayRun(outcome=Outcome.REPRODUCED, exception=inner.get("exception"), message=inner.get("message"),
+                             **common)
         if msg and _SPACE_WORDS.search(msg):
             return ReplayRun(outcome=Outcome.RESOURCE_LIMIT, exception=exc,
                              message=f"{msg} (files are capped at {FILE_LIMIT} bytes in the sandbox)", **common)
@@ -307,6 +317,16 @@ def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, li
                              message=f"{msg or exc} (memory capped at {limits.memory} bytes)", **common)
         return ReplayRun(outcome=Outcome.DIFFERENT_ERROR, exception=exc, message=msg, **common)
     return ReplayRun(outcome=Outcome.NO_ERROR, **common)
+
+
+def _in_chain(expected: Traceback, cause: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The exception of a chain (cause or context, innermost last) that is the reported one, if any."""
+    depth = 0
+    while isinstance(cause, dict) and depth < 6:
+        if same_error(expected, cause.get("exception"), cause.get("message")):
+            return cause
+        cause, depth = cause.get("cause"), depth + 1
+    return None
 
 
 def _unavailable(framework: str | None, version: str | None, reason: str) -> Replay:
@@ -554,7 +574,9 @@ def _verdict(runs: list[ReplayRun], raws: dict[Device, dict[str, Any]], expected
     if expected is not None:
         hit = [r for r in runs if r.outcome is Outcome.REPRODUCED]
         if hit:
-            return Outcome.REPRODUCED, f"{hit[0].device.value} run raised the reported {hit[0].exception}; {lines}", {}
+            wrapped = hit[0].details.get("wrapped_by")
+            how = f", wrapped in {wrapped}" if wrapped else ""
+            return Outcome.REPRODUCED, f"{hit[0].device.value} run raised the reported {hit[0].exception}{how}; {lines}", {}
         if limited:
             return limited[0].outcome, lines, {}
         if any(r.outcome is Outcome.DIFFERENT_ERROR for r in runs):

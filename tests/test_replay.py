@@ -307,3 +307,20 @@ def test_a_dated_report_that_does_not_reproduce_is_tried_on_the_next_release_too
     # a versioned report is not sent on
     versioned = replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=want)
     assert "the next release" not in versioned.reason
+
+
+def test_a_reported_error_raised_and_then_wrapped_is_reproduced(settings) -> None:
+    code = ("import torch\nprint('MARK')\ntry:\n    torch.ones(2).no_such_thing\n"
+            "except AttributeError as exc:\n    raise RuntimeError('the backend failed') from exc\n")
+    want = Traceback((), "AttributeError", "'Tensor' object has no attribute 'no_such_thing'")
+    replay = replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=want)
+    assert replay.verdict is Outcome.REPRODUCED and replay.runs[0].exception == "AttributeError"
+    assert "wrapped in RuntimeError: the backend failed" in replay.reason
+    other = Traceback((), "AttributeError", "'Tensor' object has no attribute 'other_thing'")
+    assert replay_snippet(code, "pytorch", "2.13.0", settings, device="cpu", expected=other).verdict is Outcome.DIFFERENT_ERROR
+
+
+def test_the_reporters_script_name_and_line_do_not_matter() -> None:
+    want = Traceback((), "RecompileError", "Recompiling function forward in test_fp8.py:38")
+    assert same_error(want, "RecompileError", "Recompiling function forward in /tmp/sftl-run-x1/snippet.py:37")
+    assert not same_error(want, "RecompileError", "Recompiling function __torch_function__ in /tmp/r/_harness.py:223")
