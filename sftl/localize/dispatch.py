@@ -30,16 +30,20 @@ def localize_sftl(
 ) -> Localization:
     """Our localizers (default): the category's evidence where there is one, and candidates for every other report.
 
-    A missing-module error or a discrepancy that its own localizer located, or abstained on with its reason (a
-    name only the user's code refers to), keeps that answer; any other report, and one whose category localizer
-    found nothing to go on, is ranked from candidates of every kind (the category's evidence among them).
+    A missing-module error or a discrepancy that its own localizer located, or a missing-module error it abstained
+    on with its reason (a name only the user's code refers to), keeps that answer; any other report, and one whose
+    category localizer found nothing to go on, is ranked from candidates of every kind (the category's evidence
+    among them).
     """
     from sftl.localize.candidates import localize_any
 
     category_loc = _route("sftl", issue, extraction, category, source, top) if category != Category.OTHER else None
     if category_loc is not None:
         category_loc = only_code(category_loc)
-    if category_loc is not None and category_loc.outcome in (Outcome.LOCATED, Outcome.ABSTAINED):
+    # a missing-module error's abstention is a judgement (a name only the user's code refers to); a discrepancy's
+    # ("no kernel file for these ops") only says its own evidence ran out, and the candidates may still go on
+    kept = (Outcome.LOCATED, Outcome.ABSTAINED) if category == Category.MME else (Outcome.LOCATED,)
+    if category_loc is not None and category_loc.outcome in kept:
         return category_loc
     return localize_any(issue, extraction, category, source, top, category_loc=category_loc)
 
