@@ -14,7 +14,7 @@ from typing import Any
 from sftl.errors import InputError
 from sftl.evaluate import first_hit_rank, normalize_path
 from sftl.localize.candidates.features import FEATURES
-from sftl.localize.candidates.locate import LEAD
+from sftl.localize.candidates.locate import LEAD, values_of
 from sftl.localize.candidates.ranker import CandidateRanker
 
 PRECISION = 0.5  # a ranking above the confidence threshold had its first file right at least this often
@@ -91,11 +91,7 @@ def is_after(report: LabelledReport, split: dict[str, str]) -> bool:
 
 def ranked(report: LabelledReport, model: CandidateRanker | None) -> list[str]:
     """The report's files in the order sftl gives them with this model (its located category suspects first)."""
-    if model is not None and report.vectors:
-        values = model.predict([list(v) for v in report.vectors])
-    else:  # untrained: BM25 of the whole report, the fallback
-        at = FEATURES.index("bm25_all")
-        values = [v[at] for v in report.vectors]
+    values = values_of([list(v) for v in report.vectors], model) if report.vectors else []
     order = [p for _, p in sorted(zip(values, report.paths, strict=True), key=lambda vp: (-vp[0], vp[1]))]
     lead = list(report.lead)
     return lead + [p for p in order if p not in set(lead)]

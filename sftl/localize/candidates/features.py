@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -87,14 +88,16 @@ def gather(
         "title": report.title_words, "text": report.text_words, "code": report.code_words, "error": report.error_words,
     }
     field_scores: dict[str, np.ndarray] = {}
+    ascending: dict[str, np.ndarray] = {}  # each field's scores sorted, for a candidate's rank by bisection
     for name, query in queries.items():
         scores = index.scores(query)
         field_scores[name] = scores
+        ascending[name] = np.sort(scores)
         if not len(scores) or float(scores.max()) <= 0:
             continue
         for d in np.argsort(-scores)[: BM25_DEPTH[name]]:
             if scores[d] > 0:
-                add(paths[d]).evidence.setdefault(f"bm25_{name}", "")
+                add(paths[d])
     for i, path in enumerate(report.frames):
         if path in position or path.endswith((".py", ".cc", ".h", ".cu", ".cpp")):
             cand = add(path)
@@ -109,19 +112,19 @@ def gather(
             cand.features.update(category_rank=1.0 / rank, category_score=float(s.score))
             cand.evidence["category_rank"] = s.reason
     for cand in found.values():
-        _file_features(cand, index, report, field_scores, screening or {})
+        _file_features(cand, index, report, field_scores, ascending, screening or {})
     return list(found.values())
 
 
-def _names(index: CorpusIndex, report: ReportEvidence, add: object) -> None:
-    files = set(index.paths)
+def _names(index: CorpusIndex, report: ReportEvidence, add: Callable[[str], Candidate]) -> None:
+    files = set(index.paths)  # a dotted name's module file must be one of the corpus's
     for name in report.names:
         parts = name.split(".")
         for k in range(len(parts), 0, -1):  # 'data.Dataset.map' is exported as 'data.Dataset'
             prefix = ".".join(parts[:k])
             docs = index.exports.get(prefix) or []
             for d in docs[:8]:
-                cand = add(index.paths[d])  # type: ignore[operator]
+                cand = add(index.paths[d])
                 key = "exports_name" if k == len(parts) else "exports_prefix"
                 cand.features[key] = cand.features.get(key, 0.0) + 1.0
                 cand.evidence.setdefault(key, f"exports {prefix}")
@@ -129,14 +132,14 @@ def _names(index: CorpusIndex, report: ReportEvidence, add: object) -> None:
                 break
         module = _module_file(parts, files, index.framework)
         if module is not None:
-            cand = add(module)  # type: ignore[operator]
+            cand = add(module)
             cand.features["module_of_name"] = 1.0
             cand.evidence.setdefault("module_of_name", f"the module of {name}")
     for leaf in report.leaf_names:
         docs = index.defines.get(leaf.lower().replace("_", ""), [])
         if 0 < len(docs) <= 6:  # a name defined in many places points at none of them
             for d in docs:
-                cand = add(index.paths[d])  # type: ignore[operator]
+                cand = add(index.paths[d])
                 cand.features["defines_name"] = cand.features.get("defines_name", 0.0) + 1.0 / len(docs)
                 cand.evidence.setdefault("defines_name", f"defines {leaf}")
 
@@ -154,7 +157,7 @@ def _module_file(parts: list[str], files: set[str], framework: str = "") -> str 
     return None
 
 
-def _messages(index: CorpusIndex, report: ReportEvidence, add: object) -> None:
+def _messages(index: CorpusIndex, report: ReportEvidence, add: Callable[[str], Candidate]) -> None:
     if not report.message_shingles:
         return
     hits: dict[int, int] = {}
@@ -162,14 +165,14 @@ def _messages(index: CorpusIndex, report: ReportEvidence, add: object) -> None:
         for d in index.with_shingle(s):
             hits[d] = hits.get(d, 0) + 1
     for d, n in sorted(hits.items(), key=lambda kv: -kv[1])[:30]:
-        cand = add(index.paths[d])  # type: ignore[operator]
+        cand = add(index.paths[d])
         cand.features["message_shingles"] = float(n)
         cand.features["message_fraction"] = n / len(report.message_shingles)
         cand.evidence["message_shingles"] = "holds the message the report quotes"
 
 
-def _file_features(cand: Candidate, index: CorpusIndex, report: ReportEvidence,
-                   field_scores: dict[str, np.ndarray], screening: dict[str, float]) -> None:
+def _file_features(cand: Candidate, index: CorpusIndex, report: ReportEvidence, field_scores: dict[str, np.ndarray],
+                   ascending: dict[str, np.ndarray], screening: dict[str, float]) -> None:
     import numpy as np
 
     f = cand.features
@@ -180,7 +183,8 @@ def _file_features(cand: Candidate, index: CorpusIndex, report: ReportEvidence,
         top = float(scores.max())
         value = float(scores[d])
         f[f"bm25_{name}"] = value / top if top > 0 else 0.0
-        f[f"bm25_{name}_rank"] = 1.0 / (1 + int(np.count_nonzero(scores > value))) if value > 0 else 0.0
+        above = len(scores) - int(np.searchsorted(ascending[name], value, side="right"))  # documents scoring higher
+        f[f"bm25_{name}_rank"] = 1.0 / (1 + above) if value > 0 else 0.0
     stem_words = set(path_words(cand.path.rsplit("/", 1)[-1]))
     title = set(report.title_words)
     every = title | set(report.text_words) | set(report.code_words) | set(report.error_words)

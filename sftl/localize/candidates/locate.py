@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from sftl.localize.candidates.corpus import CorpusIndex, build_index, default_cache_dir
-from sftl.localize.candidates.features import Candidate, gather
+from sftl.localize.candidates.corpus import build_index, default_cache_dir
+from sftl.localize.candidates.features import FEATURES, Candidate, gather
 from sftl.localize.candidates.ranker import CandidateRanker, load_default
 from sftl.localize.candidates.report import read_report
 from sftl.model import Category, Extraction, Issue, Localization, Outcome, Suspect
@@ -48,7 +48,7 @@ def localize_any(
     candidates = gather(index, report, category_loc, screening)
     model = ranker if ranker is not None else load_default(configured_model())
     scored = score(candidates, model)
-    suspects = [to_suspect(c, s, index, model) for c, s in scored]
+    suspects = [to_suspect(c, s, model) for c, s in scored]
     located = category_loc is not None and category_loc.outcome == Outcome.LOCATED and category_loc.suspects
     if located and category_loc is not None:
         lead = [s.path for s in category_loc.suspects]
@@ -81,16 +81,21 @@ def configured_model() -> Path | None:
     return load_settings().ranker_model
 
 
+def values_of(vectors: list[list[float]], model: CandidateRanker | None) -> list[float]:
+    """Each candidate's score: the model's, else (no model) BM25 of the whole report."""
+    if model is not None:
+        return model.predict(vectors)
+    at = FEATURES.index("bm25_all")
+    return [v[at] for v in vectors]
+
+
 def score(candidates: list[Candidate], model: CandidateRanker | None) -> list[tuple[Candidate, float]]:
     """Candidates with their scores, best first (ties by path, so the order is stable)."""
-    if model is not None:
-        values = model.predict([c.vector() for c in candidates])
-    else:
-        values = [c.features.get("bm25_all", 0.0) for c in candidates]
+    values = values_of([c.vector() for c in candidates], model)
     return sorted(zip(candidates, values, strict=True), key=lambda cs: (-cs[1], cs[0].path))
 
 
-def to_suspect(cand: Candidate, value: float, index: CorpusIndex, model: CandidateRanker | None) -> Suspect:
+def to_suspect(cand: Candidate, value: float, model: CandidateRanker | None) -> Suspect:
     from sftl.localize.baselines import side_of
 
     return Suspect(cand.path, round(float(value), 4), side_of(cand.path), reason_of(cand, model),
