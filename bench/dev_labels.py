@@ -4,6 +4,9 @@
 
 writes OUT_DIR/dev_triage.jsonl (164 screening rows), OUT_DIR/dev_localize.jsonl (the 6 real
 localization rows and the 25 injected missing-module faults) and OUT_DIR/dev_all.jsonl (both),
+OUT_DIR/dev_real.jsonl (the 49 real mme/gcrde rows composed as bench/bench_real.py files them, read at
+their release through the home's wheels and Debian trees, as `sftl locate` reads them; for
+`sftl eval --keep-features` and `sftl model fit`) and OUT_DIR/dev_injected.jsonl (the injected faults alone),
 plus OUT_DIR/trees/<fault>/: for each injected fault, the installed torch 2.13.0 / tensorflow-cpu
 2.21.0 Python files (symlinks into site-packages) with the named member removed from its class
 (the removal is bench/bench_locate.py's `remove_member`, shared rather than written twice).
@@ -108,6 +111,31 @@ def localize_labels(out: Path) -> list[dict[str, Any]]:
     return labels
 
 
+def real_labels() -> list[dict[str, Any]]:
+    """The 49 real mme/gcrde rows as their reporters filed them (title, code, output, version: never the row's
+    summary, fix or truth fields), dated by issue number between the rows, and the peer rows, that say when."""
+    from real_compose import compose_issue, number_anchors, repo_and_number
+
+    raws = _read("real_localize.jsonl") + _read("localize.jsonl")
+    anchors = number_anchors(raws)
+    peer = DEV.parent / "peer" / "peer_given.jsonl"
+    if peer.is_file():  # the peer rows' filing days anchor the dates of the dev rows between them
+        for line in peer.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line) if line.strip() else {}
+            if row.get("url") and row.get("filed"):
+                repo, number = repo_and_number(row["url"])
+                anchors.setdefault(repo, []).append((number, str(row["filed"])[:10]))
+        for pairs in anchors.values():
+            pairs.sort()
+    out = []
+    for raw in raws:
+        issue = compose_issue(raw, anchors)
+        out.append({"url": raw["url"], "category": raw["category"], "truth_files": raw.get("truth_files") or [],
+                    "framework": raw.get("framework") or "pytorch",  # the version: as sftl reads it from the body
+                    "created_at": issue["created_at"], "issue": issue})
+    return out
+
+
 def write(path: Path, lines: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path
@@ -117,7 +145,10 @@ def build(out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     triage = triage_labels()
     localize = localize_labels(out)
+    injected = [line for line in localize if "source_root" in line and "/trees/" in line["source_root"]]
     return {
+        "real": write(out / "dev_real.jsonl", real_labels()),
+        "injected": write(out / "dev_injected.jsonl", injected),
         "triage": write(out / "dev_triage.jsonl", triage),
         "localize": write(out / "dev_localize.jsonl", localize),
         "all": write(out / "dev_all.jsonl", triage + localize),

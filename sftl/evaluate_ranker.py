@@ -1,5 +1,6 @@
-"""Fitting and judging the suspect ranker on an evaluation's kept features: train on reports filed before a date,
-report the ones after it, beside BM25 and the untrained ranking on the same rows."""
+"""Fitting and judging the suspect ranker on evaluations' kept features: train on reports filed before a date,
+report the ones after it, and each training report by a model fitted without it (leave-one-out), beside BM25 and
+the category localizers' hand ranking on the same rows."""
 
 from __future__ import annotations
 
@@ -31,12 +32,25 @@ class LabelledReport:
     truth: tuple[str, ...]
     paths: tuple[str, ...]
     vectors: tuple[tuple[float, ...], ...]
-    lead: tuple[str, ...]  # the category localizer's located order, which leads the ranking
+    lead: tuple[str, ...]  # the category localizer's own located order (the hand ranking the model replaced)
     baselines: dict[str, tuple[str, ...]]  # method -> its ranked files
+    evaluation: str = ""  # the name of the evaluation's folder (figures per labelled set keep them apart)
 
     def labels(self) -> list[int]:
         wanted = {normalize_path(t) for t in self.truth}
         return [int(normalize_path(p) in wanted) for p in self.paths]
+
+
+def read_evaluations(outs: Sequence[Path]) -> list[LabelledReport]:
+    """The reports of several evaluations (a report evaluated twice is read once, from the first)."""
+    seen: set[str] = set()
+    reports: list[LabelledReport] = []
+    for out in outs:
+        for r in read_evaluation(out):
+            if r.url not in seen:
+                seen.add(r.url)
+                reports.append(r)
+    return reports
 
 
 def read_evaluation(out: Path) -> list[LabelledReport]:
@@ -65,13 +79,16 @@ def read_evaluation(out: Path) -> list[LabelledReport]:
             continue
         row = found
         cands = obj["candidates"]
-        baselines = {m: tuple(s[0] for s in res["suspects"])
-                     for (k, m), res in results.items() if k == key and m != "sftl" and res.get("outcome") == "located"}
+        # every other method the evaluation ran: what it located, else nothing (a miss, as `sftl eval` counts it)
+        baselines = {m: tuple(s[0] for s in res["suspects"]) if res.get("outcome") == "located" else ()
+                     for (k, m), res in results.items() if k == key and m != "sftl"}
         reports.append(LabelledReport(
             url=url, framework=row.get("framework", ""), category=row.get("category", ""), filed=row.get("filed", ""),
             truth=tuple(row["truth_files"].split(";")), paths=tuple(c[0] for c in cands),
             vectors=tuple(tuple(float(c[1].get(f, 0.0)) for f in FEATURES) for c in cands),
-            lead=tuple(c[0] for c in cands if c[1].get(LEAD)), baselines=baselines,
+            lead=tuple(c[0] for c in sorted((c for c in cands if c[1].get(LEAD)),
+                                            key=lambda c: -float(c[1].get("category_rank", 0.0)))),
+            baselines=baselines, evaluation=out.name,
         ))
     return reports
 
@@ -89,11 +106,12 @@ def is_after(report: LabelledReport, split: dict[str, str]) -> bool:
     return bool(day and report.filed and report.filed[: len(day)] >= day)
 
 
-def ranked(report: LabelledReport, model: CandidateRanker | None) -> list[str]:
-    """The report's files in the order sftl gives them with this model (its located category suspects first)."""
+def ranked(report: LabelledReport, model: CandidateRanker | None, hand: bool = False) -> list[str]:
+    """The report's files in the order sftl gives them with this model; `hand`: the category localizer's located
+    order first (how sftl ranked a missing-module error or a discrepancy before the model replaced it)."""
     values = values_of([list(v) for v in report.vectors], model) if report.vectors else []
     order = [p for _, p in sorted(zip(values, report.paths, strict=True), key=lambda vp: (-vp[0], vp[1]))]
-    lead = list(report.lead)
+    lead = list(report.lead) if hand else []
     return lead + [p for p in order if p not in set(lead)]
 
 
@@ -107,66 +125,123 @@ def metrics(rankings: Sequence[tuple[Sequence[str], Sequence[str]]]) -> dict[str
     return out
 
 
-def judge(reports: Sequence[LabelledReport], model: CandidateRanker | None) -> dict[str, dict[str, dict[str, float]]]:
-    """framework ('all' too) -> method ('sftl', 'untrained', each baseline) -> top-1/5/10, MRR, on these reports."""
+def judge(reports: Sequence[LabelledReport], model: CandidateRanker | None,
+          models: dict[str, CandidateRanker] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """framework ('all' too) -> method -> top-1/5/10, MRR, on these reports. Methods: 'sftl' (the model; a report
+    named in `models` by the model fitted without it), 'hand' (the category localizer's located order, then the
+    model's), 'hand+bm25' (that order, then BM25: sftl before any model) and each baseline the evaluation ran."""
+    models = models or {}
     table: dict[str, dict[str, dict[str, float]]] = {}
     for fw in sorted({r.framework for r in reports}) + ["all"]:
         mine = [r for r in reports if fw in ("all", r.framework)]
         if not mine:
             continue
-        cell = {"sftl": metrics([(ranked(r, model), r.truth) for r in mine]),
-                "untrained": metrics([(ranked(r, None), r.truth) for r in mine])}
+        cell = {"sftl": metrics([(ranked(r, models.get(r.url, model)), r.truth) for r in mine]),
+                "hand": metrics([(ranked(r, models.get(r.url, model), hand=True), r.truth) for r in mine]),
+                "hand+bm25": metrics([(ranked(r, None, hand=True), r.truth) for r in mine])}
         for method in sorted({m for r in mine for m in r.baselines}):
             cell[method] = metrics([(r.baselines.get(method, ()), r.truth) for r in mine])
         table[fw] = cell
     return table
 
 
-def fit(reports: Sequence[LabelledReport], split: dict[str, str], **params: Any) -> tuple[CandidateRanker, dict[str, Any]]:
-    """Train on the reports filed before the split; the figures on both sides, apart."""
+def fit(reports: Sequence[LabelledReport], split: dict[str, str], leave_one_out: Sequence[str] = (),
+        refit_all: bool = False, **params: Any) -> tuple[CandidateRanker, dict[str, Any]]:
+    """Train on the reports filed before the split; the figures on both sides, apart. The training reports of the
+    categories in `leave_one_out` (say the labelled mme and gcrde rows) are also judged each by a model fitted on
+    the other training reports: figures on reports the judging model did not learn from. `refit_all`: the model
+    returned is then fitted again on every report, the figures staying those of the fit before the split."""
     train = [r for r in reports if not is_after(r, split)]
     valid = [r for r in reports if is_after(r, split)]
     usable = [r for r in train if any(r.labels())]
     if len(usable) < 10:
         raise InputError(f"only {len(usable)} training reports have a truth file among their candidates; need 10")
     started = time.perf_counter()
-    rows: list[list[float]] = []
-    labels: list[int] = []
-    groups: list[int] = []
-    for r in usable:
-        rows.extend(list(v) for v in r.vectors)
-        labels.extend(r.labels())
-        groups.append(len(r.vectors))
-    model = CandidateRanker(**params).fit(rows, labels, groups)
+    model = train_model(usable, **params)
     seconds = time.perf_counter() - started
-    model.confidence = calibrate(valid or train, model)
-    figures = {"split": split, "train_reports": len(train), "train_with_truth_in_candidates": len(usable),
-               "validation_reports": len(valid), "fit_seconds": round(seconds, 2),
-               "train": judge(train, model), "validation": judge(valid, model) if valid else {},
-               "confidence": model.confidence}
+    if valid:
+        model.confidence = calibrate(valid, model)
+    else:  # no later reports: calibrated on the training reports, each scored by a model fitted without its fold
+        model.confidence = calibrate(train, model, cross_fitted(usable, **params))
+    figures: dict[str, Any] = {
+        "split": split, "train_reports": len(train), "train_with_truth_in_candidates": len(usable),
+        "validation_reports": len(valid), "fit_seconds": round(seconds, 2),
+        "train": judge(train, model), "validation": judge(valid, model) if valid else {},
+        "confidence": model.confidence}
+    held = [r for r in train if r.category in set(leave_one_out)]
+    if held:
+        # a report without its truth among the candidates was never learned from: the model itself judges it
+        without = {r.url: train_model([u for u in usable if u.url != r.url], **params)
+                   for r in held if any(r.labels())}
+        figures["leave_one_out"] = {key: judge([r for r in held if set_of(r) == key], model, without)
+                                    for key in sorted({set_of(r) for r in held})}
+    later = [r for r in valid if r.category in set(leave_one_out)]
+    if later:  # the same categories' later reports, which no model here learned from
+        figures["validation_by_category"] = {key: judge([r for r in later if set_of(r) == key], model)
+                                             for key in sorted({set_of(r) for r in later})}
+    if refit_all and valid:
+        # the figures above are the procedure's, judged on reports it did not learn from; the model kept learns from
+        # every report (the later ones are the nearest to the reports it will meet)
+        usable = [r for r in reports if any(r.labels())]
+        started = time.perf_counter()
+        model = train_model(usable, **params)
+        figures["refit_on_all"] = {"reports": len(usable), "fit_seconds": round(time.perf_counter() - started, 2)}
+        # chosen, as before the refit, on the later reports: each scored by a model of the folds without it
+        model.confidence = calibrate(valid, model, cross_fitted(usable, **params))
+        figures["refit_on_all"]["confidence"] = model.confidence
     model.provenance = {"trained_on": sorted(r.url for r in usable), "figures": figures,
                         "trained": time.strftime("%Y-%m-%d")}
     return model, figures
 
 
-def top_scores(report: LabelledReport, model: CandidateRanker) -> tuple[list[float], list[str]]:
+def cross_fitted(reports: Sequence[LabelledReport], folds: int = 5, **params: Any) -> dict[str, CandidateRanker]:
+    """report URL -> a model fitted on the other folds (every `folds`-th report in filing order held out together)."""
+    ordered = sorted(reports, key=lambda r: (r.filed, r.url))
+    out: dict[str, CandidateRanker] = {}
+    for k in range(folds):
+        held = {r.url for r in ordered[k::folds]}
+        model = train_model([r for r in ordered if r.url not in held], **params)
+        out.update(dict.fromkeys(held, model))
+    return out
+
+
+def set_of(report: LabelledReport) -> str:
+    """'EVALUATION/CATEGORY': a labelled report's set in the figures (development rows apart from injected ones)."""
+    return f"{report.evaluation}/{report.category}" if report.evaluation else report.category
+
+
+def train_model(reports: Sequence[LabelledReport], **params: Any) -> CandidateRanker:
+    """A ranker fitted on these reports' candidates (one group each)."""
+    rows: list[list[float]] = []
+    labels: list[int] = []
+    groups: list[int] = []
+    for r in reports:
+        rows.extend(list(v) for v in r.vectors)
+        labels.extend(r.labels())
+        groups.append(len(r.vectors))
+    return CandidateRanker(**params).fit(rows, labels, groups)
+
+
+def top_scores(report: LabelledReport, model: CandidateRanker | None) -> tuple[list[float], list[str]]:
     """The model's two best scores for a report and its ranked files."""
-    values = model.predict([list(v) for v in report.vectors]) if report.vectors else []
+    values = values_of([list(v) for v in report.vectors], model) if report.vectors else []
     best = sorted(values, reverse=True)[:2] + [0.0, 0.0]
     return best[:2], ranked(report, model)
 
 
-def calibrate(reports: Sequence[LabelledReport], model: CandidateRanker, precision: float = PRECISION) -> dict[str, Any]:
+def calibrate(reports: Sequence[LabelledReport], model: CandidateRanker,
+              models: dict[str, CandidateRanker] | None = None, precision: float = PRECISION) -> dict[str, Any]:
     """P(top-1 right) from the best score and its margin over the second (a logistic fit on these reports), and the
     lowest probability at which the reports above it were right at least `precision` of the time: the threshold
-    below which a ranking says it has low confidence. Fitted and chosen on the reports given (the later ones)."""
+    below which a ranking says it has low confidence. Fitted and chosen on the reports given (the later ones), each
+    scored by `model` or, where `models` names it, by the model fitted without it."""
     from sklearn.linear_model import LogisticRegression
 
     xs, ys = [], []
     for r in reports:
         if not r.vectors:
             continue
-        (top, second), order = top_scores(r, model)
+        (top, second), order = top_scores(r, (models or {}).get(r.url, model))
         xs.append([top, top - second])
         ys.append(int(bool(order) and first_hit_rank(order[:1], r.truth) == 1))
     if len(set(ys)) < 2:

@@ -584,6 +584,17 @@ def compute_prior(
     return HistoryPrior(files, tuple(neighbours), considered, tuple(notes))
 
 
+def relative_scores(scores: Sequence[float]) -> list[float]:
+    """Each content score relative to the leader's, in (0, 1]: a similarity's share of the best one, or (a learned
+    ranker's scores, any real number) the odds of the file against the leader, exp(score - best)."""
+    import math
+
+    best = max(scores, default=0.0)
+    if scores and min(scores) >= 0:
+        return [s / (best or 1.0) for s in scores]
+    return [math.exp(max(-50.0, s - best)) for s in scores]
+
+
 def blend(loc: Localization, prior: HistoryPrior, top: int, band: float = TIE_BAND) -> Localization:
     """Re-rank a localization with the prior as a tie-breaker among near-equal content evidence.
 
@@ -604,7 +615,8 @@ def blend(loc: Localization, prior: HistoryPrior, top: int, band: float = TIE_BA
     """
     if not prior.files or not loc.suspects:
         return replace(loc, suspects=loc.suspects[:top])
-    best = max(s.score for s in loc.suspects) or 1.0
+    relative = relative_scores([s.score for s in loc.suspects])
+    best = max(s.score for s in loc.suspects)
     by_path = {fp.path: fp for fp in prior.files}
     rows: list[tuple[float, int, Suspect]] = []
     seen: set[str] = set()
@@ -612,10 +624,11 @@ def blend(loc: Localization, prior: HistoryPrior, top: int, band: float = TIE_BA
         fp = by_path.get(s.path)
         seen.add(s.path)
         if fp is None or fp.support <= 0:
-            rows.append((s.score / best, i, s))
+            rows.append((relative[i], i, s))
             continue
-        combined = s.score / best + band * fp.support
-        rows.append((combined, i, replace(s, score=round(combined * best, 4), reason=f"{s.reason}; {fp.reason}")))
+        combined = relative[i] + band * fp.support
+        rows.append((combined, i, replace(s, score=round(s.score + (combined - relative[i]) * (abs(best) or 1.0), 4),
+                                          reason=f"{s.reason}; {fp.reason}")))
     rows.sort(key=lambda r: (-r[0], r[1]))
     suspects = [s for _, _, s in rows[:top]]
     floor = min((s.score for s in suspects), default=0.0)
@@ -623,7 +636,7 @@ def blend(loc: Localization, prior: HistoryPrior, top: int, band: float = TIE_BA
         if len(suspects) >= top:
             break
         if fp.path not in seen and fp.support > 0:
-            floor = min(floor, round(best * band * fp.support, 4))
+            floor = min(floor, round((abs(best) or 1.0) * band * fp.support, 4))
             suspects.append(Suspect(fp.path, floor, None, fp.reason))
     lifted = sum(1 for s in suspects if "changed by " in s.reason)
     note = f"history: {len(prior.neighbours)} similar earlier fix(es) of {prior.considered}, {lifted} suspect(s) they changed"

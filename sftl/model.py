@@ -230,7 +230,7 @@ class Suspect:
     score: float
     side: Side | None
     reason: str
-    # what the ranker read about this file (role, side, call distance, ...: sftl/localize/ranker.py), name -> value
+    # what the ranker read about this file (role, side, call distance, ...: sftl/localize/candidates/features.py), name -> value
     features: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
 
 

@@ -225,6 +225,31 @@ def test_the_ranker_learns_a_signal_and_round_trips(tmp_path: Path) -> None:
     assert max(again.importances(), key=again.importances().get) == "tb_innermost"  # type: ignore[arg-type]
 
 
+def test_a_model_of_fewer_features_reads_its_own_columns(tmp_path: Path) -> None:
+    """A model fitted before features were added scores the same rows the same way: it reads its own columns."""
+    import random
+
+    rng = random.Random(2)
+    few = ("bm25_all", "tb_innermost")
+    rows, labels, groups = [], [], []
+    for _ in range(40):
+        for j in range(6):
+            v = [rng.random() for _ in FEATURES]
+            v[FEATURES.index("tb_innermost")] = float(j == 0)
+            rows.append(v)
+            labels.append(int(j == 0))
+        groups.append(6)
+    model = CandidateRanker(n_estimators=20, min_child_samples=2, features=few).fit(rows, labels, groups)
+    model.save(tmp_path / "few.json")
+    again = CandidateRanker.load(tmp_path / "few.json")
+    assert again.features == few
+    shuffled = [list(r) for r in rows[:12]]
+    for r in shuffled:  # columns the model does not read change nothing
+        r[FEATURES.index("size")] = 99.0
+    assert again.predict(shuffled) == pytest.approx(model.predict(rows[:12]))
+    assert again.predict(rows[:1])[0] > again.predict(rows[1:2])[0]
+
+
 def test_a_model_of_other_features_is_refused(tmp_path: Path) -> None:
     from sftl.errors import InputError
 

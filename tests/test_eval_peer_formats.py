@@ -117,10 +117,12 @@ def test_model_fit_on_a_folder_without_an_evaluation_says_what_to_run(tmp_path: 
     assert code != 0 and "--keep-features" in err and len(err.strip().splitlines()) == 1
 
 
-def _fake_evaluation(out: Path, reports: int = 30, misleading_every: int = 0) -> None:
+def _fake_evaluation(out: Path, reports: int = 30, misleading_every: int = 0, category: str = "unlabelled",
+                     first: int = 1) -> None:
     """An `sftl eval --keep-features` folder: per report 8 candidates; the truth is the one its traceback's
     innermost frame names, while BM25 prefers another; half the reports filed before 2019, half after.
-    `misleading_every`: in every such report the frame names another file (the truth is unreachable)."""
+    `misleading_every`: in every such report the frame names another file (the truth is unreachable).
+    A labelled `category`: its localizer located another file first (the hand order the model replaced)."""
     import csv
     import random
 
@@ -130,18 +132,20 @@ def _fake_evaluation(out: Path, reports: int = 30, misleading_every: int = 0) ->
     with (out / "rows.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["line", "url", "status", "framework", "category", "filed", "truth_files"])
-        for n in range(reports):
+        for n in range(first - 1, first - 1 + reports):
             url = f"https://github.com/tensorflow/tensorflow/issues/{n + 1}"
             keys[url] = f"k{n}"
-            filed = f"{2018 if n < reports // 2 else 2019}-06-01"
+            filed = f"{2018 if n - first + 1 < reports // 2 else 2019}-06-01"
             truth = f"tensorflow/python/ops/f{n}_3.py"
-            w.writerow([n + 1, url, "ok", "tensorflow", "unlabelled", filed, truth])
+            w.writerow([n + 1, url, "ok", "tensorflow", category, filed, truth])
             cands = []
             for j in range(8):
                 feats = {"bm25_all": rng.random() * (0.5 if j == 3 else 1.0), "is_python": 1.0}
                 framed = 5 if misleading_every and n % misleading_every == 0 else 3
                 if j == framed:
                     feats.update(tb_frame=1.0, tb_innermost=1.0, tb_position=1.0)
+                if category != "unlabelled" and j in (6, 3):  # the localizer's order: file 6, then the truth
+                    feats.update(category_located=1.0, category_rank=1.0 if j == 6 else 0.5)
                 cands.append([f"tensorflow/python/ops/f{n}_{j}.py", feats])
             lines.append({"key": f"k{n}", "method": "sftl", "outcome": "located", "top": 10, "seconds": 0.1,
                           "reason": "", "suspects": [[c[0], 0.0, "python"] for c in cands], "candidates": cands})
@@ -168,6 +172,22 @@ def test_model_fit_trains_on_the_earlier_reports_and_judges_the_later(tmp_path: 
     loaded = CandidateRanker.load(model)
     assert len(loaded.provenance["trained_on"]) == 15
     assert all(u.endswith(tuple(f"/{n}" for n in range(1, 16))) for u in loaded.provenance["trained_on"])
+
+
+def test_model_fit_judges_labelled_training_reports_leave_one_out_beside_the_hand_order(tmp_path: Path) -> None:
+    _fake_evaluation(tmp_path / "peer")
+    _fake_evaluation(tmp_path / "dev", reports=12, category="gcrde", first=101)
+    code, out, err = _run("model", "fit", str(tmp_path / "peer"), str(tmp_path / "dev"), "--split-date",
+                          "tensorflow=2019-01-01", "--leave-one-out", "gcrde", "--out", str(tmp_path / "m.json"),
+                          "--rounds", "30", "--json")
+    assert code == 0, err
+    figures = json.loads(out)
+    assert figures["train_reports"] == 15 + 6  # both folders' earlier reports
+    loo = figures["leave_one_out"]["dev/gcrde"]["tensorflow"]
+    # the six earlier gcrde reports, each ranked by a model fitted without it: the frame signal carries over,
+    # while the localizer's hand order put another file first in every one
+    assert loo["sftl"]["n"] == 6 and loo["sftl"]["top1"] == 1.0
+    assert loo["hand"]["top1"] == 0.0 and loo["hand"]["top5"] == 1.0
 
 
 def test_the_fitted_ranker_says_when_its_first_file_is_unlikely(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ INNER = {
     "sftl.extract": ["text", "tracebacks", "snippets", "environment", "apis"],
     "sftl.screen": ["sections", "one_device", "rules", "documents", "keywords", "learned", "similar", "stage"],
     "sftl.sources": ["frameworks", "providers", "inventory", "wheels", "archive", "for_report"],
-    "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "ranker", "gcrde", "baselines", "dispatch"],
+    "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "gcrde", "baselines", "dispatch"],
     "sftl.localize.mme": ["evidence", "state", "foreign", "releases", "models", "classes", "attribute", "modules", "paper", "locate"],
     "sftl.localize.gcrde": ["pyresolve", "ops", "cues", "board", "index", "roles", "dtypes", "features", "follow", "paper",
                             "tensorflow", "pytorch"],

@@ -211,8 +211,10 @@ def test_a_tensorflow_discrepancy_is_located_from_its_kernels(gh: GitHubServer) 
     assert code == 0, err
     payload = json.loads(out)
     assert payload["outcome"] == "located", payload["reason"]
-    top = [s["path"] for s in payload["suspects"][:2]]
-    assert set(top) == {"tensorflow/core/kernels/cwise_op_floor_mod.cc", "tensorflow/core/kernels/cwise_op_gpu_floor_mod.cu.cc"}
+    # the kernels the discrepancy localizer found are among the first the ranker gives (the op's Python wrapper,
+    # which defines and exports floormod, may rank beside them)
+    top = [s["path"] for s in payload["suspects"][:3]]
+    assert {"tensorflow/core/kernels/cwise_op_floor_mod.cc", "tensorflow/core/kernels/cwise_op_gpu_floor_mod.cu.cc"} <= set(top)
     assert "REGISTER_KERNEL_BUILDER in contents" in payload["reason"] and "2.16: the newest 2.16.x release sftl knows, tag v2.16.1" in payload["reason"]
     assert gh.count(r"/tarball/") == 1
     tree = archive_dir(load_settings(), "tensorflow", "v2.16.1") / "tree"

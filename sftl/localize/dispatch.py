@@ -5,6 +5,10 @@ from __future__ import annotations
 from sftl.model import Category, Extraction, Issue, Localization, Outcome
 from sftl.sources import SourceProvider
 
+# the category localizer's suspects that join the candidates, whatever the list's length asked for (the model
+# learned from lists of this depth)
+CATEGORY_POOL = 30
+
 
 def _route(
     method: str, issue: Issue, extraction: Extraction, category: Category, source: SourceProvider | None, top: int
@@ -28,22 +32,21 @@ def _route(
 def localize_sftl(
     issue: Issue, extraction: Extraction, category: Category, source: SourceProvider | None, top: int = 10
 ) -> Localization:
-    """Our localizers (default): the category's evidence where there is one, and candidates for every other report.
+    """Our localizers (default): one learned ranking of candidates of every kind, for every report.
 
-    A missing-module error or a discrepancy that its own localizer located, or a missing-module error it abstained
-    on with its reason (a name only the user's code refers to), keeps that answer; any other report, and one whose
-    category localizer found nothing to go on, is ranked from candidates of every kind (the category's evidence
-    among them).
+    A missing-module error's or a discrepancy's own localizer reads the report first; its suspects join the
+    candidates and its order and evidence are features the model weighs. A missing-module error it abstained on
+    with its reason (a name only the user's code refers to: no framework file to fix) keeps that answer.
     """
     from sftl.localize.candidates import localize_any
 
-    category_loc = _route("sftl", issue, extraction, category, source, top) if category != Category.OTHER else None
+    category_loc = (_route("sftl", issue, extraction, category, source, CATEGORY_POOL)
+                    if category != Category.OTHER else None)
     if category_loc is not None:
         category_loc = only_code(category_loc)
     # a missing-module error's abstention is a judgement (a name only the user's code refers to); a discrepancy's
     # ("no kernel file for these ops") only says its own evidence ran out, and the candidates may still go on
-    kept = (Outcome.LOCATED, Outcome.ABSTAINED) if category == Category.MME else (Outcome.LOCATED,)
-    if category_loc is not None and category_loc.outcome in kept:
+    if category == Category.MME and category_loc is not None and category_loc.outcome == Outcome.ABSTAINED:
         return category_loc
     return localize_any(issue, extraction, category, source, top, category_loc=category_loc)
 

@@ -39,13 +39,22 @@ PATH_KINDS: dict[str, tuple[str, ...]] = {
     "in_data": ("/data/",),
     "in_distributed": ("distribute", "/parallel/"),
 }
+# what the discrepancy localizer read about each of its PyTorch suspects (sftl/localize/gcrde/features.py): the
+# file's role on the op's path, its device side, how it is reached from the dispatch kernels, the op and dtype
+# in its name. Its own hand score is left out: the order it gives is `gcrde_rank`.
+KERNEL_EVIDENCE = (
+    "role_kernel", "role_wrapper", "role_helper_header", "role_launcher_header", "role_vec_header",
+    "role_check_meta", "role_other", "side_diverging", "side_shared", "side_other", "side_confident",
+    "defines_dispatch", "registers_stub", "math", "lifted", "included_only", "call_distance", "name_sim",
+    "op_in_name", "dtype_match", "hits", "special_layout",
+)
 FEATURES: tuple[str, ...] = (
     *(f"bm25_{f}" for f in BM25_FIELDS), *(f"bm25_{f}_rank" for f in BM25_FIELDS),
     "path_in_title", "path_in_report", "stem_named", "stem_is_name",
     "tb_frame", "tb_position", "tb_innermost",
     "exports_name", "exports_prefix", "defines_name", "module_of_name",
     "message_shingles", "message_fraction",
-    "category_rank", "category_score",
+    "category_rank", "category_score", "mme_rank", "gcrde_rank", *(f"gcrde_{name}" for name in KERNEL_EVIDENCE),
     "is_python", "is_cxx_source", "is_header", "is_cuda", "is_init", "is_generated", *PATH_KINDS, "depth", "size", "release_dir",
     "report_mme", "report_gcrde", "report_has_frames", "report_names",
 )
@@ -107,9 +116,14 @@ def gather(
     _names(index, report, add)
     _messages(index, report, add)
     if category_loc is not None:
+        own_rank = "mme_rank" if screening and screening.get("mme") else "gcrde_rank"
         for rank, s in enumerate(category_loc.suspects, start=1):
             cand = add(s.path)
             cand.features.update(category_rank=1.0 / rank, category_score=float(s.score))
+            cand.features[own_rank] = 1.0 / rank
+            for name in KERNEL_EVIDENCE:
+                if s.features.get(name):
+                    cand.features[f"gcrde_{name}"] = float(s.features[name])
             cand.evidence["category_rank"] = s.reason
     for cand in found.values():
         _file_features(cand, index, report, field_scores, ascending, screening or {})

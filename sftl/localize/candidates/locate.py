@@ -13,7 +13,7 @@ from sftl.model import Category, Extraction, Issue, Localization, Outcome, Suspe
 from sftl.sources import SourceProvider
 
 # the evidence a reason names, in words, and the feature that carries it
-LEAD = "lead"
+LEAD = "category_located"
 EVIDENCE_ORDER = ("category_rank", "tb_frame", "message_shingles", "exports_name", "exports_prefix",
                   "module_of_name", "defines_name")
 
@@ -31,8 +31,8 @@ def localize_any(
 ) -> Localization:
     """Rank the source files of `source` for one report, whatever its category.
 
-    `category_loc`: what the missing-module or discrepancy localizer found; its suspects are candidates with
-    their rank as a feature, and when it located a file its order leads (its evidence is the stronger one).
+    `category_loc`: what the missing-module or discrepancy localizer found; its suspects are candidates, its order
+    and evidence features the model weighs with the rest (the model, not the localizer's hand order, ranks).
     """
     if source is None:
         return category_loc or Localization(method, (), Outcome.SKIPPED, "no sources of the report's release")
@@ -49,26 +49,22 @@ def localize_any(
     model = ranker if ranker is not None else load_default(configured_model())
     scored = score(candidates, model)
     suspects = [to_suspect(c, s, model) for c, s in scored]
-    located = category_loc is not None and category_loc.outcome == Outcome.LOCATED and category_loc.suspects
-    if located and category_loc is not None:
-        lead = [s.path for s in category_loc.suspects]
-        rest = [s for s in suspects if s.path not in set(lead)]
-        by_path = {s.path: s for s in suspects}
-        # LEAD marks the category localizer's order in the features kept for refitting (not a model feature)
-        suspects = [replace(found, features={**found.features, LEAD: 1.0})
-                    for found in (by_path.get(s.path, s) for s in category_loc.suspects)] + rest
-        reason = category_loc.reason
-    else:
-        how = "the learned ranker" if model is not None else "BM25 (no ranker model)"
-        reason = f"{len(candidates)} candidate files of {len(index.paths)} ranked by {how}"
-        calibration = model.confidence if model is not None else {}
-        confidence = model.confidence_of([v for _, v in scored]) if model is not None else None
-        if confidence is not None and confidence < calibration.get("threshold", 0.0):
-            reason = (f"low confidence: {confidence:.2f} that the first file is right (below "
-                      f"{calibration['threshold']:.2f}, above which later reports' first file was right "
-                      f"{calibration['precision']:.0%} of the time); {reason}")
-        if category_loc is not None and category_loc.reason:
-            reason = f"{reason}; {category.value} localizer: {category_loc.reason}"[:1000]
+    if category_loc is not None and category_loc.outcome == Outcome.LOCATED and category_loc.suspects:
+        # LEAD marks the category localizer's own order in the features an evaluation keeps: what the model is
+        # judged against (`sftl model fit`'s "hand" ranking), never a feature the model reads
+        lead = {s.path for s in category_loc.suspects}
+        suspects = [replace(s, features={**s.features, LEAD: 1.0}) if s.path in lead else s for s in suspects]
+    how = "the learned ranker" if model is not None else "BM25 (no ranker model)"
+    reason = f"{len(candidates)} candidate files of {len(index.paths)} ranked by {how}"
+    calibration = model.confidence if model is not None else {}
+    confidence = model.confidence_of([v for _, v in scored]) if model is not None else None
+    if confidence is not None and confidence < calibration.get("threshold", 0.0):
+        reason = (f"low confidence: {confidence:.2f} that the first file is right (below "
+                  f"{calibration['threshold']:.2f}, above which the first file of reports it had not learned from was right "
+                  f"{calibration['precision']:.0%} of the time); {reason}")
+    if category_loc is not None and category_loc.reason:
+        # the category localizer's reading of the report (the missing name's owner, the diverging op) comes first
+        reason = f"{category.value} localizer: {category_loc.reason}; {reason}"[:1000]
     if not suspects:
         return Localization(method, (), Outcome.ABSTAINED, "no candidate file")
     return Localization(method, tuple(suspects[:top]), Outcome.LOCATED, reason)

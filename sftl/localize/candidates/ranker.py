@@ -19,7 +19,7 @@ from typing import Any
 from sftl.localize.candidates.features import FEATURES
 
 FORMAT = "sftl-ranker-v1"
-BUNDLED = Path(__file__).resolve().parents[2] / "data" / "candidate-ranker-v1.json"
+BUNDLED = Path(__file__).resolve().parents[2] / "data" / "candidate-ranker-v2.json"
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,10 @@ class CandidateRanker:
         import lightgbm as lgb
         import numpy as np
 
-        data = lgb.Dataset(np.asarray(rows, dtype=np.float64), label=np.asarray(labels), group=list(groups),
+        x = np.asarray(rows, dtype=np.float64)
+        if self.features != FEATURES:  # rows come in FEATURES order; this model reads some of them
+            x = x[:, [FEATURES.index(name) for name in self.features]]
+        data = lgb.Dataset(x, label=np.asarray(labels), group=list(groups),
                            feature_name=list(self.features), free_raw_data=True)
         params = {
             "objective": "lambdarank", "metric": "ndcg", "ndcg_eval_at": [1, 5, 10],
@@ -152,11 +155,17 @@ class CandidateRanker:
         return self
 
     def predict(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        """Scores of rows given in `FEATURES` order (a model of fewer features reads its own columns of them)."""
         if self.ensemble is None:
             raise ValueError("the ranker is not fitted")
         if not rows:
             return []
-        return [float(x) for x in self.ensemble.predict(rows)]
+        if self.features == FEATURES:
+            return [float(x) for x in self.ensemble.predict(rows)]
+        import numpy as np
+
+        own = np.asarray(rows, dtype=np.float64)[:, [FEATURES.index(name) for name in self.features]]
+        return [float(x) for x in self.ensemble.predict(own)]
 
     def confidence_of(self, scores: Sequence[float]) -> float | None:
         """P(the best-scored file is right) for a report's scores (None when the model carries no calibration)."""
@@ -207,12 +216,13 @@ class CandidateRanker:
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             raise InputError(f"{path} is not an sftl ranker model ({FORMAT})")
         features = tuple(payload.get("features") or ())
-        if features != FEATURES:
-            raise InputError(f"{path} was trained on other features than this sftl computes; retrain it "
-                             "(`sftl model fit`)")
+        unknown = [name for name in features if name not in FEATURES]
+        if not features or unknown:
+            raise InputError(f"{path} was trained on features this sftl does not compute ({', '.join(unknown[:3])}); "
+                             "retrain it (`sftl model fit`)")
         params = payload.get("params") or {}
         model = cls(**{k: v for k, v in params.items() if k in ("n_estimators", "learning_rate", "num_leaves",
-                                                                   "min_child_samples", "seed")})
+                                                                   "min_child_samples", "seed")}, features=features)
         try:
             model.ensemble = TreeEnsemble.from_flat(payload["flat"])
         except (KeyError, TypeError, ValueError):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from sftl.errors import SourceError
 from sftl.localize import _native as nat
-from sftl.localize import legacy, ranker
+from sftl.localize import legacy
 from sftl.localize.gcrde.board import (
     _TFIDF,
     _Board,
@@ -55,7 +55,7 @@ from sftl.model import Extraction, Issue, Localization, Outcome, Side
 if TYPE_CHECKING:
     from sftl.sources import SourceProvider
 
-RANK_POOL = 30  # candidates the features are computed over (and the learned ranker reorders)
+RANK_POOL = 30  # candidates the features are computed over (the learned ranker of every suspect reads them)
 
 def _localize_pytorch(
     issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
@@ -123,9 +123,6 @@ def _localize_pytorch(
     pool = _rank(board, _side_weights(div, cues), max(top, RANK_POOL), label, nat.path_side, context)
     feats = candidate_features(board, pool, index.texts, div.side, div.confident, ops, dtypes)
     pool = [replace(s, features=feats[s.path]) for s in pool]
-    model, _ = ranker.load()
-    if model is not None:  # the learned re-ranker, shipped only when it beat this hand ranking leave-one-out
-        pool = model.rank(pool)
     suspects = pool[:top]
     notes = list(cue_notes) + era_notes
     if yaml_problem:
