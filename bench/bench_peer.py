@@ -7,7 +7,10 @@ Needs a home provisioned by `bench/real_sources.py --fetch` and `bench/peer_sour
 /work/cache/home-bench). Without ../shared it says so and exits 0 (nothing to measure).
 
 Usage: `python bench/bench_peer.py [--home DIR] [--out DIR] [--jobs N] [--methods M,...] [--fit MODEL.json]`;
-`--fit` also trains the ranker on the earlier rows of the report rows' run (`sftl model fit`).
+`--fit` also evaluates the development rows (`bench/dev_labels.py`: the 49 real mme/gcrde rows and the 25 injected
+faults) keeping their features, and trains the ranker as the bundled one was (`sftl model fit` on the report rows,
+the development rows and the injected ones: judged on the later reports, the labelled earlier ones leave-one-out,
+then refitted on all of them: `sftl/data/candidate-ranker-v2.json`).
 """
 
 from __future__ import annotations
@@ -59,8 +62,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== {name}: {SETS[name].name}, {summary['issues']} reports ({len(summary['skipped'])} skipped)")
         print((out / "report.md").read_text(encoding="utf-8").split("## Table 5", 1)[-1].split("\nReading of", 1)[0])
     if args.fit:
-        fit = subprocess.run([*sftl_command(), "model", "fit", str(args.out / "peer-rows"), "--split-date", SPLIT,
-                              "--out", str(args.fit)], env=env, capture_output=True, text=True, check=False)
+        labels = args.out / "dev-labels"
+        made = subprocess.run([sys.executable, str(ROOT / "bench" / "dev_labels.py"), str(labels)], env=env,
+                              capture_output=True, text=True, check=False)
+        if made.returncode != 0:
+            print(f"dev_labels failed: {made.stderr.strip()[-400:]}")
+            return 1
+        kept = [args.out / "peer-rows"]
+        for name, methods in (("dev_real", "sftl,bm25,paper"), ("dev_injected", "sftl,bm25,paper")):
+            out = args.out / name.replace("_", "-")
+            done = subprocess.run([*sftl_command(), "eval", str(labels / f"{name}.jsonl"), "--method", methods,
+                                   "--split-date", SPLIT, "--keep-features", "--out", str(out), "--no-plots",
+                                   "--jobs", str(args.jobs), "--json"], env=env, capture_output=True, text=True,
+                                  check=False)
+            if done.returncode != 0:
+                print(f"{name}: sftl eval failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+                return 1
+            kept.append(out)
+        fit = subprocess.run([*sftl_command(), "model", "fit", *map(str, kept), "--split-date", SPLIT,
+                              "--leave-one-out", "mme,gcrde", "--refit-all", "--out", str(args.fit)],
+                             env=env, capture_output=True, text=True, check=False)
         print(fit.stdout or fit.stderr)
     return 0
 

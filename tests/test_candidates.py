@@ -299,3 +299,34 @@ def test_a_release_over_another_releases_tree_keeps_its_own_python_files(tmp_pat
     found = {c.path: c.features for c in gather(index, report)}
     assert found["tensorflow/python/ops/nn_ops.py"]["release_dir"] == 1.0
     assert found["tensorflow/compiler/mlir/only_later.cc"]["release_dir"] == 0.0
+
+
+def test_a_file_the_stand_in_tree_moved_is_named_where_the_release_compiled_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TensorFlow 1.x report read over the 2.14 tree: the kernel the tree holds under linalg/ is named at the path
+    the release's libraries give, when they name exactly one file of that name under the same top folders."""
+    from types import SimpleNamespace
+
+    from sftl.localize.candidates.locate import at_release_paths
+    from sftl.model import Suspect
+    from sftl.sources import inventory
+
+    named = frozenset({"tensorflow/core/kernels/matrix_inverse_op.cc", "tensorflow/core/kernels/pad_op.cc",
+                       "tensorflow/compiler/tf2xla/kernels/pad_op.cc"})
+    monkeypatch.setattr(inventory, "release_named", lambda source: (named, "1.3.0"))
+    source = SimpleNamespace(version="1.3.0", providers=[SimpleNamespace(version="1.3.0"),
+                                                           SimpleNamespace(version="2.14.1")])
+    paths = ["tensorflow/core/kernels/linalg/matrix_inverse_op.cc",  # moved: renamed
+             "tensorflow/compiler/tf2xla/kernels/matrix_inverse_op.cc",  # another top folder: kept
+             "tensorflow/core/kernels/image/pad_op.cc",  # two files of that name are named: ambiguous, kept
+             "tensorflow/python/ops/linalg_ops.py"]  # Python comes from the release's own wheel: kept
+    tree = frozenset({*paths, "tensorflow/core/kernels/linalg/matrix_inverse_op.h"})
+    moved, release = inventory.release_paths(paths, source, tree)
+    assert moved == {"tensorflow/core/kernels/linalg/matrix_inverse_op.cc": "tensorflow/core/kernels/matrix_inverse_op.cc"}
+    suspects = [Suspect(p, 1.0, None, "r") for p in paths]
+    renamed = at_release_paths(suspects, moved, release)
+    assert [s.path for s in renamed] == ["tensorflow/core/kernels/matrix_inverse_op.cc", *paths[1:]]
+    assert "compiled it as tensorflow/core/kernels/matrix_inverse_op.cc" in renamed[0].reason
+    # a source read at its own release alone (no stand-in tree) is never renamed
+    assert inventory.release_paths(paths, SimpleNamespace(version="1.3.0", providers=[]), tree) == ({}, "")
+    # a file of that name the tree itself still holds at the release's path is another file, not a moved one
+    assert inventory.release_paths(paths[:1], source, tree | {"tensorflow/core/kernels/matrix_inverse_op.cc"})[0] == {}

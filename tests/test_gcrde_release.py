@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from sftl.localize.gcrde import localize_gcrde
-from sftl.localize.gcrde.release import release_names
 from sftl.model import Environment, Extraction, Issue, Localization
 from sftl.sources import LayeredSource, LocalTree, PythonFilesOf, WheelSource
+from sftl.sources.inventory import release_named
 
 NATIVE = "aten/src/ATen/native/"
 # what TORCH_CHECK compiles in: the file's own path and the paths of the files whose checks were linked beside it
@@ -103,7 +103,7 @@ def test_files_the_release_has_beside_the_trees_are_no_replacement(tmp_path: Pat
 
 def test_a_tree_of_the_reports_own_release_is_left_alone(fixtures_dir: Path) -> None:
     tree = LocalTree(fixtures_dir / "gcrde_roles", "pytorch", "2.6.0")
-    assert "bundled release index" in release_names(tree)[1]  # no wheel at hand: the index's nearest release
+    assert "bundled release index" in release_named(tree)[1]  # no wheel at hand: the index's nearest release
     loc = locate(tree, "topk returns wrong values on CUDA", ("torch.topk",))
     assert short(loc)[0] == "cuda/TensorTopK.cu" and "compiled libraries" not in loc.reason
 
@@ -111,7 +111,7 @@ def test_a_tree_of_the_reports_own_release_is_left_alone(fixtures_dir: Path) -> 
 def test_a_nightly_reads_the_wheel_of_its_release_number(tmp_path: Path, fixtures_dir: Path) -> None:
     source = release_source(tmp_path, fixtures_dir, [NATIVE + "cuda/SortingTopK.cu", *OTHERS])
     source.version = "1.6.0.dev20200601"  # no wheel of the nightly itself: the 1.6.0 wheel stands for it
-    named, release = release_names(source)
+    named, release = release_named(source)
     assert NATIVE + "cuda/SortingTopK.cu" in named and release == "1.6.0 (standing for 1.6.0.dev20200601)"
     assert short(locate(source, "topk returns wrong values on CUDA", ("torch.topk",)))[0] == "cuda/SortingTopK.cu"
     reason = locate(source, "topk returns wrong values on CUDA", ("torch.topk",)).suspects[0].reason

@@ -151,14 +151,14 @@ def test_only_a_device_in_common_lends_nothing() -> None:
 def test_locate_lifts_a_near_tie_a_similar_earlier_fix_changed_keeps_the_confident_leader_and_says_why(
     sftl_home: Path, tmp_path: Path,
 ) -> None:
-    # content (the learned ranker): SummaryOps.cu leads by far; HistogramKernel.cpp is fifth, a few tenths below the
-    # third and fourth, all far below the leader
+    # content (the learned ranker): SummaryOps.cu leads by far; HistogramKernel.cpp is third or below, within a
+    # few tenths of the files above it, all far below the leader
     target, leader = "aten/src/ATen/native/cpu/HistogramKernel.cpp", "aten/src/ATen/native/cuda/SummaryOps.cu"
     base = ["locate", str(HISTC), "--source-root", str(MINI), "--offline", "--json", "--top", "5"]
     code, out, _ = run(*base)
     assert code == 0
     before = [s["path"] for s in json.loads(out)["suspects"]]
-    assert before[0] == leader and before.index(target) == 4
+    assert before[0] == leader and before.index(target) >= 2
     history = write_jsonl(tmp_path / "h.jsonl", [
         fix(87657, "2024-02", [target], "torch.histc puts values on the upper edge in the wrong bin",
             ["torch.histc"], device="cpu", kind="gcrde"),
@@ -307,7 +307,7 @@ def test_the_issue_own_fix_never_counts_even_for_an_undated_issue() -> None:
 
 @pytest.mark.parametrize(("fixed_on", "lifted"), [("2024-02", True), ("2026-12", False)])
 def test_eval_history_scores_the_prior_time_respectingly(sftl_home: Path, tmp_path: Path, fixed_on: str, lifted: bool) -> None:
-    target = "aten/src/ATen/native/cpu/HistogramKernel.cpp"  # fifth, far below the leader, near the third and fourth
+    target = "aten/src/ATen/native/cpu/HistogramKernel.cpp"  # third or below, far below the leader, near the others
     issue = json.loads(HISTC.read_text(encoding="utf-8"))  # filed 2026-11-04
     labels = write_jsonl(tmp_path / "labels.jsonl", [{"url": issue["html_url"], "category": "gcrde", "truth_files": [target],
                                                       "issue": issue, "source_root": str(MINI)}])
@@ -318,7 +318,7 @@ def test_eval_history_scores_the_prior_time_respectingly(sftl_home: Path, tmp_pa
     assert code == 0, err
     loc = json.loads(out)["localization"]
     plain, with_history = loc["sftl"]["all/all"]["mrr"], loc["sftl+history"]["all/all"]["mrr"]
-    assert plain == pytest.approx(1 / 5) and with_history == pytest.approx(1 / 2 if lifted else 1 / 5)
+    assert plain <= 1 / 3 and with_history == pytest.approx(1 / 2 if lifted else plain)
 
 
 def test_the_kept_index_follows_the_store_and_a_damaged_one_is_rebuilt(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import posixpath
 import re
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -382,6 +382,67 @@ def indexed(source: Any) -> Any:
     if not isinstance(framework, str):
         return None
     return release_index.indexed_release(framework, getattr(source, "version", None))
+
+
+_RELEASE = re.compile(r"\d+\.\d+(?:\.\d+)?")
+CXX_SUFFIXES = (".cc", ".cpp", ".c", ".cu", ".h", ".hpp", ".cuh")
+
+
+def base_release(version: str | None) -> str | None:
+    """'1.7.0.dev20201001' -> '1.7.0', '2.10.0+cu128' -> '2.10.0', '2.0' -> '2.0.0'."""
+    m = _RELEASE.match(version or "")
+    if m is None:
+        return None
+    parts = m.group(0).split(".")
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def release_named(source: Any) -> tuple[frozenset[str], str]:
+    """The paths the report's release's libraries name, and the release they were read from ('' when none)."""
+    version = getattr(source, "version", None)
+    named = named_paths(source, index=False)
+    if named:
+        return named, str(version)
+    hit = indexed(source)  # no wheel nor libraries at hand: sftl's bundled release index
+    if hit is not None and hit.paths:
+        return hit.paths, f"{hit.release} [{hit.origin}]"
+    want = {base_release(version), base_release(getattr(source, "era_release", None))} - {None}
+    if not want:
+        return frozenset(), ""
+    for layer in layers(source):  # no wheel of the report's own version string: one of the same release number
+        wheel, fw = getattr(layer, "wheel", None), getattr(layer, "framework", None)
+        if isinstance(wheel, Path) and isinstance(fw, str) and base_release(getattr(layer, "version", None)) in want:
+            found = wheel_named_paths(wheel, fw)
+            if found:
+                return found, f"{layer.version} (standing for {version})" if layer.version != version else str(version)
+    return frozenset(), ""
+
+
+def release_paths(paths: Iterable[str], source: Any, tree_files: Collection[str]) -> tuple[dict[str, str], str]:
+    """Of these C++ paths, read in a stand-in tree of another release, the ones the report's release compiled from
+    another folder (a file the tree moved: the release's libraries name one path with its file name, under the same
+    two top folders, a path the tree no longer holds, and not the tree's): tree path -> the release's path, and the
+    release that says so."""
+    providers = getattr(source, "providers", ())
+    stand_ins = {getattr(p, "version", None) for p in providers} - {None, getattr(source, "version", None)}
+    if not stand_ins:
+        return {}, ""
+    wanted = [p for p in paths if p.endswith(CXX_SUFFIXES)]
+    if not wanted:
+        return {}, ""
+    named, release = release_named(source)
+    if not named:
+        return {}, ""
+    by_name: dict[str, list[str]] = {}
+    for path in named:
+        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    out: dict[str, str] = {}
+    for path in wanted:
+        same = by_name.get(path.rsplit("/", 1)[-1], [])
+        if (path not in named and len(same) == 1 and same[0] not in tree_files
+                and same[0].split("/")[:2] == path.split("/")[:2]):
+            out[path] = same[0]
+    return out, release
 
 
 def under(paths: Iterable[str], prefix: str) -> list[str]:

@@ -11,6 +11,7 @@ from sftl.localize.candidates.ranker import CandidateRanker, load_default
 from sftl.localize.candidates.report import read_report
 from sftl.model import Category, Extraction, Issue, Localization, Outcome, Suspect
 from sftl.sources import SourceProvider
+from sftl.sources.inventory import release_paths
 
 # the evidence a reason names, in words, and the feature that carries it
 LEAD = "category_located"
@@ -49,6 +50,9 @@ def localize_any(
     model = ranker if ranker is not None else load_default(configured_model())
     scored = score(candidates, model)
     suspects = [to_suspect(c, s, model) for c, s in scored]
+    moved, release = release_paths([s.path for s in suspects], source, frozenset(index.paths))
+    if moved:  # a stand-in tree's C++ file the report's release compiled from another folder: named as it had it
+        suspects = at_release_paths(suspects, moved, release)
     if category_loc is not None and category_loc.outcome == Outcome.LOCATED and category_loc.suspects:
         # LEAD marks the category localizer's own order in the features an evaluation keeps: what the model is
         # judged against (`sftl model fit`'s "hand" ranking), never a feature the model reads
@@ -68,6 +72,21 @@ def localize_any(
     if not suspects:
         return Localization(method, (), Outcome.ABSTAINED, "no candidate file")
     return Localization(method, tuple(suspects[:top]), Outcome.LOCATED, reason)
+
+
+def at_release_paths(suspects: list[Suspect], moved: dict[str, str], release: str) -> list[Suspect]:
+    """The suspects with each moved file at the path the report's release had it (the first of two that would meet
+    at one path keeps it), each saying so."""
+    taken = {s.path for s in suspects if s.path not in moved}
+    out = []
+    for s in suspects:
+        old = moved.get(s.path)
+        if old is not None and old not in taken:
+            taken.add(old)
+            s = replace(s, path=old, reason=f"{s.reason} (the release {release} compiled it as {old}; the tree "
+                                            f"read holds it at {s.path})"[:1000])
+        out.append(s)
+    return out
 
 
 def configured_model() -> Path | None:

@@ -30,7 +30,6 @@ reads the wheel of the same release number, or the stand-in era wheel the source
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from sftl.localize import _native as nat
@@ -49,37 +48,6 @@ _LIFT = 1.02
 _BELOW = 0.97
 # a CPU kernel's per-capability copy in the build folder (cpu/X.cpp.AVX2.cpp): the tree's own X.cpp
 _CAPABILITY = re.compile(r"\.cpp\.\w+\.cpp$")
-_RELEASE = re.compile(r"\d+\.\d+(?:\.\d+)?")
-
-
-def _base(version: str | None) -> str | None:
-    """'1.7.0.dev20201001' -> '1.7.0', '2.10.0+cu128' -> '2.10.0', '2.0' -> '2.0.0'."""
-    m = _RELEASE.match(version or "")
-    if m is None:
-        return None
-    parts = m.group(0).split(".")
-    return ".".join(parts + ["0"] * (3 - len(parts)))
-
-
-def release_names(source: Any) -> tuple[frozenset[str], str]:
-    """The paths the report's release's libraries name, and the release they were read from ('' when none)."""
-    version = getattr(source, "version", None)
-    named = inventory.named_paths(source, index=False)
-    if named:
-        return named, str(version)
-    hit = inventory.indexed(source)  # no wheel nor libraries at hand: sftl's bundled release index
-    if hit is not None and hit.paths:
-        return hit.paths, f"{hit.release} [{hit.origin}]"
-    want = {_base(version), _base(getattr(source, "era_release", None))} - {None}
-    if not want:
-        return frozenset(), ""
-    for layer in inventory.layers(source):  # no wheel of the report's own version string: one of the same release number
-        wheel, fw = getattr(layer, "wheel", None), getattr(layer, "framework", None)
-        if isinstance(wheel, Path) and isinstance(fw, str) and _base(getattr(layer, "version", None)) in want:
-            found = inventory.wheel_named_paths(wheel, fw)
-            if found:
-                return found, f"{layer.version} (standing for {version})" if layer.version != version else str(version)
-    return frozenset(), ""
 
 
 def _compact(name: str) -> str:
@@ -101,8 +69,8 @@ def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any
     tree_release = _tree_release(source)
     if tree_release is None or not board.files or not ops:
         return []
-    named, release = release_names(source)
-    if not named or _base(release) == tree_release:
+    named, release = inventory.release_named(source)
+    if not named or inventory.base_release(release) == tree_release:
         return []
     have = set(files)
     heaviest = max(o.weight for o in ops)
@@ -187,10 +155,10 @@ def _best_of_op(board: _Board, op: str, side: Side | None) -> str | None:
 
 def _tree_release(source: Any) -> str | None:
     """The release of the tree whose C++ the source reads, when it is not the report's; else None."""
-    report = _base(getattr(source, "version", None))
+    report = inventory.base_release(getattr(source, "version", None))
     for layer in inventory.layers(source):
         if getattr(layer, "wheel", None) is None and getattr(layer, "root", None) is not None:
-            tree = _base(getattr(layer, "version", None))
+            tree = inventory.base_release(getattr(layer, "version", None))
             return tree if tree and tree != report else None
     return None
 
