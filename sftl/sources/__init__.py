@@ -31,6 +31,7 @@ from sftl.releases import (  # re-exported: the release table moved to sftl.rele
 from sftl.releases import release_dates as release_dates
 from sftl.sources import release_index
 from sftl.sources.frameworks import CXX_PREFIXES, FRAMEWORKS, NATIVE_FUNCTIONS, parse_spec, repo_path
+from sftl.sources.inventory import base_release
 from sftl.sources.providers import (
     WHEEL_ONLY,
     LayeredSource,
@@ -258,16 +259,6 @@ def registered_trees(settings: Settings, framework: str) -> dict[str, Path]:
 
 _PY_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
 _TF_SETUP_VERSION = re.compile(r"""^_VERSION\s*=\s*['"]([^'"]+)['"]""", re.M)
-_RELEASE_NUMBER = re.compile(r"\d+\.\d+(?:\.\d+)?")
-
-
-def _release_number(version: str | None) -> str | None:
-    """'1.9.0+cu111' -> '1.9.0', '1.13.0a0' -> '1.13.0', '2.0' -> '2.0.0'; None when it names no release."""
-    m = _RELEASE_NUMBER.match(version or "")
-    if m is None:
-        return None
-    parts = m.group(0).split(".")
-    return ".".join(parts + ["0"] * (3 - len(parts)))
 
 
 def tree_python_release(tree: LocalTree) -> str | None:
@@ -300,7 +291,7 @@ def tree_cxx_release(tree: LocalTree) -> str | None:
             candidates.append(linked.resolve().parent / "version.txt")
     for path in candidates:
         try:
-            number = _release_number(path.read_text(encoding="utf-8").strip())
+            number = base_release(path.read_text(encoding="utf-8").strip())
         except OSError:
             continue
         if number:
@@ -322,7 +313,7 @@ def open_local_tree(
     reported = version or python_release
     tree.version = reported
     cxx_release = tree_cxx_release(tree)
-    own = _release_number(python_release)
+    own = base_release(python_release)
     # a whole wheel unpacked in the tree keeps its headers (and TF 2.0's package) at wheel paths: read them at
     # the repository's, as a wheel is read, and hide the wheel paths
     files = tree.list_files()
@@ -339,7 +330,7 @@ def open_local_tree(
         layered.description = f"local tree {tree.root} (an unpacked wheel's headers read at their repository paths)"
         return layered
     # the Python files stand for the report's release when they are of its number, else for its era
-    same = version is None or _release_number(version) == own
+    same = version is None or base_release(version) == own
     py_version = reported if same else python_release
     cxx = LocalTree(root, framework, cxx_release, cache_dir=cache_dir, hide=hide if unpacked else ())
     python = ReleaseFiles(cxx, py_version, f"Python files of {framework} {python_release} in {tree.root}")
