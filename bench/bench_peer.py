@@ -7,7 +7,8 @@ Needs a home provisioned by `bench/real_sources.py --fetch` and `bench/peer_sour
 /work/cache/home-bench). Without ../shared it says so and exits 0 (nothing to measure).
 
 Usage: `python bench/bench_peer.py [--home DIR] [--out DIR] [--jobs N] [--methods M,...] [--fit MODEL.json]`;
-`--fit` also evaluates the development rows (`bench/dev_labels.py`: the 49 real mme/gcrde rows and the 25 injected
+`--fit` imports the shared fix histories into the home's store, reads them in the report rows' run (`--history`:
+the prior's features), also evaluates the development rows (`bench/dev_labels.py`: the 49 real mme/gcrde rows and the 25 injected
 faults) keeping their features, and trains the ranker as the bundled one was (`sftl model fit` on the report rows,
 the development rows and the injected ones: judged on the later reports, the labelled earlier ones leave-one-out,
 then refitted on all of them: `sftl/data/candidate-ranker-v2.json`).
@@ -46,13 +47,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no peer data at {PEER}: nothing to measure")
         return 0
     env = {**os.environ, "SFTL_HOME": str(args.home), "SFTL_OFFLINE": "1"}
+    if args.fit:  # the fix histories the ranker's history features read (their time rule applies per report)
+        for history in (PEER / "dlfb_history.jsonl", PEER.parent / "history" / "pytorch_fixes.jsonl"):
+            if history.is_file():
+                subprocess.run([*sftl_command(), "history", "import", str(history)], env=env, capture_output=True,
+                               check=False)
     figures = {}
     for name in args.sets.split(","):
         out = args.out / f"peer-{name}"
         cmd = [*sftl_command(), "eval", str(SETS[name]), "--method", args.methods, "--split-date", SPLIT,
                "--out", str(out), "--no-plots", "--jobs", str(args.jobs), "--json"]
         if name == "rows" and args.fit:
-            cmd.append("--keep-features")
+            cmd += ["--keep-features", "--history"]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             print(f"{name}: sftl eval failed ({done.returncode}): {done.stderr.strip()[-400:]}")
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, methods in (("dev_real", "sftl,bm25,paper"), ("dev_injected", "sftl,bm25,paper")):
             out = args.out / name.replace("_", "-")
             done = subprocess.run([*sftl_command(), "eval", str(labels / f"{name}.jsonl"), "--method", methods,
-                                   "--split-date", SPLIT, "--keep-features", "--out", str(out), "--no-plots",
+                                   "--split-date", SPLIT, "--keep-features", "--history", "--out", str(out), "--no-plots",
                                    "--jobs", str(args.jobs), "--json"], env=env, capture_output=True, text=True,
                                   check=False)
             if done.returncode != 0:

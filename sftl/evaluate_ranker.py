@@ -71,7 +71,10 @@ def read_evaluation(out: Path) -> list[LabelledReport]:
         for row in csv.DictReader(fh):
             if row.get("status") == "ok":
                 by_url[row["url"]] = row
+    # the learned ranker's candidates; where the run read the stored history too (`--history`), those of
+    # "sftl+history", which carry the prior's features as well
     kept = {key: obj for (key, method), obj in results.items() if method == "sftl" and "candidates" in obj}
+    kept.update({key: obj for (key, method), obj in results.items() if method == "sftl+history" and "candidates" in obj})
     reports: list[LabelledReport] = []
     for url, key in _keys_by_url(out).items():
         found, obj = by_url.get(url), kept.get(key)
@@ -81,7 +84,7 @@ def read_evaluation(out: Path) -> list[LabelledReport]:
         cands = obj["candidates"]
         # every other method the evaluation ran: what it located, else nothing (a miss, as `sftl eval` counts it)
         baselines = {m: tuple(s[0] for s in res["suspects"]) if res.get("outcome") == "located" else ()
-                     for (k, m), res in results.items() if k == key and m != "sftl"}
+                     for (k, m), res in results.items() if k == key and not m.startswith("sftl")}
         reports.append(LabelledReport(
             url=url, framework=row.get("framework", ""), category=row.get("category", ""), filed=row.get("filed", ""),
             truth=tuple(row["truth_files"].split(";")), paths=tuple(c[0] for c in cands),

@@ -23,7 +23,7 @@ from sftl.history import (
     history_stats,
     parse_fix,
 )
-from sftl.model import Extraction, FixRecord, Issue, Localization
+from sftl.model import Category, Extraction, FixRecord, Issue, Localization
 from sftl.store import Store
 
 # a locate with the prior asks the localizer for this many files, so the prior can lift one from below the cut
@@ -269,10 +269,15 @@ def history_prior(
     return compute_prior(issue, extraction, None, tree_files, index=index, load=_loader(store))
 
 
-def apply_history(
-    loc: Localization, issue: Issue, extraction: Extraction, framework: str | None, tree_files: list[str], store: Store,
-    top: int, cache_dir: Path | None = None,
+def localize_with_history(
+    localize: Callable[..., Localization], method: str, issue: Issue, extraction: Extraction, category: Category,
+    source: Any, top: int, store: Store, cache_dir: Path | None = None,
 ) -> Localization:
-    """The pipeline's hook: blend the prior of the stored history into a content ranking."""
-    prior = history_prior(store, issue, extraction, framework, tree_files, cache_dir)
-    return blend(loc, prior, top)
+    """A localization that reads the stored history: for the learned ranker (`sftl`) the prior's files are
+    candidates and their support a feature it weighs; any other method's ranking gets the prior blended in as a
+    tie-break among near-equal suspects (`sftl.history.blend`)."""
+    prior = history_prior(store, issue, extraction, source.framework, source.list_files(), cache_dir)
+    if method == "sftl":
+        return localize(issue, extraction, category, source, top, prior=prior)
+    loc = localize(issue, extraction, category, source, max(top, 30))
+    return blend(loc, prior, top) if loc.suspects else loc

@@ -88,15 +88,17 @@ def locate(
     if source is None:
         loc = Localization(method, (), Outcome.SKIPPED, why)
     else:
-        # -- HISTORY HOOK (#18): the files similar earlier fixes changed re-rank the suspects
+        # -- HISTORY HOOK (#18, #27): the files similar earlier fixes changed: a feature of the learned ranker, a
+        # tie-break for any other method
         history = history and store.count_fixes() > 0
         try:
-            loc = localize(issue, extraction, category, source, max(top, 30) if history else top)
-            if history and loc.suspects:
-                from sftl.history_io import apply_history
+            if history:
+                from sftl.history_io import localize_with_history
 
-                loc = apply_history(loc, issue, extraction, source.framework, source.list_files(), store, top,
-                                    settings.cache_dir)
+                loc = localize_with_history(localize, method, issue, extraction, category, source, top, store,
+                                            settings.cache_dir)
+            else:
+                loc = localize(issue, extraction, category, source, top)
         except SftlError as exc:  # sources unreadable half-way: a value, not a crash
             loc = Localization(method, (), Outcome.SKIPPED, str(exc))
         if why:

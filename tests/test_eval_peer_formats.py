@@ -190,6 +190,23 @@ def test_model_fit_judges_labelled_training_reports_leave_one_out_beside_the_han
     assert loo["hand"]["top1"] == 0.0 and loo["hand"]["top5"] == 1.0
 
 
+def test_model_fit_refit_all_keeps_the_splits_figures_and_learns_from_every_report(tmp_path: Path) -> None:
+    from sftl.localize.candidates.ranker import CandidateRanker
+
+    _fake_evaluation(tmp_path / "run", reports=40, misleading_every=4)
+    code, out, err = _run("model", "fit", str(tmp_path / "run"), "--split-date", "tensorflow=2019-01-01",
+                          "--refit-all", "--out", str(tmp_path / "m.json"), "--rounds", "30", "--json")
+    assert code == 0, err
+    figures = json.loads(out)
+    # the figures are the fit before the split's, judged on the 20 later reports; the model kept learned all 40
+    assert figures["validation_reports"] == 20 and figures["refit_on_all"]["reports"] == 40
+    model = CandidateRanker.load(tmp_path / "m.json")
+    assert len(model.provenance["trained_on"]) == 40
+    assert model.provenance["figures"]["validation"] == figures["validation"]
+    # its confidence is chosen on the later reports, each scored by a model of the folds without it
+    assert model.confidence == figures["refit_on_all"]["confidence"] and model.confidence["reports"] == 20
+
+
 def test_the_fitted_ranker_says_when_its_first_file_is_unlikely(tmp_path: Path) -> None:
     from sftl.localize.candidates.ranker import CandidateRanker
 

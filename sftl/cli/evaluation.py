@@ -208,14 +208,15 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
             method, _, history = task.method.partition("+")  # "sftl+history": the prior blended in (#18)
             keep = task.keep_features and method == "sftl"
             depth = KEPT_CANDIDATES if keep else max(task.top, 30) if history else task.top
-            loc = get_localizer(method)(task.issue, extraction, Category(task.category), source, depth)
-            if history and loc.suspects:
-                from sftl.history_io import apply_history
+            if history:  # "sftl+history": the stored history's prior, a feature of the learned ranker (#18, #27)
+                from sftl.history_io import localize_with_history
                 from sftl.store import Store
 
                 with Store(settings.db_path) as store:
-                    loc = apply_history(loc, task.issue, extraction, source.framework, source.list_files(), store,
-                                        task.top, settings.cache_dir)
+                    loc = localize_with_history(get_localizer(method), method, task.issue, extraction,
+                                                Category(task.category), source, depth, store, settings.cache_dir)
+            else:
+                loc = get_localizer(method)(task.issue, extraction, Category(task.category), source, depth)
             result = {
                 "outcome": loc.outcome.value,
                 "reason": loc.reason + (f" ({note})" if note else ""),

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sftl.model import Category, Extraction, Issue, Localization, Outcome
 from sftl.sources import SourceProvider
+
+if TYPE_CHECKING:
+    from sftl.history import HistoryPrior
 
 # the category localizer's suspects that join the candidates, whatever the list's length asked for (the model
 # learned from lists of this depth)
@@ -30,13 +35,15 @@ def _route(
 
 
 def localize_sftl(
-    issue: Issue, extraction: Extraction, category: Category, source: SourceProvider | None, top: int = 10
+    issue: Issue, extraction: Extraction, category: Category, source: SourceProvider | None, top: int = 10,
+    prior: HistoryPrior | None = None,
 ) -> Localization:
     """Our localizers (default): one learned ranking of candidates of every kind, for every report.
 
     A missing-module error's or a discrepancy's own localizer reads the report first; its suspects join the
     candidates and its order and evidence are features the model weighs. A missing-module error it abstained on
     with its reason (a name only the user's code refers to: no framework file to fix) keeps that answer.
+    `prior`: the stored history's files of similar earlier fixes, one more feature (`sftl.history_io`).
     """
     from sftl.localize.candidates import localize_any
 
@@ -48,7 +55,7 @@ def localize_sftl(
     # ("no kernel file for these ops") only says its own evidence ran out, and the candidates may still go on
     if category == Category.MME and category_loc is not None and category_loc.outcome == Outcome.ABSTAINED:
         return category_loc
-    return localize_any(issue, extraction, category, source, top, category_loc=category_loc)
+    return localize_any(issue, extraction, category, source, top, category_loc=category_loc, prior=prior)
 
 
 def only_code(loc: Localization) -> Localization:

@@ -23,9 +23,11 @@ from sftl.localize.candidates.tokens import path_words
 if TYPE_CHECKING:
     import numpy as np
 
+    from sftl.history import HistoryPrior
     from sftl.model import Localization
 
 BM25_FIELDS = ("all", "title", "text", "code", "error")
+HISTORY_DEPTH = 30  # files of the history prior that become candidates, most supported first
 BM25_DEPTH = {"all": 100, "title": 25, "text": 25, "code": 25, "error": 25}
 PATH_KINDS: dict[str, tuple[str, ...]] = {
     "in_kernels": ("/kernels/", "/native/"),
@@ -56,7 +58,7 @@ FEATURES: tuple[str, ...] = (
     "message_shingles", "message_fraction",
     "category_rank", "category_score", "mme_rank", "gcrde_rank", *(f"gcrde_{name}" for name in KERNEL_EVIDENCE),
     "is_python", "is_cxx_source", "is_header", "is_cuda", "is_init", "is_generated", *PATH_KINDS, "depth", "size", "release_dir",
-    "report_mme", "report_gcrde", "report_has_frames", "report_names",
+    "report_mme", "report_gcrde", "report_has_frames", "report_names", "history_support", "history_score",
 )
 
 
@@ -78,8 +80,10 @@ def gather(
     report: ReportEvidence,
     category_loc: Localization | None = None,
     screening: dict[str, float] | None = None,
+    prior: HistoryPrior | None = None,
 ) -> list[Candidate]:
-    """Every candidate file of one report with its features."""
+    """Every candidate file of one report with its features; `prior`: the files similar earlier fixes changed (the
+    stored history's, `sftl.history`), each with its support."""
     import numpy as np
 
     paths = index.paths
@@ -125,6 +129,11 @@ def gather(
                 if s.features.get(name):
                     cand.features[f"gcrde_{name}"] = float(s.features[name])
             cand.evidence["category_rank"] = s.reason
+    for fp in (prior.files if prior is not None else ())[:HISTORY_DEPTH]:
+        if fp.support > 0 and (fp.path in position or fp.path.endswith((".py", ".cc", ".h", ".cu", ".cpp"))):
+            cand = add(fp.path)
+            cand.features.update(history_support=float(fp.support), history_score=float(fp.score))
+            cand.evidence["history_support"] = fp.reason
     for cand in found.values():
         _file_features(cand, index, report, field_scores, ascending, screening or {})
     return list(found.values())

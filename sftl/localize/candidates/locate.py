@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sftl.localize.candidates.corpus import build_index, default_cache_dir
 from sftl.localize.candidates.features import FEATURES, Candidate, gather
@@ -13,10 +14,13 @@ from sftl.model import Category, Extraction, Issue, Localization, Outcome, Suspe
 from sftl.sources import SourceProvider
 from sftl.sources.inventory import release_paths
 
+if TYPE_CHECKING:
+    from sftl.history import HistoryPrior
+
 # the evidence a reason names, in words, and the feature that carries it
 LEAD = "category_located"
 EVIDENCE_ORDER = ("category_rank", "tb_frame", "message_shingles", "exports_name", "exports_prefix",
-                  "module_of_name", "defines_name")
+                  "module_of_name", "defines_name", "history_support")
 
 
 def localize_any(
@@ -29,11 +33,13 @@ def localize_any(
     ranker: CandidateRanker | None = None,
     cache_dir: Path | None = None,
     method: str = "sftl",
+    prior: HistoryPrior | None = None,
 ) -> Localization:
     """Rank the source files of `source` for one report, whatever its category.
 
     `category_loc`: what the missing-module or discrepancy localizer found; its suspects are candidates, its order
     and evidence features the model weighs with the rest (the model, not the localizer's hand order, ranks).
+    `prior`: the stored history's files of similar earlier fixes, candidates with their support as a feature.
     """
     if source is None:
         return category_loc or Localization(method, (), Outcome.SKIPPED, "no sources of the report's release")
@@ -46,7 +52,7 @@ def localize_any(
         return category_loc or Localization(method, (), Outcome.SKIPPED,
                                             f"no {framework} source files in {source.description}")
     screening = {"mme": float(category == Category.MME), "gcrde": float(category == Category.GCRDE)}
-    candidates = gather(index, report, category_loc, screening)
+    candidates = gather(index, report, category_loc, screening, prior)
     model = ranker if ranker is not None else load_default(configured_model())
     scored = score(candidates, model)
     suspects = [to_suspect(c, s, model) for c, s in scored]
