@@ -279,5 +279,5 @@ def localize_with_history(
     prior = history_prior(store, issue, extraction, source.framework, source.list_files(), cache_dir)
     if method == "sftl":
         return localize(issue, extraction, category, source, top, prior=prior)
-    loc = localize(issue, extraction, category, source, max(top, 30))
+    loc = localize(issue, extraction, category, source, max(top, HISTORY_DEPTH))
     return blend(loc, prior, top) if loc.suspects else loc
