@@ -8,7 +8,7 @@ import posixpath
 import re
 import zipfile
 import zlib
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -385,7 +385,6 @@ def indexed(source: Any) -> Any:
 
 
 _RELEASE = re.compile(r"\d+\.\d+(?:\.\d+)?")
-CXX_SUFFIXES = (".cc", ".cpp", ".c", ".cu", ".h", ".hpp", ".cuh")
 
 
 def base_release(version: str | None) -> str | None:
@@ -418,28 +417,33 @@ def release_named(source: Any) -> tuple[frozenset[str], str]:
     return frozenset(), ""
 
 
-def release_paths(paths: Iterable[str], source: Any, tree_files: Collection[str]) -> tuple[dict[str, str], str]:
+def stand_in_releases(source: Any) -> set[str]:
+    """The releases of the layers a source reads that are not its own release (a nearest tree standing in)."""
+    versions = {getattr(p, "version", None) for p in getattr(source, "providers", ())}
+    return {v for v in versions - {None, getattr(source, "version", None)} if isinstance(v, str)}
+
+
+def release_paths(paths: Iterable[str], source: Any, tree_files: Iterable[str]) -> tuple[dict[str, str], str]:
     """Of these C++ paths, read in a stand-in tree of another release, the ones the report's release compiled from
     another folder (a file the tree moved: the release's libraries name one path with its file name, under the same
     two top folders, a path the tree no longer holds, and not the tree's): tree path -> the release's path, and the
     release that says so."""
-    providers = getattr(source, "providers", ())
-    stand_ins = {getattr(p, "version", None) for p in providers} - {None, getattr(source, "version", None)}
-    if not stand_ins:
+    if not stand_in_releases(source):
         return {}, ""
-    wanted = [p for p in paths if p.endswith(CXX_SUFFIXES)]
+    wanted = [p for p in paths if _SUFFIX.search(p)]
     if not wanted:
         return {}, ""
     named, release = release_named(source)
     if not named:
         return {}, ""
+    tree = tree_files if isinstance(tree_files, set | frozenset) else frozenset(tree_files)
     by_name: dict[str, list[str]] = {}
     for path in named:
         by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
     out: dict[str, str] = {}
     for path in wanted:
         same = by_name.get(path.rsplit("/", 1)[-1], [])
-        if (path not in named and len(same) == 1 and same[0] not in tree_files
+        if (path not in named and len(same) == 1 and same[0] not in tree
                 and same[0].split("/")[:2] == path.split("/")[:2]):
             out[path] = same[0]
     return out, release

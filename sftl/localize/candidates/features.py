@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from sftl.model import Localization
 
 BM25_FIELDS = ("all", "title", "text", "code", "error")
+# a file a frame or a fix names is a candidate, outside the corpus too, when it is code of these kinds
+NAMED_SUFFIXES = (".py", ".cc", ".h", ".cu", ".cpp")
 HISTORY_DEPTH = 30  # files of the history prior that become candidates, most supported first
 BM25_DEPTH = {"all": 100, "title": 25, "text": 25, "code": 25, "error": 25}
 PATH_KINDS: dict[str, tuple[str, ...]] = {
@@ -112,7 +114,7 @@ def gather(
             if scores[d] > 0:
                 add(paths[d])
     for i, path in enumerate(report.frames):
-        if path in position or path.endswith((".py", ".cc", ".h", ".cu", ".cpp")):
+        if path in position or path.endswith(NAMED_SUFFIXES):
             cand = add(path)
             if "tb_frame" not in cand.features:
                 cand.features.update(tb_frame=1.0, tb_position=1.0 / (1 + i), tb_innermost=float(i == 0))
@@ -130,7 +132,7 @@ def gather(
                     cand.features[f"gcrde_{name}"] = float(s.features[name])
             cand.evidence["category_rank"] = s.reason
     for fp in (prior.files if prior is not None else ())[:HISTORY_DEPTH]:
-        if fp.support > 0 and (fp.path in position or fp.path.endswith((".py", ".cc", ".h", ".cu", ".cpp"))):
+        if fp.support > 0 and (fp.path in position or fp.path.endswith(NAMED_SUFFIXES)):
             cand = add(fp.path)
             cand.features.update(history_support=float(fp.support), history_score=float(fp.score))
             cand.evidence["history_support"] = fp.reason

@@ -56,7 +56,7 @@ def localize_any(
     model = ranker if ranker is not None else load_default(configured_model())
     scored = score(candidates, model)
     suspects = [to_suspect(c, s, model) for c, s in scored]
-    moved, release = release_paths([s.path for s in suspects], source, frozenset(index.paths))
+    moved, release = release_paths([s.path for s in suspects], source, index.paths)
     if moved:  # a stand-in tree's C++ file the report's release compiled from another folder: named as it had it
         suspects = at_release_paths(suspects, moved, release)
     if category_loc is not None and category_loc.outcome == Outcome.LOCATED and category_loc.suspects:

@@ -137,10 +137,7 @@ class CandidateRanker:
         import lightgbm as lgb
         import numpy as np
 
-        x = np.asarray(rows, dtype=np.float64)
-        if self.features != FEATURES:  # rows come in FEATURES order; this model reads some of them
-            x = x[:, [FEATURES.index(name) for name in self.features]]
-        data = lgb.Dataset(x, label=np.asarray(labels), group=list(groups),
+        data = lgb.Dataset(self.own_columns(rows), label=np.asarray(labels), group=list(groups),
                            feature_name=list(self.features), free_raw_data=True)
         params = {
             "objective": "lambdarank", "metric": "ndcg", "ndcg_eval_at": [1, 5, 10],
@@ -160,12 +157,14 @@ class CandidateRanker:
             raise ValueError("the ranker is not fitted")
         if not rows:
             return []
-        if self.features == FEATURES:
-            return [float(x) for x in self.ensemble.predict(rows)]
+        return [float(x) for x in self.ensemble.predict(self.own_columns(rows))]
+
+    def own_columns(self, rows: Sequence[Sequence[float]]) -> Any:
+        """Rows given in `FEATURES` order as this model's columns (a model of fewer features reads some of them)."""
         import numpy as np
 
-        own = np.asarray(rows, dtype=np.float64)[:, [FEATURES.index(name) for name in self.features]]
-        return [float(x) for x in self.ensemble.predict(own)]
+        x = np.asarray(rows, dtype=np.float64)
+        return x if self.features == FEATURES else x[:, [FEATURES.index(name) for name in self.features]]
 
     def confidence_of(self, scores: Sequence[float]) -> float | None:
         """P(the best-scored file is right) for a report's scores (None when the model carries no calibration)."""

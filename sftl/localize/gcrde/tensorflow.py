@@ -291,10 +291,9 @@ def _as_release_paths(suspects: list[Suspect], source: SourceProvider) -> list[S
 
     A kernel file the tree moved (non_max_suppression_op.cu.cc into kernels/image/) is named by the release's
     libraries at its old path, with the same file name: that path is the release's file; the tree's text stood in."""
-    from sftl.sources.inventory import release_named
+    from sftl.sources.inventory import release_named, stand_in_releases
 
-    tree_releases = {getattr(p, "version", None) for p in getattr(source, "providers", ())} - {None, source.version}
-    if not tree_releases:
+    if not stand_in_releases(source):
         return suspects
     named, release = release_named(source)
     kernels = [n for n in named if n.startswith(_TF_KERNEL_DIR)]
