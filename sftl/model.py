@@ -232,6 +232,20 @@ class Suspect:
     reason: str
     # what the ranker read about this file (role, side, call distance, ...: sftl/localize/candidates/features.py), name -> value
     features: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
+    # the functions of this file to read first, best first (at most ten; empty where none was ranked)
+    functions: tuple[SuspectFunction, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class SuspectFunction:
+    """A function, method or kernel inside a suspect file: its qualified name as the language spells it
+    (`Class.method`, `ns::Class::Method`), its first and last line in the release read, score and reason."""
+
+    name: str
+    start: int
+    end: int
+    score: float
+    reason: str
 
 
 @dataclass(frozen=True)
