@@ -170,6 +170,21 @@ class RankedResult:
         return tuple(normalize_path(p) for p in self.ranked) if self.answered else ()
 
 
+FIX_KINDS = ("python", "cxx", "mixed")
+CXX_SUFFIXES = (".cc", ".cpp", ".c", ".h", ".hpp", ".cu", ".cuh", ".mm", ".inl", ".cxx", ".hxx")
+
+
+def fix_kind(truth: Iterable[str]) -> str:
+    """Where a fix lies: 'python' (its source files are Python only), 'cxx' (C/C++/CUDA only) or 'mixed' (both, or
+    neither: a yaml, a build file)."""
+    files = list(truth)
+    if files and all(f.endswith((".py", ".pyi")) for f in files):
+        return "python"
+    if files and all(f.endswith(CXX_SUFFIXES) for f in files):
+        return "cxx"
+    return "mixed"
+
+
 def first_hit_rank(ranked: Sequence[str], truth: Iterable[str]) -> int | None:
     """1-based rank of the first truth file in `ranked`, or None."""
     wanted = {normalize_path(t) for t in truth}
@@ -487,6 +502,14 @@ def summarize(
             period: localization_table([r for r in results if r.period == period], paper_k=paper_k)
             for period in ("before", "after") if split_date and any(r.period == period for r in results)
         },
+        # where the fix lies (Python files only, C/C++/CUDA only, both), and that within each period
+        "localization_by_fix": {
+            f"{kind}{'' if period == ALL else f', filed {period}'}": localization_table(
+                [r for r in results if fix_kind(r.truth) == kind and period in (ALL, r.period)], paper_k=paper_k)
+            for kind in FIX_KINDS for period in (ALL, "before", "after")
+            if any(fix_kind(r.truth) == kind and period in (ALL, r.period) for r in results)
+            and (period == ALL or split_date)
+        },
         "topk_curves": curves,
         "paper_k": paper_k,
     }
@@ -578,6 +601,9 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
     split = summary.get("split_date")
     for period, table in (summary.get("localization_by_period") or {}).items():
         periods.append((f"filed {'before' if period == 'before' else 'on or after'} {split}", table))
+    for kind, table in (summary.get("localization_by_fix") or {}).items():
+        periods.append((f"fix in {kind.replace('before', f'before {split}').replace('after', f'on or after {split}')}",
+                        table))
     out += ["", "## Table 5 — localization of every report, by the category it counts in", "",
             "Rows without a label count in the category sftl screened them into; every row with truth files is "
             "scored, so a method that ranks nothing for a category scores 0 there.", ""]

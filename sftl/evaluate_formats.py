@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from sftl.errors import InputError
 
 FORMATS = ("sftl", "denchmark", "swebench", "rows")
 ISSUE_URL = re.compile(r"https?://github\.com/([\w.-]+)/([\w.-]+)/issues/(\d+)")
+REPO_URL = re.compile(r"https?://github\.com/([\w.-]+)/([\w.-]+)/\S+")
 DENCHMARK_TAG = re.compile(r"</?denchmark-(?:h:h\d|h|link:[^>]*|link)>")
 NON_SOURCE = re.compile(r"(^|/)(tests?|testing|testdata|docs?|g3doc)/|_test\.\w+$|(^|/)test_[^/]*$|(^|/)BUILD(\.bazel)?$|\.(md|rst|txt|bzl)$")
 
@@ -90,12 +92,20 @@ def _converted(convert: Any, line: str) -> dict[str, Any] | str:
 
 def _issue_object(url: str, title: str, body: str, created_at: str) -> dict[str, Any] | None:
     m = ISSUE_URL.match(url or "")
-    if m is None:
-        return None
-    owner, repo, number = m.group(1), m.group(2), int(m.group(3))
+    html_url = url
+    if m is not None:
+        owner, repo, number = m.group(1), m.group(2), int(m.group(3))
+        html_url = f"https://github.com/{owner}/{repo}/issues/{number}"
+    else:
+        # a report that is no issue (a security advisory's page in the repository): a number no issue of the
+        # tracker has (above 10^9), stable for the URL, so the store keeps it apart from every issue
+        other = REPO_URL.match(url or "")
+        if other is None or not (title or body):
+            return None
+        owner, repo, number = other.group(1), other.group(2), 10**9 + zlib.crc32(url.encode()) % 10**9
     return {
         "number": number, "title": title, "body": body, "state": "closed", "created_at": created_at,
-        "updated_at": created_at, "html_url": f"https://github.com/{owner}/{repo}/issues/{number}",
+        "updated_at": created_at, "html_url": html_url,
         "repository_url": f"https://api.github.com/repos/{owner}/{repo}", "user": {"login": ""}, "labels": [],
         "comments": 0,
     }

@@ -105,8 +105,17 @@ def _keys_by_url(out: Path) -> dict[str, str]:
 
 
 def is_after(report: LabelledReport, split: dict[str, str]) -> bool:
-    day = split.get(report.framework) or split.get("*")
+    """Filed on or after the split day of its evaluation (a set dated apart, as the security advisories are: its
+    folder's name as the key), else of its framework, else '*'."""
+    day = split.get(report.evaluation) or split.get(report.framework) or split.get("*")
     return bool(day and report.filed and report.filed[: len(day)] >= day)
+
+
+def fix_kind(truth: Sequence[str]) -> str:
+    """Where a fix lies: 'python' (Python files only), 'cxx' (C/C++/CUDA files only) or 'mixed'."""
+    from sftl.evaluate import fix_kind as kind_of
+
+    return kind_of(truth)
 
 
 def ranked(report: LabelledReport, model: CandidateRanker | None, hand: bool = False) -> list[str]:
@@ -135,8 +144,10 @@ def judge(reports: Sequence[LabelledReport], model: CandidateRanker | None,
     model's), 'hand+bm25' (that order, then BM25: sftl before any model) and each baseline the evaluation ran."""
     models = models or {}
     table: dict[str, dict[str, dict[str, float]]] = {}
-    for fw in sorted({r.framework for r in reports}) + ["all"]:
-        mine = [r for r in reports if fw in ("all", r.framework)]
+    kinds = sorted({f"{r.framework}/{fix_kind(r.truth)}" for r in reports} | {f"all/{fix_kind(r.truth)}" for r in reports})
+    for fw in sorted({r.framework for r in reports}) + ["all"] + kinds:
+        mine = [r for r in reports if fw in ("all", r.framework, f"all/{fix_kind(r.truth)}",
+                                            f"{r.framework}/{fix_kind(r.truth)}")]
         if not mine:
             continue
         cell = {"sftl": metrics([(ranked(r, models.get(r.url, model)), r.truth) for r in mine]),

@@ -108,6 +108,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     prune.add_argument("--json", action="store_true", help="print the figures as JSON")
     add_common(prune)
     prune.set_defaults(handler=_prune)
+    graph = inner.add_parser("graph", help="build (or load) a release's code graph and show its size, or what NAMEs "
+                             "reach: ops, kernels, registrations")
+    graph.add_argument("spec", metavar="FRAMEWORK==VERSION", help="e.g. tensorflow==2.4.0, pytorch==2.4.0")
+    graph.add_argument("names", metavar="NAME", nargs="*", help="public names or ops to walk from (image.resize, "
+                       "torch.histc, raw_ops.SegmentSum)")
+    graph.add_argument("--source-root", metavar="DIR", help="read this tree instead of the cached release")
+    graph.add_argument("--json", action="store_true", help="print the figures and walks as JSON")
+    add_common(graph)
+    graph.set_defaults(handler=_graph)
     sources.set_defaults(handler=_list)
 
 
@@ -164,6 +173,38 @@ def _add(args: argparse.Namespace, ctx: Any) -> int:
         started = time.perf_counter()
         count = prepare_index(open_source(framework, version, ctx.settings))
         ctx.err.write(f"indexed {count} ATen kernel files in {time.perf_counter() - started:.1f}s\n")
+    return EXIT_OK
+
+
+def _graph(args: argparse.Namespace, ctx: Any) -> int:
+    from sftl.codegraph.graph import build_graph, sizes_on_disk
+    from sftl.codegraph.walk import walk
+    from sftl.sources import open_source, parse_spec
+
+    framework, version = parse_spec(args.spec)
+    source = open_source(framework, version, ctx.settings, source_root=args.source_root,
+                         offline=ctx.settings.offline, needs_cxx=True)
+    started = time.perf_counter()
+    graph = build_graph(source, ctx.settings.cache_dir)
+    seconds = time.perf_counter() - started
+    kept = sizes_on_disk(ctx.settings.cache_dir)
+    figures = {"framework": framework, "version": version, "source": source.description, "files": graph.files,
+               "ops": len(graph.sites), "names": len(graph.names), "seconds": round(seconds, 2),
+               "kept_bytes": sum(kept.values()), "kept_files": len(kept)}
+    walks = {name: [{"path": r.path, "hops": r.hops, "layers": sorted(r.layers), "devices": sorted(r.devices),
+                     "reason": r.reason} for r in walk(graph, [name], [name.rsplit(".", 1)[-1]], limit=15)]
+             for name in args.names}
+    if args.json:
+        ctx.print_json({**figures, "walks": walks})
+        return EXIT_OK
+    ctx.out.write(f"{framework} {version}: {graph.files} files read, {len(graph.sites)} ops, {len(graph.names)} "
+                  f"names, in {seconds:.1f} s ({source.description})\n")
+    ctx.out.write(f"kept graphs and layers: {len(kept)} files, {sum(kept.values()) / 1e6:.1f} MB under "
+                  f"{ctx.settings.cache_dir / 'codegraph'}\n")
+    for name, reached in walks.items():
+        ctx.out.write(f"\n{name}: {len(reached)} files\n" if reached else f"\n{name}: reaches no op of this release\n")
+        for r in reached:
+            ctx.out.write(f"  {r['hops']}  {r['path']}  -- {r['reason']}\n")
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sftl.codegraph.walk import walk
 from sftl.localize.candidates.corpus import CorpusIndex
 from sftl.localize.candidates.report import ReportEvidence
 from sftl.localize.candidates.tokens import path_words
@@ -23,6 +24,7 @@ from sftl.localize.candidates.tokens import path_words
 if TYPE_CHECKING:
     import numpy as np
 
+    from sftl.codegraph.graph import CodeGraph
     from sftl.history import HistoryPrior
     from sftl.model import Localization
 
@@ -52,6 +54,13 @@ KERNEL_EVIDENCE = (
     "defines_dispatch", "registers_stub", "math", "lifted", "included_only", "call_distance", "name_sim",
     "op_in_name", "dtype_match", "hits", "special_layout",
 )
+# how the report's walk through the release's code graph reached a file (sftl/codegraph/walk.py)
+GRAPH_LAYERS = ("op_def", "kernel", "xla", "tflite", "gradient", "dataset", "meta", "decomposition", "lowering", "ref",
+                "dispatch", "stub", "dynamo", "helper")
+GRAPH_FEATURES = ("graph_rank", "graph_hops", "graph_named_op", "graph_specificity", "graph_ops", "graph_gpu", "graph_cpu",
+                  "graph_dtype_registered", "graph_dtype_unregistered", *(f"graph_{layer}" for layer in GRAPH_LAYERS))
+REPORT_CUES = ("cue_crash", "cue_check_failed", "cue_memory", "cue_hang", "cue_wrong_result", "cue_gpu", "cue_tflite",
+               "cue_compile", "cue_gradient", "cue_dataset", "cue_security", "cue_shape", "cue_dtype")
 FEATURES: tuple[str, ...] = (
     *(f"bm25_{f}" for f in BM25_FIELDS), *(f"bm25_{f}_rank" for f in BM25_FIELDS),
     "path_in_title", "path_in_report", "stem_named", "stem_is_name",
@@ -61,6 +70,7 @@ FEATURES: tuple[str, ...] = (
     "category_rank", "category_score", "mme_rank", "gcrde_rank", *(f"gcrde_{name}" for name in KERNEL_EVIDENCE),
     "is_python", "is_cxx_source", "is_header", "is_cuda", "is_init", "is_generated", *PATH_KINDS, "depth", "size", "release_dir",
     "report_mme", "report_gcrde", "report_has_frames", "report_names", "history_support", "history_score",
+    *GRAPH_FEATURES, *REPORT_CUES, "report_python_exception", "report_named_ops", "report_graph_files",
 )
 
 
@@ -83,9 +93,11 @@ def gather(
     category_loc: Localization | None = None,
     screening: dict[str, float] | None = None,
     prior: HistoryPrior | None = None,
+    graph: CodeGraph | None = None,
 ) -> list[Candidate]:
     """Every candidate file of one report with its features; `prior`: the files similar earlier fixes changed (the
-    stored history's, `sftl.history`), each with its support."""
+    stored history's, `sftl.history`), each with its support; `graph`: the release's code graph, which the report's
+    names, ops and dtypes walk to the files defining, implementing and registering its ops."""
     import numpy as np
 
     paths = index.paths
@@ -136,9 +148,29 @@ def gather(
             cand = add(fp.path)
             cand.features.update(history_support=float(fp.support), history_score=float(fp.score))
             cand.evidence["history_support"] = fp.reason
+    reached = _graph(graph, report, add) if graph is not None else 0
     for cand in found.values():
         _file_features(cand, index, report, field_scores, ascending, screening or {})
+        cand.features["report_graph_files"] = float(reached)
     return list(found.values())
+
+
+def _graph(graph: CodeGraph, report: ReportEvidence, add: Callable[[str], Candidate]) -> int:
+    """The files the report's walk reaches, with how; the number reached."""
+    reaches = walk(graph, report.names, report.leaf_names, report.named_ops, report.dtypes)
+    for rank, r in enumerate(reaches, start=1):
+        if not r.path.endswith(NAMED_SUFFIXES + (".cu", ".cuh", ".hpp", ".mm", ".yaml")):
+            continue
+        cand = add(r.path)
+        f = cand.features
+        f.update(graph_rank=1.0 / rank, graph_hops=1.0 / r.hops, graph_named_op=float(r.named_op),
+                 graph_specificity=1.0 / r.op_files, graph_ops=float(len(r.ops)), graph_gpu=float("gpu" in r.devices),
+                 graph_cpu=float("cpu" in r.devices), graph_dtype_registered=float(r.dtype_registered == 1.0),
+                 graph_dtype_unregistered=float(r.dtype_registered == 0.0))
+        for layer in r.layers:
+            f[f"graph_{layer}"] = 1.0
+        cand.evidence["graph_rank"] = r.reason
+    return len(reaches)
 
 
 def _names(index: CorpusIndex, report: ReportEvidence, add: Callable[[str], Candidate]) -> None:
@@ -239,3 +271,7 @@ def _file_features(cand: Candidate, index: CorpusIndex, report: ReportEvidence, 
     f["report_gcrde"] = float(screening.get("gcrde", 0.0))
     f["report_has_frames"] = float(bool(report.frames))
     f["report_names"] = float(len(report.names))
+    for name, value in report.cues:
+        f[name] = value
+    f["report_python_exception"] = float(report.python_exception)
+    f["report_named_ops"] = float(len(report.named_ops))

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sftl.codegraph.graph import build_graph
 from sftl.localize.candidates.corpus import build_index, default_cache_dir
 from sftl.localize.candidates.features import FEATURES, Candidate, gather
 from sftl.localize.candidates.ranker import CandidateRanker, load_default
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 # the evidence a reason names, in words, and the feature that carries it
 LEAD = "category_located"
-EVIDENCE_ORDER = ("category_rank", "tb_frame", "message_shingles", "exports_name", "exports_prefix",
+EVIDENCE_ORDER = ("category_rank", "tb_frame", "message_shingles", "graph_rank", "exports_name", "exports_prefix",
                   "module_of_name", "defines_name", "history_support")
 
 
@@ -47,12 +48,13 @@ def localize_any(
     report = read_report(issue, extraction, framework)
     if not (report.title_words or report.text_words or report.code_words or report.error_words or report.frames):
         return category_loc or Localization(method, (), Outcome.ABSTAINED, "the report has no text to go on")
-    index = build_index(source, cache_dir if cache_dir is not None else default_cache_dir())
+    cache = cache_dir if cache_dir is not None else default_cache_dir()
+    index = build_index(source, cache)
     if not index.paths:
         return category_loc or Localization(method, (), Outcome.SKIPPED,
                                             f"no {framework} source files in {source.description}")
     screening = {"mme": float(category == Category.MME), "gcrde": float(category == Category.GCRDE)}
-    candidates = gather(index, report, category_loc, screening, prior)
+    candidates = gather(index, report, category_loc, screening, prior, build_graph(source, cache))
     model = ranker if ranker is not None else load_default(configured_model())
     scored = score(candidates, model)
     suspects = [to_suspect(c, s, model) for c, s in scored]

@@ -18,6 +18,35 @@ NAME_LIKE = re.compile(r"\b([A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[a-z][a-z0-9]+(
 FILE_LINE = re.compile(r"File \"([^\"]+)\", line (\d+)(?:, in (\S+))?")
 CXX_FRAME = re.compile(r"\b((?:tensorflow|torch|aten|c10)/[\w/.-]+\.(?:cc|h|cpp|cu|cuh|py))(?::(\d+))?")
 ALIASES = {"tf": "tf", "tensorflow": "tf", "keras": "keras", "torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+# ops a report names as ops: eager errors' [Op:X], registry errors, raw ops, aten ops, TFLite builtins
+NAMED_OP = re.compile(r"\[Op:(\w+)\]|(?:Op type not registered|OpKernel was registered to support Op|kernel for op|"
+                      r"No registered) '(\w+)'|\braw_ops\.(\w+)|\baten(?:::|\.)(\w+)|\bBuiltinOperator_(\w+)")
+DTYPES = {"float16": "half", "half": "half", "fp16": "half", "bfloat16": "bfloat16", "bf16": "bfloat16",
+          "float32": "float", "float64": "double", "double": "double", "int8": "int8", "uint8": "uint8",
+          "int16": "int16", "int32": "int32", "int64": "int64", "complex64": "complex64", "complex128": "complex128",
+          "qint8": "qint8", "quint8": "quint8", "bool": "bool", "tf.string": "string", "cfloat": "complex64"}
+DTYPE_WORD = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(DTYPES, key=len, reverse=True)) + r")\b")
+# what kind of failure the report describes: features of the report, so the ranker learns when a fix lies below
+# the Python layer (a crash in a kernel) and when in it (an exception a wrapper raises)
+CUES: dict[str, re.Pattern[str]] = {
+    "cue_crash": re.compile(r"segmentation fault|segfault|core dumped|sigsegv|sigabrt|aborted|abort\(\)|"
+                            r"crash|floating point exception|illegal instruction|fatal python error", re.I),
+    "cue_check_failed": re.compile(r"check failed|\bCHECK\b|DCHECK|assertion .* failed|internal assert", re.I),
+    "cue_memory": re.compile(r"bad_alloc|heap-buffer-overflow|out of bounds|out-of-bounds|buffer overflow|"
+                             r"null pointer|nullptr|use after free|memory corruption|overflow", re.I),
+    "cue_hang": re.compile(r"\bhang|hangs|deadlock|stuck|never (?:returns|finishes)|freez", re.I),
+    "cue_wrong_result": re.compile(r"wrong (?:result|output|value|answer)|incorrect|inconsistent|different (?:result|output)|"
+                                   r"mismatch|\bnan\b|\binf\b|not equal|should be|expected .* (?:got|but)", re.I),
+    "cue_gpu": re.compile(r"\bcuda\b|\bgpu\b|cudnn|\.cuda\(|device=.cuda", re.I),
+    "cue_tflite": re.compile(r"tflite|tf\.lite|tensorflow lite|interpreter", re.I),
+    "cue_compile": re.compile(r"torch\.compile|dynamo|inductor|torch\.export|aot_autograd|fx graph|xla|jit_compile|"
+                              r"tf\.function|autograph", re.I),
+    "cue_gradient": re.compile(r"gradient|backward|autograd|\bgrad\b|GradientTape", re.I),
+    "cue_dataset": re.compile(r"tf\.data|dataset|dataloader|iterator", re.I),
+    "cue_security": re.compile(r"\bCVE-|vulnerab|malicious|attacker|denial of service|undefined behavio", re.I),
+    "cue_shape": re.compile(r"\bshape\b|dimension|rank|broadcast", re.I),
+    "cue_dtype": DTYPE_WORD,
+}
 ERROR_LINE = re.compile(r"^\s*(?:\w+\.)*(\w*(?:Error|Exception|Warning|Failure))\b:?\s*(.*)$", re.M)
 
 
@@ -35,6 +64,10 @@ class ReportEvidence:
     leaf_names: tuple[str, ...]  # classes and functions named (the last part of a dotted name, CamelCase words)
     message_shingles: frozenset[int]  # of the errors and warnings it quotes
     snake_names: frozenset[str] = frozenset()  # the leaf names in snake_case (Conv2DTranspose -> conv2d_transpose)
+    named_ops: tuple[str, ...] = ()  # ops it names as ops ([Op:ResizeBilinear], raw_ops.X, aten::x, BuiltinOperator_X)
+    dtypes: frozenset[str] = frozenset()  # dtypes it uses, as kernels register them ('half', 'int64')
+    cues: tuple[tuple[str, float], ...] = ()  # the failure it describes (crash, check failed, hang, wrong result, ...)
+    python_exception: bool = False  # its innermost traceback frame is framework Python (the wrapper raised)
 
 
 def read_report(issue: Issue, extraction: Extraction, framework: str) -> ReportEvidence:
@@ -70,6 +103,10 @@ def read_report(issue: Issue, extraction: Extraction, framework: str) -> ReportE
         leaf_names=leaves,
         message_shingles=frozenset(message_shingles("\n".join(quoted))),
         snake_names=frozenset(snake_case(n) for n in leaves),
+        named_ops=tuple(dict.fromkeys(next(filter(None, m.groups())) for m in NAMED_OP.finditer(everything))),
+        dtypes=frozenset(DTYPES[m.group(1).lower()] for m in DTYPE_WORD.finditer(everything.lower())),
+        cues=tuple((name, float(bool(pattern.search(everything)))) for name, pattern in CUES.items()),
+        python_exception=bool(frames) and frames[0].endswith(".py") and bool(errors),
     )
 
 
