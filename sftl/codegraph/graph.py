@@ -243,41 +243,48 @@ def _name_ops(facts: dict[str, FileFacts], framework: str, known_ops: set[str]
     def function(path: str, name: str) -> PyFunction | None:
         return facts[path].functions.get(name) if path in facts else None
 
-    def callee(path: str, call: str) -> list[tuple[str, str]]:
-        if "." not in call:
-            return [(path, call)] if function(path, call) is not None else []
-        alias, fn = call.rsplit(".", 1)
-        alias = alias.rsplit(".", 1)[-1]
-        alias = MODULE_ALIASES.get(alias, alias)
-        return [(p, fn) for p in by_stem.get(alias, [])[:3] if function(p, fn) is not None]
+    resolved: dict[tuple[str, str], list[tuple[str, str]]] = {}
 
-    memo: dict[tuple[str, str], dict[str, int]] = {}
+    def callee(path: str, call: str) -> list[tuple[str, str]]:
+        key = (path, call)
+        if key in resolved:
+            return resolved[key]
+        if "." not in call:
+            found = [(path, call)] if function(path, call) is not None else []
+        else:
+            alias, fn = call.rsplit(".", 1)
+            alias = MODULE_ALIASES.get(alias.rsplit(".", 1)[-1], alias.rsplit(".", 1)[-1])
+            found = [(p, fn) for p in by_stem.get(alias, [])[:3] if function(p, fn) is not None]
+        resolved[key] = found
+        return found
+
+    memo: dict[tuple[str, str, int], dict[str, int]] = {}
+
+    def ops_within(path: str, name: str, depth: int) -> dict[str, int]:
+        """The ops a definition creates, its own at hop 1, those of what it calls `depth` deep one hop further
+        each (memoized per depth: every definition is read once per depth, not once per caller)."""
+        key = (path, name, depth)
+        if key in memo:
+            return memo[key]
+        memo[key] = {}  # a call cycle ends here
+        fn = function(path, name)
+        found: dict[str, int] = {}
+        if fn is not None:
+            for op in fn.ops:
+                if op in known_ops:
+                    found[op] = 1
+            if depth > 0:
+                for call in fn.calls:
+                    for nxt in callee(path, call):
+                        for op, hop in ops_within(nxt[0], nxt[1], depth - 1).items():
+                            if hop + 1 < found.get(op, hop + 2):
+                                found[op] = hop + 1
+        found = dict(sorted(found.items(), key=lambda kv: kv[1])[:MAX_OPS_PER_NAME])
+        memo[key] = found
+        return found
 
     def ops_of(path: str, name: str) -> dict[str, int]:
-        if (path, name) in memo:
-            return memo[(path, name)]
-        found: dict[str, int] = {}
-        frontier = [(path, name)]
-        seen = {(path, name)}
-        for hop in range(1, CALL_DEPTH + 2):
-            following = []
-            for p, n in frontier:
-                fn = function(p, n)
-                if fn is None:
-                    continue
-                for op in fn.ops:
-                    if op in known_ops and op not in found:
-                        found[op] = hop
-                if hop <= CALL_DEPTH:
-                    for call in fn.calls:
-                        for nxt in callee(p, call):
-                            if nxt not in seen:
-                                seen.add(nxt)
-                                following.append(nxt)
-            frontier = following
-        found = dict(sorted(found.items(), key=lambda kv: kv[1])[:MAX_OPS_PER_NAME])
-        memo[(path, name)] = found
-        return found
+        return ops_within(path, name, CALL_DEPTH)
 
     names: dict[str, dict[str, int]] = {}
     definitions: dict[str, list[str]] = {}
