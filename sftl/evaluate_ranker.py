@@ -144,10 +144,19 @@ def judge(reports: Sequence[LabelledReport], model: CandidateRanker | None,
     model's), 'hand+bm25' (that order, then BM25: sftl before any model) and each baseline the evaluation ran."""
     models = models or {}
     table: dict[str, dict[str, dict[str, float]]] = {}
-    kinds = sorted({f"{r.framework}/{fix_kind(r.truth)}" for r in reports} | {f"all/{fix_kind(r.truth)}" for r in reports})
-    for fw in sorted({r.framework for r in reports}) + ["all"] + kinds:
-        mine = [r for r in reports if fw in ("all", r.framework, f"all/{fix_kind(r.truth)}",
-                                            f"{r.framework}/{fix_kind(r.truth)}")]
+    def groups(r: LabelledReport) -> set[str]:
+        """The rows of the table a report counts in: its framework, all, each split by where its fix lies, and
+        its evaluation (a benchmark) where several were read."""
+        kind = fix_kind(r.truth)
+        out = {"all", r.framework, f"all/{kind}", f"{r.framework}/{kind}"}
+        if len({x.evaluation for x in reports}) > 1:
+            out |= {f"set:{r.evaluation}", f"set:{r.evaluation}/{kind}"}
+        return out
+
+    member = {r.url: groups(r) for r in reports}
+    names = sorted({g for r in reports for g in member[r.url]}, key=lambda g: (g.startswith("set:"), "/" in g, g))
+    for fw in names:
+        mine = [r for r in reports if fw in member[r.url]]
         if not mine:
             continue
         cell = {"sftl": metrics([(ranked(r, models.get(r.url, model)), r.truth) for r in mine]),

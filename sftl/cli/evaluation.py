@@ -101,21 +101,22 @@ def _real_date(day: str) -> bool:
     return len(day) in (7, 10)
 
 
-def parse_split_date(text: str) -> dict[str, str]:
-    """`--split-date` for a caller outside argparse: a bad date is an InputError."""
+def parse_split_date(text: str, sets: tuple[str, ...] = ()) -> dict[str, str]:
+    """`--split-date` for a caller outside argparse: a bad date is an InputError. `sets`: names that may take a
+    date of their own besides the frameworks (`sftl model fit`'s evaluation folders: a set dated apart)."""
     try:
-        return _date(text)
+        return _date(text, sets)
     except argparse.ArgumentTypeError as exc:
         raise InputError(str(exc)) from None
 
 
-def _date(text: str) -> dict[str, str]:
+def _date(text: str, sets: tuple[str, ...] = ()) -> dict[str, str]:
     """'2019-01-01' (every framework) or 'tensorflow=2019-01-01,pytorch=2025-07-01' -> {framework or '*': date}."""
 
     out: dict[str, str] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         fw, _, day = part.rpartition("=")
-        if not _real_date(day) or fw not in ("", "pytorch", "tensorflow"):
+        if not _real_date(day) or fw not in ("", "pytorch", "tensorflow", *sets):
             raise argparse.ArgumentTypeError(f"not a split date {part!r}; write YYYY-MM-DD or tensorflow=YYYY-MM-DD,...")
         out[fw or "*"] = day
     if not out:

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="also judge each training report labelled with one of these categories (say mme,gcrde) by a "
                         "model fitted without it")
     f.add_argument("--split-date", required=True, metavar="DATE",
-                   help="train on reports filed before it: YYYY-MM-DD, or per framework tensorflow=DATE,pytorch=DATE")
+                   help="train on reports filed before it: YYYY-MM-DD, or per framework tensorflow=DATE,pytorch=DATE; an "
+                        "evaluation folder's name takes a date of its own (a set dated apart: advisories=DATE)")
     f.add_argument("--refit-all", action="store_true",
                    help="after judging, save a model fitted on every report (the figures stay those of the split)")
     f.add_argument("--out", "-o", required=True, metavar="MODEL.json", help="where to write the model")
@@ -39,7 +40,7 @@ def run_fit(args: argparse.Namespace, ctx: Context) -> int:
     from sftl.cli.evaluation import parse_split_date
     from sftl.evaluate_ranker import fit, read_evaluations
 
-    split = parse_split_date(args.split_date)
+    split = parse_split_date(args.split_date, tuple(Path(d).name for d in args.evaluation))
     reports = read_evaluations([Path(d) for d in args.evaluation])
     held = tuple(c.strip() for c in args.leave_one_out.split(",") if c.strip())
     model, figures = fit(reports, split, leave_one_out=held, refit_all=args.refit_all, n_estimators=args.rounds)
