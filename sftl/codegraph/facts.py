@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 # layers an op's code is found in; the walk reports which one a candidate file was reached through
 LAYERS = ("op_def", "kernel", "xla", "tflite", "gradient", "dataset", "meta", "decomposition", "lowering", "ref",
           "dispatch", "stub", "dynamo", "wrapper")
-FACTS_FORMAT = 3  # bump when what a file's facts hold changes
+FACTS_FORMAT = 4  # bump when what a file's facts hold changes
 
 TF_REGISTER_OP = re.compile(r'\bREGISTER_OP\(\s*"([A-Za-z_]\w*)"\s*\)')
 TF_KERNEL_NAME = re.compile(r'\bName\(\s*"([A-Za-z_]\w*)"\s*\)((?:\s*\\?\s*\.\s*\w+(?:<[^<>()]{0,80}>)?\([^()]{0,160}\))*)')
@@ -46,6 +46,7 @@ TORCH_PY_REGISTRATION = re.compile(r"@(register_meta|register_decomposition|regi
                                    r"aten_impl|register_inplace)\(\s*(\[[^\]]{0,2000}\]|[^,)\n]{0,200})", re.S)
 TORCH_FALLBACK = re.compile(r"\bmake_fallback\(\s*(?:aten|torch\.ops\.aten)\.(\w+)")
 ATEN_NAME = re.compile(r"\b(?:aten|torch\.ops\.aten|prims)\.(\w+)")
+DYNAMO_PREFIX = "dynamo:"  # the key of a Python type dynamo models, apart from the ops
 DYNAMO_VARIABLE = re.compile(r"^class\s+(\w+?)Variable\b", re.M)
 # Python: definitions and the calls in their bodies
 PY_DEF = re.compile(r"^([ \t]*)(?:async\s+)?(def|class)\s+(\w+)")
@@ -244,8 +245,8 @@ def _python_facts(path: str, text: str, framework: str) -> FileFacts:
         for name in TORCH_FALLBACK.findall(text):
             sites.append(("lowering", name, ""))
         if "_dynamo/variables/" in path:
-            for name in DYNAMO_VARIABLE.findall(text):
-                sites.append(("dynamo", name, ""))
+            for name in DYNAMO_VARIABLE.findall(text):  # keyed apart: `ListVariable` is no op named `list`
+                sites.append(("dynamo", f"{DYNAMO_PREFIX}{name}", ""))
     functions, exports = _python_functions(text, framework, generated=path.rsplit("/", 1)[-1].startswith("gen_"))
     return FileFacts(sites=tuple(dict.fromkeys(sites)), exports=exports, functions=functions)
 

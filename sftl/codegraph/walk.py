@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sftl.codegraph.facts import op_key
+from sftl.codegraph.facts import DYNAMO_PREFIX, op_key
 from sftl.codegraph.graph import CodeGraph
 
 MAX_FILES = 60  # files a walk hands over, nearest and most specific first
@@ -67,9 +67,12 @@ def report_ops(graph: CodeGraph, names: Iterable[str], leaf_names: Iterable[str]
                 break
         leaf = parts[-1]
         take(op_key(leaf), 0 if parts[0] == "torch" and len(parts) == 2 else 1, False, f"{name} is the op")
+    for name in names:  # a Python type the report traces (functools.partial) to dynamo's model of it
+        take(op_key(f"{DYNAMO_PREFIX}{name.replace('.', '')}"), 1, False, f"the report uses {name}")
     for leaf in leaf_names:
         if len(leaf) >= 5:
             take(op_key(leaf), 1, False, f"the report names {leaf}")
+        take(op_key(f"{DYNAMO_PREFIX}{leaf}"), 1, False, f"the report uses {leaf}")
         if len(graph.definitions.get(leaf, ())) in (1, 2, 3):
             for op, hops in graph.ops_of(leaf)[:6]:
                 take(op, hops + 1, False, f"{leaf} creates it")
@@ -91,7 +94,8 @@ def walk(graph: CodeGraph, names: Iterable[str], leaf_names: Iterable[str], name
             reached = files.get(site.path)
             if reached is None:
                 files[site.path] = _Found(hops + 1, {site.layer}, {site.device} - {""}, [op], named, len(sites),
-                                          f"{_layer_words(site.layer, site.device)} {graph.op_names.get(op, op)} ({why})")
+                                          f"{_layer_words(site.layer, site.device)} "
+                                          f"{graph.op_names.get(op, op).removeprefix(DYNAMO_PREFIX)} ({why})")
                 continue
             reached.layers.add(site.layer)
             if site.device:
