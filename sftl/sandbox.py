@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ CONFINE = Path(__file__).resolve().parent / "_confine.py"
 GiB = 1 << 30
 TAIL = 4000  # characters of stdout/stderr kept in a run's record
 HEAD = 512  # bytes of the start of each stream kept besides the tail
+SHOWN_LINES, SHOWN_CHARS = 20, 2000  # the tail of a run's output that is stored and shown (output_tail)
 FILE_LIMIT = GiB  # RLIMIT_FSIZE: the largest file a snippet may write in its scratch folder
 CONFINE_FAILED = 125  # _confine.py's exit status when it could not set the namespaces up (nothing ran)
 NOBODY = 65534  # the snippet's user and group inside: nobody, who owns nothing in its view
@@ -458,6 +460,23 @@ def check_confinement(settings: Settings, limits: Limits | None = None, gpu: boo
     if missing and not unconfined:
         raise ConfinementError(refusal(missing))
     return caps
+
+
+def escape_control(text: str) -> str:
+    """`text` with every control, format and unassigned character but newline and tab written as an escape
+    (`\\x1b`, `\\u202e`): no terminal sequence, carriage return or bidirectional override reaches a reader."""
+    if text.isprintable():
+        return text
+    return "".join(c if c in "\n\t" or unicodedata.category(c)[0] != "C" else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
+def output_tail(text: str, lines: int = SHOWN_LINES, chars: int = SHOWN_CHARS) -> str:
+    """What of report code's output is kept and shown anywhere (the store, reports, the terminal): its last
+    `lines` lines, at most `chars` characters, control characters escaped. Output is data, not a channel."""
+    ending = "\n" if text.endswith("\n") and lines > 0 else ""
+    kept = escape_control("\n".join(text.splitlines()[-lines:]) + ending) if lines > 0 else ""
+    return kept[-chars:]
 
 
 def _tail(head: bytearray, data: bytearray) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from sftl.config import Settings
 from sftl.errors import EnvError, InputError, SandboxError
-from sftl.sandbox import GiB, Limits, Sandbox, environment_paths, too_wide
+from sftl.sandbox import GiB, Limits, Sandbox, environment_paths, output_tail, too_wide
 
 RUNNER = Path(__file__).resolve().parent / "runner.py"
 RESULT_MARK = "SFTL_NAN_RESULT "
@@ -150,7 +150,7 @@ def search_script(
                            + (f" ({timeout:.0f} s)" if run.limit == "timeout" else ""))
     payload = run.result or _parse(run.stdout)
     if payload is None:
-        tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        tail = output_tail(run.stderr.strip(), lines=1) or "no output"
         raise SandboxError(f"the search process of {script.name} died (exit {run.returncode}): {tail}")
     return _to_result(payload, script)
 
@@ -178,7 +178,7 @@ def _parse(stdout: str) -> dict[str, Any] | None:
 
 def _to_result(payload: dict[str, Any], script: Path) -> NanSearchResult:
     if not payload.get("ok"):
-        message = str(payload.get("error") or "the search failed")
+        message = output_tail(str(payload.get("error") or "the search failed"), lines=5)  # the script's words: data
         kind = payload.get("kind")
         if kind == "input":
             raise InputError(message)
