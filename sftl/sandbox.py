@@ -336,6 +336,19 @@ def view_for(caps: Capabilities, scratch: Path, etc: Path, ro_paths: tuple[Path,
     return snippet_view(scratch, etc, ro_paths, gpu, finish=finisher() if finish else None)
 
 
+def sample_view(settings: Settings, caps: Capabilities, gpu: bool = False, python: Path | None = None) -> View:
+    """The view a snippet run with `python` (sftl's own interpreter by default; a replay environment shows its
+    own instead) gets on this machine, as `sftl doctor` prints it: the folders named are those of a fresh run."""
+    scratch, etc = Path(tempfile.mkdtemp(prefix="sftl-run-")), Path(tempfile.mkdtemp(prefix="sftl-view-"))
+    try:
+        write_etc(etc)
+        paths = environment_paths(python or Path(sys.executable), settings.base_env.get("HOME"))
+        return view_for(caps, scratch, etc, paths, gpu)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(etc, ignore_errors=True)
+
+
 def finisher() -> Path:
     """The interpreter that runs _confine.py's last step inside bubblewrap run by root: sftl's own, resolved (run
     with -I -S it needs its installation alone, not sftl's environment)."""
@@ -414,11 +427,12 @@ def guards(caps: Capabilities, limits: Limits, gpu: bool = False, allow_network:
     else:
         network = Guard("no network", True, f"own network namespace, loopback only ({via})")
     filesystem = Guard("read-only filesystem", bool(backend),
-                       f"the system bound read-only, a fresh writable scratch folder, fresh /tmp and /dev/shm ({via})"
+                       f"an allowlist: the system, a few /etc files and the environment read-only, a fresh writable scratch "
+                       f"folder, fresh /tmp and /dev/shm, nothing else ({via})"
                        if backend else "; ".join(caps.why), "" if backend else fix)
     environment = Guard("hidden environment", bool(backend),
-                        "only PATH and locale passed, own PID namespace and /proc, the home hidden "
-                        f"({via})" if backend else "other processes' /proc/*/environ readable (no PID namespace)",
+                        "only PATH and locale passed, own PID namespace and /proc, run as nobody with no "
+                        f"capabilities ({via})" if backend else "other processes' /proc/*/environ readable (no PID namespace)",
                         "" if backend else fix)
     if caps.pids_cgroup:
         processes = Guard("process cap", True, f"pids.max={limits.max_procs} in {caps.pids_how}")
