@@ -247,6 +247,7 @@ def snippet_view(scratch: Path, etc: Path, ro_paths: tuple[Path, ...] = (), gpu:
     if gpu:
         mounts += [Mount("ro", str(lib), str(lib), "the GPU's driver") for lib in gpu_libraries()
                    if not _under(lib, shown)]
+        mounts += [Mount("ro", str(p), str(p), "the GPU's driver reads it") for p in gpu_sysfs()]
     bound = [(p.absolute(), "the environment") for p in ro_paths]
     if finish is not None:
         bound.append((finish.parent.parent, "sftl's interpreter: the sandbox's last set-up step (root)"))
@@ -261,6 +262,14 @@ def snippet_view(scratch: Path, etc: Path, ro_paths: tuple[Path, ...] = (), gpu:
 def gpu_nodes() -> list[str]:
     """The GPU's device nodes (NVIDIA's), which a minimal /dev lacks."""
     return [str(node) for node in sorted(Path("/dev").glob("nvidia*")) if not node.is_dir()]
+
+
+def gpu_sysfs() -> list[Path]:
+    """What of /sys the GPU's driver reads (the PCI devices and their topology, NUMA nodes, the driver module's
+    version), read-only; the rest of /sys (a machine's serial numbers among it) stays out, as on CPU runs."""
+    found = [Path(p) for p in ("/sys/bus/pci", "/sys/devices/system/node", "/sys/module/nvidia")]
+    found += sorted(Path("/sys/devices").glob("pci*"))
+    return [p for p in found if p.is_dir()]
 
 
 def gpu_libraries() -> list[Path]:
