@@ -14,9 +14,9 @@ untrusted code. It
    reachable;
 3. forks: the child enters one more user namespace, where it is nobody (65534: no id is mapped)
    and holds no capability over the mounts or the network set up here (so it can neither remount
-   nor escape), empties its bounding set, sets no-new-privileges and execs the command; this process stays PID 1 of the namespace, reaps, and exits with the child's
-   status (128 + N for a signal, as bubblewrap does). When it exits the kernel kills every process
-   left in the namespace.
+   nor escape), empties its bounding set, sets no-new-privileges and execs the command; this
+   process stays PID 1 of the namespace, reaps, and exits with the child's status (128 + N for a
+   signal, as bubblewrap does). When it exits the kernel kills every process left in the namespace.
 
 Inside bubblewrap run by root (`{"finish": true}`) it does only the last step, after making
 bubblewrap's device binds read-only: writable, they let the snippet, whose files' owner is root,
@@ -232,19 +232,14 @@ def run_child(argv: list[str], cwd: str) -> None:
     _check(_libc.unshare(CLONE_NEWUSER), "enter a user namespace without capabilities")
     # no id is mapped there: the command is nobody (65534); the capabilities it holds over that empty namespace
     # are gone from the bounding set too, and the exec of a non-root id leaves none
-    for cap in range(_last_capability() + 1):
-        _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"prctl(CAPBSET_DROP, {cap})")
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL and cap > 0:
+                break  # past the last capability this kernel knows
+            _check(-1, f"prctl(CAPBSET_DROP, {cap})")
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     os.chdir(cwd)
     os.execv(argv[0], argv)
-
-
-def _last_capability() -> int:
-    try:  # bytes: read after the pivot, where no codec module can be imported any more
-        with open("/proc/sys/kernel/cap_last_cap", "rb") as fh:
-            return int(fh.read())
-    except (OSError, ValueError):
-        return 40  # CAP_CHECKPOINT_RESTORE, the last one Linux 5.9 to 6.x know
 
 
 def reap(child: int) -> int:

@@ -160,10 +160,6 @@ class View:
     mounts: tuple[Mount, ...]
     cwd: str
 
-    def top(self) -> list[str]:
-        """The names listing `/` shows inside."""
-        return sorted({Path(m.path).parts[1] for m in self.mounts if len(Path(m.path).parts) > 1})
-
     def spec(self) -> list[list[str | int]]:
         """The view as _confine.py reads it (JSON)."""
         return [[m.kind, m.path, m.source, m.size] for m in self.mounts]
@@ -275,8 +271,11 @@ def gpu_sysfs() -> list[Path]:
 def gpu_libraries() -> list[Path]:
     """The driver's user-space libraries (libcuda, libnvidia-*) the loader knows, as files: a GPU run needs those
     outside the system folders too (a container's /usr/local/nvidia)."""
+    ldconfig = shutil.which("ldconfig", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if ldconfig is None:
+        return []
     try:
-        listed = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True, timeout=20).stdout
+        listed = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
     found = {Path(line.rsplit("=>", 1)[1].strip()) for line in listed.splitlines()
