@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from sftl.config import load_settings
+from sftl.errors import SandboxError
 from sftl.sandbox import (
     ETC_FILES,
     ETC_WRITTEN,
@@ -122,6 +123,7 @@ def hostile(files: tuple[Path, ...]) -> str:
         "        dirs[:] = []\n"
         "        continue\n"
         "    got += [os.path.join(top, n) for n in names + dirs if n.startswith('sftl-secret-')]\n"
+        "print('\\x1b]52;c;cGF5bG9hZA==\\x07\\x1b[2J a terminal escape, shown as text')\n"
         "print('VIEW ' + __import__('json').dumps(seen))\n"
         "print('GOT', got)\n"
         "raise RuntimeError('exfiltrated: %r' % (got,))\n"
@@ -246,11 +248,28 @@ def test_nothing_planted_reaches_sftls_output_store_or_report(backend, machine, 
     assert {"triage.html", "triage.md"} <= {p.name for p in out.iterdir()}
     for proc in done:
         assert secret not in proc.stdout + proc.stderr
+        assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr
+    assert "\\x1b[2J a terminal escape, shown as text" in done[2].stdout  # the text CLI's tail, escaped
     for folder in (home, out):  # the store (its database, journal, caches) and the report, byte by byte
         for path in folder.rglob("*"):
             if path.is_file() and not path.is_symlink():
                 assert secret.encode() not in path.read_bytes(), path
+    for report in out.iterdir():
+        assert "\x1b" not in report.read_text(encoding="utf-8"), report
     assert backend in json.dumps(rows)  # the containment recorded is this backend's
+
+
+def test_an_interpreter_whose_prefix_would_show_its_siblings_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    for python, why in ((Path("/opt/bin/python3"), "/opt"), (home / "bin" / "python3", str(home))):
+        with pytest.raises(SandboxError, match=f"lives in {why}: binding that folder would show the snippet"):
+            environment_paths(python, str(home))
+    venv = home / "envs" / "torch-2.13"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(PY.resolve())
+    assert environment_paths(venv / "bin" / "python", str(home)) == tuple(
+        sorted({venv, PY.resolve().parent.parent} - {Path("/usr")}))
 
 
 def test_output_tail_bounds_and_escapes() -> None:
