@@ -4,21 +4,19 @@ Stdlib only, run with sftl's own interpreter as the first process of a new user,
 network namespace (`unshare --user --map-root-user --mount --pid --fork --net ...`), before any
 untrusted code. It
 
-1. binds the whole system read-only into a new root (every mount under `/`, one by one, as
-   `bwrap --ro-bind / /` does), with a fresh /proc of the new PID namespace (its /proc/sys
-   read-only), a minimal /dev (null, zero, full, random, urandom, tty; the GPU's nodes when
-   asked), fresh size-capped tmpfs on /tmp and /dev/shm, the homes and /run (services' sockets)
-   hidden under empty read-only tmpfs, /etc/shadow and the host's SSH keys masked (credential files
-   among what is bound back hidden too);
-2. binds the scratch folder writable at its own path, and the read-only paths that lived under
-   /tmp or the home (an environment there) back in;
-3. pivots into the new root and detaches the old one, so nothing of the writable system stays
+1. builds the view sftl.sandbox gives it (`{"view": [[kind, path, source, size], ...]}`, the same
+   list bubblewrap's options are spelled from) in a new, empty root: /proc of the new PID
+   namespace (its /proc/sys read-only), a minimal /dev (null, zero, full, random, urandom, tty;
+   the GPU's nodes when asked) made read-only, fresh size-capped tmpfs on /tmp and /dev/shm, the
+   system folders and the environment bound read-only, a few files of /etc, the scratch folder
+   writable; nothing else of the host exists there, and the root itself is read-only;
+2. pivots into the new root and detaches the old one, so nothing of the writable system stays
    reachable;
-4. forks: the child enters one more user namespace, where it holds no capability over the mounts
-   or the network set up here (so it can neither remount nor escape), sets no-new-privileges and
-   execs the command; this process stays PID 1 of the namespace, reaps, and exits with the child's
-   status (128 + N for a signal, as bubblewrap does). When it exits the kernel kills every process
-   left in the namespace.
+3. forks: the child enters one more user namespace, where it is nobody (65534: no id is mapped)
+   and holds no capability over the mounts or the network set up here (so it can neither remount
+   nor escape), empties its bounding set, sets no-new-privileges and execs the command; this
+   process stays PID 1 of the namespace, reaps, and exits with the child's status (128 + N for a
+   signal, as bubblewrap does). When it exits the kernel kills every process left in the namespace.
 
 Inside bubblewrap run by root (`{"finish": true}`) it does only the last step, after making
 bubblewrap's device binds read-only: writable, they let the snippet, whose files' owner is root,
@@ -48,7 +46,7 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
 MNT_DETACH = 2
 CLONE_NEWUSER = 0x10000000
-PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 4, 1
+PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 38, 4, 1, 24
 SIGKILL = 9
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
 # per-mount options as /proc/self/mountinfo spells them; kept on the read-only remount, since a user
@@ -148,64 +146,64 @@ def _make_target(path: str, like: str) -> None:
 
 
 def build_root(spec: dict[str, Any], new: str) -> None:
-    """The new root at `new`: the system read-only, fresh /proc, /dev, /tmp, /dev/shm, the scratch writable."""
+    """The new root at `new`: an empty read-only folder holding the view's mounts alone, in the view's order."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here propagates back to the caller's namespace
     os.makedirs(new, exist_ok=True)
-    bind("/", new, read_only=True, recursive=True)
-    size = int(spec.get("tmpfs_size") or 0)
-    opts = f"size={size}" if size else None
-    # /proc of the new PID namespace: only the snippet's own processes (no caller's environ to read)
-    mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    entries = spec["view"]
+    # /dev is made read-only once its last node is in: writable, its binds let a root caller's snippet chmod
+    # the host's /dev/null (a device still opens read-write on a read-only mount)
+    last_dev = max((i for i, e in enumerate(entries) if e[0] in ("dev", "node")), default=-1)
+    for i, (kind, path, source, size) in enumerate(entries):
+        target = new + path
+        if kind in ("ro", "rw", "node"):
+            if not os.path.exists(source):
+                raise ConfineError(f"{source}: no such file or folder to show at {path}")
+            _make_target(target, source)
+            bind(source, target, read_only=kind == "ro", recursive=kind == "ro")
+        elif kind == "tmpfs":  # RAM-backed and capped: a snippet cannot fill memory there
+            os.makedirs(target, exist_ok=True)
+            mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" + (f",size={size}" if size else ""))
+        elif kind == "symlink":
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.symlink(source, target)
+        elif kind == "dir":
+            os.makedirs(target, exist_ok=True)
+        elif kind == "proc":
+            make_proc(target)
+        elif kind == "dev":
+            make_dev(target)
+        else:
+            raise ConfineError(f"unknown kind of mount {kind!r} at {path}")
+        if i == last_dev:
+            remount_read_only(new + "/dev")
+    # the root's own folders (/etc, the mount points) fixed: nothing can be planted there
+    mount(None, new, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def make_proc(target: str) -> None:
+    """/proc of the new PID namespace: only the snippet's own processes (no caller's environ to read)."""
+    os.makedirs(target, exist_ok=True)
+    mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in _PROC_READ_ONLY:
-        path = f"{new}/proc/{name}"
+        path = f"{target}/{name}"
         if os.path.exists(path):
             bind(path, path, read_only=True)
-    # /dev: the harmless character devices only (the host's /dev has its disks), as bwrap --dev does
-    dev = new + "/dev"
+
+
+def make_dev(dev: str) -> None:
+    """/dev: the harmless character devices only (the host's /dev has its disks), as bwrap --dev does."""
+    os.makedirs(dev, exist_ok=True)
     mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755")
-    nodes = [f"/dev/{n}" for n in _DEVICES] + list(spec.get("devices") or [])
-    for node in nodes:
+    for name in _DEVICES:
+        node = f"/dev/{name}"
         if os.path.exists(node):
-            _make_target(new + node, node)
-            bind(node, new + node, read_only=False)
+            _make_target(f"{dev}/{name}", node)
+            bind(node, f"{dev}/{name}", read_only=False)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{dev}/{name}")
     os.makedirs(dev + "/shm")
-    # the node list fixed, and the nodes' binds read-only too (still usable: a device opens read-write on a
-    # read-only mount): writable, they let a root caller's snippet chmod the host's /dev/null
-    remount_read_only(dev)
-    for point in ("/tmp", "/dev/shm"):  # RAM-backed and capped: a snippet cannot fill memory there
-        mount("tmpfs", new + point, "tmpfs", MS_NOSUID | MS_NODEV, ",".join(filter(None, ("mode=1777", opts))))
-    hidden = [h for h in spec.get("hide") or () if os.path.isdir(h) and not _covered(h)]
-    for folder in hidden:  # the caller's home (its dotfiles hold tokens no list of names can cover) and /run
-        mount("tmpfs", new + folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    for path in spec.get("read_only") or ():  # an environment under /tmp or the home, hidden above
-        if os.path.exists(path) and _covered(path, hidden):
-            _make_target(new + path, path)
-            bind(path, new + path, read_only=True, recursive=True)
-    for path in spec.get("mask") or ():  # system files holding secrets root could read
-        if os.path.isfile(new + path):
-            bind("/dev/null", new + path, read_only=True)
-    home: str = spec.get("home") or ""
-    for rel in spec.get("secrets") or () if home else ():  # those still in sight through a path bound back
-        path = os.path.join(home, rel)
-        if not os.path.lexists(new + path) or os.path.islink(path):
-            continue
-        if os.path.isdir(path):
-            mount("tmpfs", new + path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
-        else:
-            bind("/dev/null", new + path, read_only=True)
-    scratch = spec["scratch"]
-    _make_target(new + scratch, scratch)
-    bind(scratch, new + scratch, read_only=False)
-    for folder in hidden:  # empty and read-only: nothing can be planted there
-        mount(None, new + folder, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-
-def _covered(path: str, hidden: list[str] | tuple[str, ...] = ()) -> bool:
-    """Whether `path` lies under a fresh mount (/tmp, /dev/shm, a hidden folder) and must be bound back to be seen."""
-    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in ("/tmp", "/dev/shm", *hidden))
 
 
 def pivot(new: str) -> None:
@@ -232,6 +230,13 @@ def run_child(argv: list[str], cwd: str) -> None:
     """In the forked child: give up every capability over this namespace, then exec the command."""
     _check(_libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     _check(_libc.unshare(CLONE_NEWUSER), "enter a user namespace without capabilities")
+    # no id is mapped there: the command is nobody (65534); the capabilities it holds over that empty namespace
+    # are gone from the bounding set too, and the exec of a non-root id leaves none
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL and cap > 0:
+                break  # past the last capability this kernel knows
+            _check(-1, f"prctl(CAPBSET_DROP, {cap})")
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     os.chdir(cwd)
     os.execv(argv[0], argv)

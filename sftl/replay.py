@@ -37,7 +37,7 @@ from sftl.model import (
     Traceback,
     to_jsonable,
 )
-from sftl.sandbox import FILE_LIMIT, HARNESS, Limits, Sandbox, SandboxResult
+from sftl.sandbox import FILE_LIMIT, HARNESS, Limits, Sandbox, SandboxResult, escape_control, output_tail
 from sftl.store import Store
 
 DEFAULT_REPEATS = 2  # runs per device in a comparison: tells nondeterminism from a discrepancy
@@ -253,10 +253,32 @@ def replay_key(code: str, env: ReplayEnvironment, device: str, options: dict[str
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+MESSAGE_CHARS = 4000  # of an exception's message, kept and shown (the harness keeps 20000 for nothing else)
+
+
+def _shown_error(error: Any, depth: int = 0) -> Any:
+    """The harness's exception (and its chain) with each message bounded and escaped: a message is output too."""
+    if not isinstance(error, dict):
+        return error
+    kept = dict(error)
+    if isinstance(kept.get("message"), str):
+        kept["message"] = escape_control(kept["message"][:MESSAGE_CHARS])
+    if depth < 6 and kept.get("cause") is not None:
+        kept["cause"] = _shown_error(kept["cause"], depth + 1)
+    return kept
+
+
 def _sandbox_payload(res: SandboxResult) -> dict[str, Any]:
+    """What a run keeps (the store's record): its verdict's evidence and bounded, escaped tails of its output; the
+    harness's values and printout stay, for the CPU/GPU comparison of a cached run."""
+    result = _shown_error(res.result)
+    if isinstance(result, dict):
+        for key in ("stdout_tail", "stderr_tail"):
+            if isinstance(result.get(key), str):
+                result[key] = output_tail(result[key])
     return {
-        "returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr, "seconds": res.seconds,
-        "limit": res.limit, "result": res.result, "containment": to_jsonable(res.containment),
+        "returncode": res.returncode, "stdout": output_tail(res.stdout), "stderr": output_tail(res.stderr),
+        "seconds": res.seconds, "limit": res.limit, "result": result, "containment": to_jsonable(res.containment),
         "left_running": res.left_running, "output_bytes": res.output_bytes, "notes": list(res.notes),
     }
 
@@ -267,7 +289,7 @@ _SPACE_WORDS = re.compile(r"\[Errno (27|28)\]|File too large|No space left on de
 
 def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, limits: Limits) -> ReplayRun:
     """One device's sandbox result as a ReplayRun with an Outcome."""
-    result = raw.get("result") or {}
+    result = _shown_error(raw.get("result") or {})  # a record stored before tails were bounded is shown bounded too
     limit = raw.get("limit")
     details = {
         "containment": raw.get("containment"), "limit": limit, "returncode": raw.get("returncode"),
@@ -275,8 +297,9 @@ def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, li
         "frames": result.get("frames"), "import_seconds": result.get("import_seconds"),
         "wall_seconds": raw.get("seconds"), "notes": raw.get("notes"), "left_running": raw.get("left_running"),
     }
-    common = {"device": device, "stdout_tail": raw.get("stdout", ""), "stderr_tail": raw.get("stderr", ""),
-              "seconds": round(float(result.get("seconds") or raw.get("seconds") or 0.0), 3), "details": details}
+    common: dict[str, Any] = {"device": device, "stdout_tail": output_tail(raw.get("stdout") or ""),
+                              "stderr_tail": output_tail(raw.get("stderr") or ""),
+                              "seconds": round(float(result.get("seconds") or raw.get("seconds") or 0.0), 3), "details": details}
     if limit == "timeout":
         return ReplayRun(outcome=Outcome.TIMEOUT, message=f"killed after {limits.timeout:g} s of wall time", **common)
     if limit == "output":
@@ -292,7 +315,7 @@ def classify(device: Device, raw: dict[str, Any], expected: Traceback | None, li
         rc = raw.get("returncode")
         signal_text = f"signal {-rc}" if isinstance(rc, int) and rc < 0 else f"exit status {rc}"
         exc = "Crash"
-        last = (raw.get("stderr") or "").strip().splitlines()[-1:] or [""]
+        last = output_tail(raw.get("stderr") or "").strip().splitlines()[-1:] or [""]
         msg: str | None = f"the process died ({signal_text}) before the harness reported" + (
             f": {last[0][:300]}" if last[0] else "")
         if expected is not None and "segmentation" in (expected.message + expected.exception).lower() and rc == -11:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,10 @@ CONFINE = Path(__file__).resolve().parent / "_confine.py"
 GiB = 1 << 30
 TAIL = 4000  # characters of stdout/stderr kept in a run's record
 HEAD = 512  # bytes of the start of each stream kept besides the tail
+SHOWN_LINES, SHOWN_CHARS = 20, 2000  # the tail of a run's output that is stored and shown (output_tail)
 FILE_LIMIT = GiB  # RLIMIT_FSIZE: the largest file a snippet may write in its scratch folder
 CONFINE_FAILED = 125  # _confine.py's exit status when it could not set the namespaces up (nothing ran)
-# the caller's home is hidden whole; these credential files are hidden too where a path bound back (an
-# environment under the home) would show them
-SECRET_PATHS = (".ssh", ".netrc", ".git-credentials", ".config/gh", ".config/git", ".docker", ".pypirc",
-                ".aws", ".config/gcloud", ".kube", ".npmrc", ".gnupg", ".pgpass", ".cargo/credentials.toml")
+NOBODY = 65534  # the snippet's user and group inside: nobody, who owns nothing in its view
 # the namespaces of the fallback: a user namespace (so its root holds no power outside), its own mounts,
 # processes, network, IPC, host name and cgroup view; --kill-child ends it all when sftl dies
 UNSHARE_ARGS = ("--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts",
@@ -42,6 +41,18 @@ UNSHARE_ARGS = ("--user", "--map-root-user", "--mount", "--pid", "--fork", "--ki
 # the device binds read-only (root owns the host's device nodes: writable binds let a snippet chmod them)
 BWRAP_ARGS = ("--unshare-all", "--unshare-user", "--die-with-parent")
 BWRAP_DEVICES = tuple(f"/dev/{n}" for n in ("null", "zero", "full", "random", "urandom", "tty"))
+# the system a snippet sees, read-only (a merged-/usr system has the others as links, shown as links)
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# the few files of /etc a runtime reads: the loader's cache, certificates (never their private keys), host and
+# service tables, name-service order, locale and time zone, the alternatives' links; never machine-id, the
+# password hashes, SSH keys, a package manager's or a tool's configuration (they name hosts and hold tokens)
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl/certs", "ssl/openssl.cnf", "ssl/cert.pem",
+             "ca-certificates", "ca-certificates.conf", "pki/tls/certs", "pki/ca-trust/extracted", "hosts",
+             "host.conf", "nsswitch.conf", "gai.conf", "protocols", "services", "localtime", "timezone",
+             "locale.alias", "locale.conf", "default/locale", "alternatives", "fonts", "mime.types")
+# written for each run: its own user and group alone, and no name server (there is no network)
+ETC_WRITTEN = {"passwd": f"nobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/usr/sbin/nologin\n",
+               "group": f"nogroup:x:{NOBODY}:\n", "resolv.conf": ""}
 UNCONFINED_FLAG = "--unconfined"
 
 
@@ -125,6 +136,153 @@ class Capabilities:
         return "bubblewrap" if self.bwrap else "unshare" if self.unshare else None
 
 
+@dataclass(frozen=True)
+class Mount:
+    """One entry of the filesystem a snippet sees: what lies at `path`, from where, and why it is there."""
+
+    kind: str  # "ro" | "rw" (host paths bound) | "node" (a device) | "tmpfs" | "symlink" | "dir" | "proc" | "dev"
+    path: str  # where the snippet sees it
+    source: str = ""  # the host path bound there; a link's text
+    why: str = ""
+    size: int = 0  # a tmpfs's cap in bytes (0: none)
+
+    @property
+    def access(self) -> str:
+        return {"ro": "read-only", "rw": "writable", "node": "device", "tmpfs": "writable, fresh (memory)",
+                "symlink": "link", "dir": "read-only", "proc": "own PID namespace", "dev": "minimal"}[self.kind]
+
+
+@dataclass(frozen=True)
+class View:
+    """The whole filesystem a snippet sees, an allowlist built alike by both backends: nothing outside these
+    mounts exists for it, and all but its scratch folder, /tmp and /dev/shm is read-only."""
+
+    mounts: tuple[Mount, ...]
+    cwd: str
+
+    def spec(self) -> list[list[str | int]]:
+        """The view as _confine.py reads it (JSON)."""
+        return [[m.kind, m.path, m.source, m.size] for m in self.mounts]
+
+    def lines(self) -> list[str]:
+        """One line per mount, as `sftl doctor` prints them."""
+        width = max(len(m.path) for m in self.mounts)
+        out = []
+        for m in self.mounts:
+            what = f"-> {m.source}" if m.kind == "symlink" else m.access
+            if m.kind == "tmpfs" and m.size:
+                what += f", capped at {m.size} bytes"
+            out.append(f"{m.path:<{width}}  {what}" + (f"  ({m.why})" if m.why else ""))
+        return out
+
+
+def _under(path: Path, roots: tuple[Path, ...] | list[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def too_wide(folder: Path, home: str | None) -> bool:
+    """Whether showing `folder` would show what lies beside what is wanted: `/`, a top-level folder (/opt, /srv),
+    the home or a folder above it."""
+    own = Path(home).absolute() if home else None
+    return len(folder.absolute().parts) <= 2 or (own is not None and (folder == own or folder in own.parents))
+
+
+def environment_paths(python: Path, home: str | None = None) -> tuple[Path, ...]:
+    """The folders an interpreter needs besides the system: its environment (a venv, a conda prefix) and the
+    installation a venv was made from, and nothing beside them. Raises SandboxError where one is `/`, a
+    top-level folder (/opt itself) or the home or a parent of it: binding it would show its siblings."""
+    env = python.absolute().parent.parent
+    found = [env, python.resolve().parent.parent]
+    cfg = env / "pyvenv.cfg"
+    if cfg.is_file():  # a venv of copies: the base is named there, not reached by a link
+        for line in cfg.read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                found += [Path(value.strip()).absolute().parent, Path(value.strip()).resolve().parent]
+    system = [Path(d) for d in SYSTEM_DIRS]
+    kept = sorted({p for p in found if not _under(p, system)})
+    for p in kept:
+        if too_wide(p, home):
+            raise SandboxError(f"the interpreter {python} lives in {p}: binding that folder would show the snippet "
+                               "everything beside it; install the Python in a folder of its own")
+    return tuple(p for p in kept if not _under(p, [q for q in kept if q != p]))
+
+
+def write_etc(folder: Path) -> None:
+    """The /etc files written for each run (its own user and group, no name server) into `folder`."""
+    for name, text in ETC_WRITTEN.items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def snippet_view(scratch: Path, etc: Path, ro_paths: tuple[Path, ...] = (), gpu: bool = False,
+                 tmpfs_size: int = FILE_LIMIT, finish: Path | None = None, etc_root: Path = Path("/etc")) -> View:
+    """The allowlist: /proc and a minimal /dev, fresh /tmp and /dev/shm, the system read-only, a few files of /etc
+    (those of `write_etc` from `etc`), `ro_paths` (the environment) read-only, the scratch folder writable;
+    a GPU run adds its device nodes and any driver library outside the system folders; `finish`, the
+    interpreter of _confine.py's last step inside bubblewrap run by root, adds its installation."""
+    mounts = [Mount("proc", "/proc", why="its own processes only"),
+              Mount("dev", "/dev", why=", ".join(Path(d).name for d in BWRAP_DEVICES))]
+    if gpu:
+        mounts += [Mount("node", n, n, "the GPU") for n in gpu_nodes()]
+    mounts += [Mount("tmpfs", "/dev/shm", size=tmpfs_size), Mount("tmpfs", "/tmp", size=tmpfs_size)]
+    for name in SYSTEM_DIRS:
+        path = Path(name)
+        if path.is_symlink():
+            mounts.append(Mount("symlink", name, os.readlink(path)))
+        elif path.is_dir():
+            mounts.append(Mount("ro", name, name, "the system"))
+    mounts.append(Mount("dir", "/etc"))
+    for rel in ETC_FILES:
+        host = etc_root / rel
+        if host.is_symlink() and _under(host.resolve(), [Path(d) for d in SYSTEM_DIRS]):
+            mounts.append(Mount("symlink", f"/etc/{rel}", str(host.resolve())))  # a zone file in /usr
+        elif host.exists():
+            mounts.append(Mount("ro", f"/etc/{rel}", str(host)))
+    mounts += [Mount("ro", f"/etc/{name}", str(etc / name), "written for the run") for name in ETC_WRITTEN]
+    shown = [Path(d) for d in SYSTEM_DIRS]
+    if gpu:
+        mounts += [Mount("ro", str(lib), str(lib), "the GPU's driver") for lib in gpu_libraries()
+                   if not _under(lib, shown)]
+        mounts += [Mount("ro", str(p), str(p), "the GPU's driver reads it") for p in gpu_sysfs()]
+    bound = [(p.absolute(), "the environment") for p in ro_paths]
+    if finish is not None:
+        bound.append((finish.parent.parent, "sftl's interpreter: the sandbox's last set-up step (root)"))
+    for path, why in sorted(bound, key=lambda b: (len(b[0].parts), b[0])):  # a parent first: its child is in it
+        if path.exists() and not _under(path, shown):
+            mounts.append(Mount("ro", str(path), str(path), why))
+            shown.append(path)
+    mounts.append(Mount("rw", str(scratch), str(scratch), "the run's scratch folder"))
+    return View(tuple(mounts), str(scratch))
+
+
+def gpu_nodes() -> list[str]:
+    """The GPU's device nodes (NVIDIA's), which a minimal /dev lacks."""
+    return [str(node) for node in sorted(Path("/dev").glob("nvidia*")) if not node.is_dir()]
+
+
+def gpu_sysfs() -> list[Path]:
+    """What of /sys the GPU's driver reads (the PCI devices and their topology, NUMA nodes, the driver module's
+    version), read-only; the rest of /sys (a machine's serial numbers among it) stays out, as on CPU runs."""
+    found = [Path(p) for p in ("/sys/bus/pci", "/sys/devices/system/node", "/sys/module/nvidia")]
+    found += sorted(Path("/sys/devices").glob("pci*"))
+    return [p for p in found if p.is_dir()]
+
+
+def gpu_libraries() -> list[Path]:
+    """The driver's user-space libraries (libcuda, libnvidia-*) the loader knows, as files: a GPU run needs those
+    outside the system folders too (a container's /usr/local/nvidia)."""
+    ldconfig = shutil.which("ldconfig", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if ldconfig is None:
+        return []
+    try:
+        listed = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = {Path(line.rsplit("=>", 1)[1].strip()) for line in listed.splitlines()
+             if "=>" in line and re.search(r"\blib(cuda|nvidia-[\w-]+|nvcuvid)\.so", line)}
+    return sorted(p for p in found if p.exists())
+
+
 def _works(cmd: list[str], env: dict[str, str], cwd: str | None = None) -> tuple[bool, str]:
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=20, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
@@ -135,59 +293,111 @@ def _works(cmd: list[str], env: dict[str, str], cwd: str | None = None) -> tuple
 
 
 def probe(settings: Settings) -> Capabilities:
-    """What containment this machine allows (tens of milliseconds: each backend is tried for real)."""
+    """What containment this machine allows (tens of milliseconds: each backend is tried for real, on the view a
+    snippet gets)."""
     path = settings.base_env.get("PATH", os.defpath)
     why = []
     env = settings.child_env()
+    root = os.geteuid() == 0
     bwrap = shutil.which("bwrap", path=path)
-    sized = False
-    if bwrap:
-        root = os.geteuid() == 0
-        ok, err = _works([bwrap, *BWRAP_ARGS, *_bwrap_caps(root), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                          *_bwrap_finish(root, list(BWRAP_DEVICES), "/"), "/bin/sh", "-c", ":"], env)
-        if not ok:
-            why.append(f"bubblewrap cannot create namespaces here ({err})")
-            bwrap = None
-        else:
-            sized = _works([bwrap, "--ro-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "true"], env)[0]
-    else:
-        why.append("bubblewrap (bwrap) is not installed")
     unshare_exe = shutil.which("unshare", path=path)
+    sized = False
     unshare: tuple[str, ...] | None = None
-    if unshare_exe is None:
-        why.append("unshare (util-linux) is not installed")
-    else:
-        prefix = (unshare_exe, *UNSHARE_ARGS)
-        scratch = tempfile.mkdtemp(prefix="sftl-probe-")
-        try:
-            ok, err = _works([*prefix, "--", *_confine_argv({"scratch": scratch}), "--", "/bin/sh", "-c", ":"], env,
-                             cwd=scratch)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        if ok:
-            unshare = prefix
+    scratch, etc = Path(tempfile.mkdtemp(prefix="sftl-probe-")), Path(tempfile.mkdtemp(prefix="sftl-view-"))
+    try:
+        write_etc(etc)
+        if bwrap:
+            sized = _works([bwrap, "--ro-bind", "/", "/", "--size", "1048576", "--tmpfs", "/tmp", "true"], env)[0]
+            caps = Capabilities(bwrap, None, False, False, root, tmpfs_size=sized)
+            view = view_for(caps, scratch, etc)
+            ok, err = _works(confined_command(caps, view, ["/bin/sh", "-c", ":"]), env, cwd=str(scratch))
+            if not ok:
+                why.append(f"bubblewrap cannot create namespaces here ({err})")
+                bwrap, sized = None, False
         else:
-            why.append(f"unprivileged user namespaces do not work here ({err or 'unshare --user failed'})")
+            why.append("bubblewrap (bwrap) is not installed")
+        if unshare_exe is None:
+            why.append("unshare (util-linux) is not installed")
+        else:
+            caps = Capabilities(None, (unshare_exe, *UNSHARE_ARGS), False, False, root)
+            view = view_for(caps, scratch, etc)
+            ok, err = _works(confined_command(caps, view, ["/bin/sh", "-c", ":"]), env, cwd=str(scratch))
+            if ok:
+                unshare = caps.unshare
+            else:
+                why.append(f"unprivileged user namespaces do not work here ({err or 'unshare --user failed'})")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(etc, ignore_errors=True)
     pids, memory = find_parent("pids"), find_parent("memory")
-    return Capabilities(bwrap, unshare, pids.usable, memory.usable, os.geteuid() == 0, tuple(why), sized,
+    return Capabilities(bwrap, unshare, pids.usable, memory.usable, root, tuple(why), sized,
                         pids.describe(), memory.describe())
 
 
-def _bwrap_caps(root: bool) -> list[str]:
-    """bubblewrap drops every capability itself, except for root: _confine.py --finish needs them a moment longer."""
-    return [] if root else ["--cap-drop", "ALL"]
+def view_for(caps: Capabilities, scratch: Path, etc: Path, ro_paths: tuple[Path, ...] = (),
+             gpu: bool = False) -> View:
+    """The view a run gets on this backend (bubblewrap run by root adds its last set-up step: sftl's interpreter,
+    and _confine.py copied into the scratch folder beside the snippet)."""
+    finish = caps.bwrap is not None and caps.root
+    if finish:
+        shutil.copyfile(CONFINE, scratch / CONFINE.name)
+    return snippet_view(scratch, etc, ro_paths, gpu, finish=finisher() if finish else None)
 
 
-def _bwrap_finish(root: bool, devices: list[str], cwd: str) -> list[str]:
-    """What follows bubblewrap's options: `--`, and for root _confine.py's last step before the command."""
-    if not root:
-        return ["--"]
-    return ["--", *_confine_argv({"finish": True, "devices": devices, "cwd": cwd}), "--"]
+def sample_view(settings: Settings, caps: Capabilities, gpu: bool = False, python: Path | None = None) -> View:
+    """The view a snippet run with `python` (sftl's own interpreter by default; a replay environment shows its
+    own instead) gets on this machine, as `sftl doctor` prints it: the folders named are those of a fresh run."""
+    scratch, etc = Path(tempfile.mkdtemp(prefix="sftl-run-")), Path(tempfile.mkdtemp(prefix="sftl-view-"))
+    try:
+        write_etc(etc)
+        paths = environment_paths(python or Path(sys.executable), settings.base_env.get("HOME"))
+        return view_for(caps, scratch, etc, paths, gpu)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(etc, ignore_errors=True)
 
 
-def _confine_argv(spec: dict[str, Any]) -> list[str]:
-    """sftl's own interpreter running _confine.py, isolated from site-packages and the environment."""
-    return [sys.executable, "-I", "-S", str(CONFINE), json.dumps(spec)]
+def finisher() -> Path:
+    """The interpreter that runs _confine.py's last step inside bubblewrap run by root: sftl's own, resolved (run
+    with -I -S it needs its installation alone, not sftl's environment)."""
+    return Path(sys.executable).resolve()
+
+
+def confined_command(caps: Capabilities, view: View, argv: list[str], allow_network: bool = False) -> list[str]:
+    """`argv` under the machine's backend, in `view`: bubblewrap's options spelled from it, or `unshare` starting
+    _confine.py, which builds the same view (the command alone only with --unconfined, where neither works).
+
+    bubblewrap run by root keeps its capabilities for _confine.py's last step (the device binds made read-only),
+    which the view then carries: sftl's interpreter read-only and _confine.py copied into the scratch folder."""
+    if caps.bwrap:
+        cmd = [caps.bwrap, *BWRAP_ARGS]
+        if not caps.root:  # bubblewrap maps nobody to the caller and drops every capability itself
+            cmd += ["--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]
+        if allow_network:
+            cmd.append("--share-net")
+        cmd.append("--new-session")
+        flag = {"ro": "--ro-bind", "rw": "--bind", "node": "--dev-bind"}
+        for m in view.mounts:
+            if m.kind in flag:
+                cmd += [flag[m.kind], m.source, m.path]
+            elif m.kind == "tmpfs":
+                cmd += (["--size", str(m.size)] if caps.tmpfs_size and m.size else []) + ["--tmpfs", m.path]
+            elif m.kind == "symlink":
+                cmd += ["--symlink", m.source, m.path]
+            else:
+                cmd += [f"--{m.kind}", m.path]  # --dir, --proc, --dev
+        cmd += ["--remount-ro", "/", "--chdir", view.cwd]  # the root's own folders (/etc, mount points): fixed
+        if not caps.root:
+            return [*cmd, "--", *argv]
+        devices = [*BWRAP_DEVICES, *(m.path for m in view.mounts if m.kind == "node")]
+        spec = {"finish": True, "devices": devices, "cwd": view.cwd}
+        return [*cmd, "--", str(finisher()), "-I", "-S", str(Path(view.cwd) / CONFINE.name), json.dumps(spec), "--",
+                *argv]
+    if caps.unshare:
+        prefix = [a for a in caps.unshare if not (allow_network and a == "--net")]
+        spec = {"scratch": view.cwd, "cwd": view.cwd, "view": view.spec(), "share_net": allow_network}
+        return [*prefix, "--", sys.executable, "-I", "-S", str(CONFINE), json.dumps(spec), "--", *argv]
+    return argv
 
 
 def _cgroup_command(controller: str, root: bool) -> str:
@@ -225,11 +435,12 @@ def guards(caps: Capabilities, limits: Limits, gpu: bool = False, allow_network:
     else:
         network = Guard("no network", True, f"own network namespace, loopback only ({via})")
     filesystem = Guard("read-only filesystem", bool(backend),
-                       f"the system bound read-only, a fresh writable scratch folder, fresh /tmp and /dev/shm ({via})"
+                       f"an allowlist: the system, a few /etc files and the environment read-only, a fresh writable scratch "
+                       f"folder, fresh /tmp and /dev/shm, nothing else ({via})"
                        if backend else "; ".join(caps.why), "" if backend else fix)
     environment = Guard("hidden environment", bool(backend),
-                        "only PATH and locale passed, own PID namespace and /proc, the home hidden "
-                        f"({via})" if backend else "other processes' /proc/*/environ readable (no PID namespace)",
+                        "only PATH and locale passed, own PID namespace and /proc, run as nobody with no "
+                        f"capabilities ({via})" if backend else "other processes' /proc/*/environ readable (no PID namespace)",
                         "" if backend else fix)
     if caps.pids_cgroup:
         processes = Guard("process cap", True, f"pids.max={limits.max_procs} in {caps.pids_how}")
@@ -271,6 +482,23 @@ def check_confinement(settings: Settings, limits: Limits | None = None, gpu: boo
     if missing and not unconfined:
         raise ConfinementError(refusal(missing))
     return caps
+
+
+def escape_control(text: str) -> str:
+    """`text` with every control, format and unassigned character but newline and tab written as an escape
+    (`\\x1b`, `\\u202e`): no terminal sequence, carriage return or bidirectional override reaches a reader."""
+    if text.isprintable():
+        return text
+    return "".join(c if c in "\n\t" or unicodedata.category(c)[0] != "C" else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
+def output_tail(text: str, lines: int = SHOWN_LINES, chars: int = SHOWN_CHARS) -> str:
+    """What of report code's output is kept and shown anywhere (the store, reports, the terminal): its last
+    `lines` lines, at most `chars` characters, control characters escaped. Output is data, not a channel."""
+    ending = "\n" if text.endswith("\n") and lines > 0 else ""
+    kept = escape_control("\n".join(text.splitlines()[-lines:]) + ending) if lines > 0 else ""
+    return kept[-chars:]
 
 
 def _tail(head: bytearray, data: bytearray) -> str:
@@ -373,90 +601,31 @@ class Sandbox:
             shutil.copyfile(HARNESS, scratch / "_harness.py")
             argv = [str(python), "-I", "-B", str(scratch / "_harness.py"), "--snippet", str(scratch / "snippet.py"),
                     "--result", str(scratch / "result.json"), *harness_args]
-            # the interpreter's environment must stay visible where the sandbox mounts fresh tmpfs
-            prefixes = {python.absolute().parent.parent, python.resolve().parent.parent}
-            return self.run(argv, scratch, gpu=gpu, ro_paths=tuple(sorted(prefixes)))
+            # the view shows the interpreter's environment and the installation it was made from, nothing else
+            paths = environment_paths(python, self.settings.base_env.get("HOME"))
+            return self.run(argv, scratch, gpu=gpu, ro_paths=paths)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _hidden(self) -> list[str]:
-        """Folders hidden under an empty read-only tmpfs: the caller's home and the other users' (their dotfiles
-        hold tokens), and /run (the sockets of services — a container engine, the system bus, agents: a
-        read-only mount does not stop a connect, and the snippet's files' owner may be root)."""
-        home = Path(self.settings.base_env.get("HOME") or "/root").absolute()
-        found = [p for p in (home, Path("/home"), Path("/run"))
-                 if p.is_dir() and not p.is_symlink() and p != Path("/")]
-        # one inside another is hidden with it
-        return sorted({str(p) for p in found if not any(q in p.parents for q in found)})
-
-    @staticmethod
-    def _masked() -> list[str]:
-        """System files root may read that hold secrets (password hashes, the host's SSH keys): /dev/null in their place."""
-        files = [Path(p) for p in ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")]
-        files += sorted(Path("/etc/ssh").glob("ssh_host_*_key"))
-        return [str(p) for p in files if p.is_file() and not p.is_symlink()]
-
-    def _visible_paths(self, ro_paths: tuple[Path, ...]) -> list[str]:
-        """Paths under a fresh mount (/tmp, /dev/shm, the hidden home) to bind back read-only: an environment
-        there (a pyenv Python, a venv under SFTL_HOME), and sftl's own interpreter and package (the fuzz worker
-        and the NaN-search runner import them), as in a checkout or CI clone under /tmp."""
-        own = (Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parent.parent)
-        roots = [Path(p) for p in ("/tmp", "/dev/shm", *self._hidden())]
-        # a hidden folder itself (a script kept in the home's top) is never bound back: that would undo the hiding
-        return [str(path) for path in sorted({p.absolute() for p in (*ro_paths, *own)})
-                if any(root in path.parents for root in roots)]
-
-    def _gpu_nodes(self) -> list[str]:
-        return [str(node) for node in sorted(Path("/dev").glob("nvidia*"))]
-
-    def _wrap(self, argv: list[str], scratch: Path, gpu: bool, ro_paths: tuple[Path, ...] = ()) -> list[str]:
-        caps = self.caps
-        home = self.settings.base_env.get("HOME") or "/root"
-        if caps.bwrap:
-            cmd = [caps.bwrap, *BWRAP_ARGS, *_bwrap_caps(caps.root)]
-            if self.allow_network:
-                cmd.append("--share-net")
-            cmd += ["--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-            for mount in ("/tmp", "/dev/shm"):  # RAM-backed: capped, or a snippet could fill memory there
-                cmd += (["--size", str(FILE_LIMIT)] if caps.tmpfs_size else []) + ["--tmpfs", mount]
-            if gpu:  # the GPU's device nodes, which --dev /dev does not carry
-                for node in self._gpu_nodes():
-                    cmd += ["--dev-bind", node, node]
-            hidden = self._hidden()
-            for folder in hidden:  # an empty tmpfs over the home and /run, made read-only once the binds are in
-                cmd += ["--size", "1048576", "--tmpfs", folder] if caps.tmpfs_size else ["--tmpfs", folder]
-            visible = self._visible_paths(ro_paths)
-            for path in visible:
-                cmd += ["--ro-bind", path, path]
-            for path in self._masked():
-                cmd += ["--ro-bind", "/dev/null", path]
-            for rel in SECRET_PATHS:  # those still in sight through a path bound back
-                p = Path(home) / rel
-                if hidden and not any(p == Path(v) or Path(v) in p.parents for v in visible):
-                    continue
-                if p.is_dir():
-                    cmd += ["--tmpfs", str(p)]
-                elif p.exists():
-                    cmd += ["--ro-bind", "/dev/null", str(p)]
-            cmd += ["--bind", str(scratch), str(scratch)]
-            for folder in hidden:
-                cmd += ["--remount-ro", folder]
-            cmd += ["--chdir", str(scratch)]
-            devices = list(BWRAP_DEVICES) + (self._gpu_nodes() if gpu else [])
-            return cmd + _bwrap_finish(caps.root, devices, str(scratch)) + argv
-        if caps.unshare:
-            prefix = [a for a in caps.unshare if not (self.allow_network and a == "--net")]
-            spec = {"scratch": str(scratch), "cwd": str(scratch), "home": home, "secrets": list(SECRET_PATHS),
-                    "hide": self._hidden(), "mask": self._masked(),
-                    "tmpfs_size": FILE_LIMIT, "devices": self._gpu_nodes() if gpu else [],
-                    "read_only": self._visible_paths(ro_paths), "share_net": self.allow_network}
-            return [*prefix, "--", *_confine_argv(spec), "--", *argv]
-        return argv  # only with --unconfined: check_confinement refused otherwise
+    def view(self, scratch: Path, etc: Path, gpu: bool = False, ro_paths: tuple[Path, ...] = ()) -> View:
+        """The filesystem a run in `scratch` gets (`etc`: the folder of the /etc files written for it)."""
+        return view_for(self.caps, scratch, etc, ro_paths, gpu)
 
     def run(self, argv: list[str], scratch: Path, gpu: bool = False, ro_paths: tuple[Path, ...] = ()) -> SandboxResult:
-        limits = self.limits
+        """Run `argv` confined in `scratch` (its folder, writable), seeing the system and `ro_paths` read-only."""
         if gpu:  # a GPU run needs a memory cgroup (RLIMIT_AS breaks CUDA): refused where there is none
-            check_confinement(self.settings, limits, gpu=True, unconfined=self.unconfined, caps=self.caps)
+            check_confinement(self.settings, self.limits, gpu=True, unconfined=self.unconfined, caps=self.caps)
+        etc = Path(tempfile.mkdtemp(prefix="sftl-view-"))
+        try:
+            write_etc(etc)
+            cmd = confined_command(self.caps, self.view(scratch, etc, gpu, ro_paths), argv, self.allow_network)
+            return self._run(cmd, argv, scratch, gpu)
+        finally:
+            shutil.rmtree(etc, ignore_errors=True)
+
+    def _run(self, cmd: list[str], argv: list[str], scratch: Path, gpu: bool) -> SandboxResult:
+        """Start `cmd` in its cgroups, keep its output's tails within the limits, then end every process it left."""
+        limits = self.limits
         containment = self.describe(gpu)
         notes: list[str] = []
         pids_cg = self._cgroup(find_parent("pids"), limits.max_procs, notes) if self.caps.pids_cgroup else None
@@ -492,7 +661,6 @@ class Sandbox:
         })
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""  # hide CUDA from the CPU run
-        cmd = self._wrap(argv, scratch, gpu, ro_paths)
         started = time.monotonic()
         limit: str | None = None
         out, err = bytearray(), bytearray()

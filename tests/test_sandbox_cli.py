@@ -113,6 +113,24 @@ def test_doctor_lists_every_guard_of_this_machine(sftl_home: Path) -> None:
     assert report["backend"] == caps.backend and code == (0 if report["confined"] else 7)
 
 
+def test_doctor_prints_the_view_a_snippet_gets(sftl_home: Path) -> None:
+    caps = probe(load_settings())
+    if caps.backend is None:
+        pytest.skip(f"no confinement on this machine: {'; '.join(caps.why)}")
+    code, out, err = _cli("doctor", "--json")
+    view = {m["path"]: m for m in json.loads(out)["view"]}
+    assert view["/usr"]["access"] == "read-only" and view["/etc/passwd"]["why"] == "written for the run"
+    assert view["/tmp"]["access"].startswith("writable, fresh")
+    assert [m["path"] for m in view.values() if m["access"] == "writable"] == [
+        next(p for p, m in view.items() if m["why"] == "the run's scratch folder")]  # the one writable folder
+    wide = {"/", "/opt", "/srv", "/var", "/mnt", "/home", "/root", "/run", "/sys", "/etc/shadow", "/etc/machine-id",
+            str(ROOT), str(ROOT.parent), str(Path.home())}
+    assert not wide & set(view), wide & set(view)
+    assert not [p for p in view if p.startswith(str(ROOT) + "/") and not p.startswith(str(ROOT / ".venv"))]
+    code, out, err = _cli("doctor")
+    assert "/usr" in out and "read-only  (the system)" in out and "runs as nobody (uid and gid 65534)" in out
+
+
 def test_a_confined_replay_never_sees_the_callers_token(tmp_path: Path) -> None:
     """sftl itself holds GITHUB_TOKEN in its environment; the snippet looks everywhere for it."""
     if probe(load_settings()).backend is None:

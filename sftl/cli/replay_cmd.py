@@ -281,6 +281,8 @@ def _print_nan(ctx: Context, nan: dict[str, Any] | None) -> None:
 
 
 def _print_replay(ctx: Context, replay: Any) -> None:
+    from sftl.sandbox import output_tail
+
     out = ctx.out
     cut = 160 if ctx.is_terminal(out) else None  # long lines are cut on a terminal only
     env = replay.environment
@@ -305,7 +307,7 @@ def _print_replay(ctx: Context, replay: Any) -> None:
         if contained and contained.get("degraded"):
             out.write(f"  containment degraded: {'; '.join(contained['degraded'])}\n")
         if run.stdout_tail.strip():
-            tail = run.stdout_tail.strip().splitlines()[-5:]
+            tail = output_tail(run.stdout_tail.strip(), lines=5).splitlines()  # data: bounded, escaped
             out.write("  stdout: " + "\n          ".join(t[:cut] for t in tail) + "\n")
     if replay.first_divergent_op:
         out.write(f"first divergent operator: {replay.first_divergent_op}\n")

@@ -18,7 +18,7 @@ from typing import Any
 
 from sftl.config import Settings
 from sftl.errors import EnvError, InputError, SandboxError
-from sftl.sandbox import GiB, Limits, Sandbox
+from sftl.sandbox import GiB, Limits, Sandbox, environment_paths, output_tail, too_wide
 
 RUNNER = Path(__file__).resolve().parent / "runner.py"
 RESULT_MARK = "SFTL_NAN_RESULT "
@@ -134,9 +134,15 @@ def search_script(
                    "probes": probes, "reference": reference,
                    "soft": soft}
         (scratch / "request.json").write_text(json.dumps(request), encoding="utf-8")
-        argv = [python or sys.executable, "-B", str(RUNNER), "--request", str(scratch / "request.json"),
+        interpreter = python or sys.executable
+        argv = [interpreter, "-B", str(RUNNER), "--request", str(scratch / "request.json"),
                 "--result", str(scratch / "result.json")]
-        run = sandbox.run(argv, scratch, ro_paths=(script.parent,))  # its folder, read-only: its data and modules
+        # read-only: the script's folder (its data and modules; not where that is the home or a top folder: the
+        # copy alone then), sftl's own package (the runner imports it, by path) and the interpreter's environment
+        home = settings.base_env.get("HOME")
+        shown = (*(() if too_wide(script.parent, home) else (script.parent,)), RUNNER.parents[1],
+                 *environment_paths(Path(interpreter), home))
+        run = sandbox.run(argv, scratch, ro_paths=shown)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if run.limit is not None:
@@ -144,7 +150,7 @@ def search_script(
                            + (f" ({timeout:.0f} s)" if run.limit == "timeout" else ""))
     payload = run.result or _parse(run.stdout)
     if payload is None:
-        tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        tail = output_tail(run.stderr.strip(), lines=1) or "no output"
         raise SandboxError(f"the search process of {script.name} died (exit {run.returncode}): {tail}")
     return _to_result(payload, script)
 
@@ -172,7 +178,7 @@ def _parse(stdout: str) -> dict[str, Any] | None:
 
 def _to_result(payload: dict[str, Any], script: Path) -> NanSearchResult:
     if not payload.get("ok"):
-        message = str(payload.get("error") or "the search failed")
+        message = output_tail(str(payload.get("error") or "the search failed"), lines=5)  # the script's words: data
         kind = payload.get("kind")
         if kind == "input":
             raise InputError(message)
