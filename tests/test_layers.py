@@ -26,6 +26,7 @@ ORDER = [
     "sftl.releases",
     "sftl.sources",
     "sftl.envs",
+    "sftl.envs_build",
     "sftl._harness",
     "sftl._confine",
     "sftl.cgroups",
