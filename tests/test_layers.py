@@ -42,6 +42,7 @@ ORDER = [
     "sftl.evaluate_formats",
     "sftl.evaluate_ranker",
     "sftl.pipeline",
+    "sftl.comment",
     "sftl.triage",
     "sftl.cli",
 ]
@@ -53,7 +54,7 @@ ORDER = [
 INNER = {
     "sftl.extract": ["text", "tracebacks", "snippets", "environment", "apis"],
     "sftl.screen": ["sections", "one_device", "rules", "documents", "keywords", "learned", "similar", "stage"],
-    "sftl.sources": ["frameworks", "providers", "inventory", "wheels", "archive", "for_report"],
+    "sftl.sources": ["frameworks", "providers", "owners", "inventory", "wheels", "archive", "for_report"],
     "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "gcrde", "baselines", "dispatch"],
     "sftl.localize.mme": ["evidence", "state", "foreign", "releases", "models", "classes", "attribute", "modules", "paper", "locate"],
     "sftl.localize.gcrde": ["pyresolve", "ops", "cues", "board", "index", "roles", "dtypes", "features", "follow", "paper",
