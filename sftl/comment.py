@@ -112,8 +112,7 @@ def render_comment(report: Report, routes: Sequence[Route] = (), release: str = 
             lines += _suspect_lines(i, s, functions)
     if routes:
         lines += ["", "**Who to ask** (from the release's CODEOWNERS and labeler map):", ""]
-        for route in routes:
-            lines.append(f"- {_route_line(route)}")
+        lines += [f"- {line}" for line in _route_lines(routes, [s.path for s in suspects])]
     lines += ["", f"<sub>sftl {__version__}: an automated first reading, not a verdict. Edit it freely; sftl "
                   "updates this one comment in place and never posts a second.</sub>"]
     return "\n".join(lines) + "\n"
@@ -142,15 +141,24 @@ def _replay_line(report: Report) -> str:
     return line
 
 
-def _route_line(route: Route) -> str:
-    parts = []
-    if route.owners:
-        owners = ", ".join(code_span(o, 80) for o in route.owners)  # named, not @-mentioned: no pings per issue
-        parts.append(f"owners of {code_span(route.pattern or route.path, 200)}: {owners}")
-    if route.labels:
-        word = "label" if len(route.labels) == 1 else "labels"
-        parts.append(f"{word}: {', '.join(code_span(label, 80) for label in route.labels)}")
-    return f"{code_span(route.path, 300)}: " + "; ".join(parts)
+def _route_lines(routes: Sequence[Route], shown: list[str]) -> list[str]:
+    """One line per owning rule and labels, naming the suspects (by number) it covers."""
+    groups: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for route in routes:
+        groups.setdefault((route.pattern, route.owners, route.labels), []).append(route.path)
+    out = []
+    for (pattern, owners, labels), paths in groups.items():
+        parts = []
+        if owners:  # named, not @-mentioned: a comment on every new issue must not ping anyone
+            parts.append(f"owners of {code_span(pattern, 200)}: {', '.join(code_span(o, 80) for o in owners)}")
+        if labels:
+            word = "label" if len(labels) == 1 else "labels"
+            parts.append(f"{word}: {', '.join(code_span(label, 80) for label in labels)}")
+        numbers = [str(shown.index(p) + 1) for p in paths if p in shown]
+        which = (f" (suspect{'s' if len(numbers) > 1 else ''} {', '.join(numbers)})" if numbers
+                 else f" ({', '.join(code_span(p, 200) for p in paths)})")
+        out.append("; ".join(parts) + which)
+    return out
 
 
 def find_marked(comments: Sequence[Comment]) -> Comment | None:

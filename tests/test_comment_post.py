@@ -111,7 +111,7 @@ def test_posting_twice_leaves_one_comment_updated_in_place(gh: GitHubServer, tre
     assert code == 0, err
     [second] = _ours(gh)
     assert second["id"] == first["id"] and f"comment {first['id']} updated" in out
-    assert "owners of `/torch/fx/`: `@fx-owner`, `@org/fx-team`; label: `module: fx`" in second["body"]
+    assert "- owners of `/torch/fx/`: `@fx-owner`, `@org/fx-team`; label: `module: fx` (suspect 1)" in second["body"]
     assert len(gh.comments_of(REPO, NUMBER)) == 2  # the reporter's comment and sftl's one
     assert _writes(gh)[-1] == ("PATCH", f"/repos/{REPO}/issues/comments/{first['id']}")
 

@@ -172,9 +172,14 @@ def test_routes_come_from_the_trees_files_and_nothing_is_guessed_without_them(tm
 
 
 def test_who_to_ask_is_rendered_without_pinging_and_labels_only_when_confident() -> None:
-    routes = (Route("torch/fx/graph_module.py", "/torch/fx/", ("@alice", "@org/fx"), ("module: fx",)),)
+    routes = (Route("torch/fx/graph_module.py", "/torch/fx/", ("@alice", "@org/fx"), ("module: fx",)),
+              Route("torch/nn/modules/module.py", "", (), ("module: nn", "triage")))
     body = render_comment(_report(), routes)
-    assert ("- `torch/fx/graph_module.py`: owners of `/torch/fx/`: `@alice`, `@org/fx`; label: `module: fx`" in body)
-    assert labels_to_apply(_report(), routes) == ("module: fx",)
+    assert "- owners of `/torch/fx/`: `@alice`, `@org/fx`; label: `module: fx` (suspect 1)" in body
+    assert "- labels: `module: nn`, `triage` (suspect 2)" in body
+    same = (routes[0], Route("torch/nn/modules/module.py", "/torch/fx/", ("@alice", "@org/fx"), ("module: fx",)))
+    assert "- owners of `/torch/fx/`: `@alice`, `@org/fx`; label: `module: fx` (suspects 1, 2)" in render_comment(
+        _report(), same)
+    assert labels_to_apply(_report(), routes) == ("module: fx", "module: nn", "triage")
     assert labels_to_apply(_report(reason="low confidence: 0.1 ..."), routes) == ()
     assert labels_to_apply(_report(Outcome.ABSTAINED, suspects=()), routes) == ()
