@@ -22,7 +22,7 @@ Public interface (other stages code against it):
   client that wrote to the cache prunes it to `CACHE_MAX_BYTES` / `CACHE_MAX_AGE_S` when it closes,
   at most once per `CACHE_PRUNE_INTERVAL_S`.
 
-About 800 lines, on purpose: what is left is the client class alone (every network call goes through
+About 900 lines, on purpose: what is left is the client class alone (every network call goes through
 it); its pure parts already live in `sftl.github_json` and `sftl.github_cache`.
 """
 

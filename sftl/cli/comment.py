@@ -94,7 +94,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         added = f"labels added: {', '.join(posted.labels_added) or 'none'}"
         did = f"comment {posted.comment_id} {posted.action} ({posted.url}); " if posted.action != "none" else ""
         ctx.out.write(f"{issue.key}: {did}{added}\n")
-    else:
+    elif not writes:
         ctx.out.write(body)
     if skipped:
         if writes:
