@@ -1,6 +1,7 @@
 """The one comment sftl keeps under an issue: what it says (category, suspects and their functions, replay verdict, who to ask) and creating or updating it, found by a hidden marker.
 
-`render_comment(report, routes, release)` is pure: everything it quotes from the report (reasons, names, the
+`plan_comment(report, settings)` reads who to ask from the release's tree and renders; `render_comment(report,
+routes, release)` is pure: everything it quotes from the report (reasons, names, the
 replay's exception line) is escaped, and the replay's raw output is never shown, so a hostile snippet
 cannot print into a public comment. `post_comment(client, repo, number, body, labels)` checks every
 refusal it can before writing (no token, a deleted or locked issue), then updates sftl's earlier comment
@@ -15,12 +16,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sftl import __version__
-from sftl.errors import AuthError, IssueGoneError, LockedIssueError, NotFoundError, WriteAccessError
+from sftl.errors import (
+    AuthError,
+    IssueGoneError,
+    LockedIssueError,
+    NotFoundError,
+    SftlError,
+    WriteAccessError,
+)
 from sftl.github_json import comment_from_json
 from sftl.model import Category, Comment, Outcome, Report, Suspect
 from sftl.sources.owners import Route
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sftl.config import Settings
     from sftl.github import GitHubClient
 
 MARKER = "<!-- sftl:triage-comment (sftl updates this comment in place; keep this line) -->"
@@ -33,6 +44,17 @@ _CATEGORY = {
 }
 _REASON_CHARS = 400  # per suspect: the comment stays a glance, the reasons are cut, never the list
 _QUOTE_CHARS = 200  # an exception line from the replay
+
+
+@dataclass(frozen=True)
+class CommentPlan:
+    """What sftl would write under an issue: the comment's markdown, the labels `--apply-labels` adds, the
+    routes (who to ask) it names, and the release it was read against."""
+
+    body: str
+    labels: tuple[str, ...]
+    routes: tuple[Route, ...]
+    release: str
 
 
 @dataclass(frozen=True)
@@ -159,6 +181,35 @@ def _route_lines(routes: Sequence[Route], shown: list[str]) -> list[str]:
                  else f" ({', '.join(code_span(p, 200) for p in paths)})")
         out.append("; ".join(parts) + which)
     return out
+
+
+def plan_comment(report: Report, settings: Settings, *, source_root: str | Path | None = None,
+                 top: int = 3) -> CommentPlan:
+    """The comment for a located report: who to ask read from the same release's tree the ranking read (its
+    `CODEOWNERS` and labeler map), the release named as read; sources that cannot be had only drop who to ask."""
+    from sftl.sources import sources_for_report
+    from sftl.sources.owners import routes_for
+
+    env = report.extraction.environment
+    release = f"{env.framework} {env.version}" if env.framework and env.version else ""
+    loc = report.localization
+    suspects = loc.suspects[:top] if loc is not None else ()
+    routes: tuple[Route, ...] = ()
+    try:
+        found = sources_for_report(report.extraction, settings, source_root=source_root, offline=settings.offline,
+                                   needs_cxx=report.screening.category != Category.MME,
+                                   created_at=report.issue.created_at)
+    except SftlError:
+        found = None  # the ranking already said why sources were missing
+    if found is not None and found.provider is not None:
+        provider = found.provider
+        release = f"{provider.framework} {provider.version}" if provider.version else release
+        if suspects:
+            routes = routes_for(provider, [s.path for s in suspects])
+    if env.version and release and env.version not in release:
+        release += f" (the report names {env.version})"
+    body = render_comment(report, routes, release, top=top)
+    return CommentPlan(body, labels_to_apply(report, routes), routes, release)
 
 
 def find_marked(comments: Sequence[Comment]) -> Comment | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from sftl.cli import (
     EXIT_NO_RESULT,
@@ -14,10 +13,6 @@ from sftl.cli import (
     positive_int,
     require_confinement,
 )
-
-if TYPE_CHECKING:
-    from sftl.model import Report
-    from sftl.sources.owners import Route
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,8 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    from sftl.comment import plan_comment
     from sftl.errors import AuthError, InputError, IssueGoneError, NotFoundError, WriteAccessError
     from sftl.intake import load_issue
+    from sftl.model import Outcome
     from sftl.pipeline import locate
     from sftl.store import Store
 
@@ -75,64 +72,29 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             raise WriteAccessError(f"{exc}; nothing was written") from exc
         report = locate(issue, ctx.settings, store, source_root=args.source_root, top=max(args.top, 10),
                         offline=ctx.settings.offline, replay=args.replay)
-    body, labels, routes = _render(report, args, ctx)
-    skipped = report.localization is None or report.localization.outcome.value == "skipped"
+    plan = plan_comment(report, ctx.settings, source_root=args.source_root, top=args.top)
+    skipped = report.localization is None or report.localization.outcome == Outcome.SKIPPED
     posted = None
     if writes and not skipped:
         from sftl.comment import post_comment
         from sftl.github import GitHubClient
 
         with GitHubClient(ctx.settings) as client:
-            posted = post_comment(client, issue.repo, issue.number, body if args.post else None,
-                                  labels if args.apply_labels else ())
+            posted = post_comment(client, issue.repo, issue.number, plan.body if args.post else None,
+                                  plan.labels if args.apply_labels else ())
     if args.json:
         from sftl.model import to_jsonable
 
-        ctx.print_json({"issue": issue.key, "body": body, "labels": list(labels), "routes": to_jsonable(routes),
-                        "posted": to_jsonable(posted)})
+        ctx.print_json({"issue": issue.key, "body": plan.body, "labels": list(plan.labels),
+                        "routes": to_jsonable(plan.routes), "posted": to_jsonable(posted)})
     elif posted is not None:
         added = f"labels added: {', '.join(posted.labels_added) or 'none'}"
         did = f"comment {posted.comment_id} {posted.action} ({posted.url}); " if posted.action != "none" else ""
         ctx.out.write(f"{issue.key}: {did}{added}\n")
     elif not writes:
-        ctx.out.write(body)
+        ctx.out.write(plan.body)
     if skipped:
         if writes:
             ctx.err.write(f"sftl: nothing posted on {issue.key}: it could not be ranked\n")
         return EXIT_NO_RESULT
     return EXIT_OK
-
-
-def _render(report: Report, args: argparse.Namespace, ctx: Context) -> tuple[str, tuple[str, ...], tuple[Route, ...]]:
-    """The comment's body, the labels it would apply and the routes it names, read from the release's tree."""
-    from sftl.comment import labels_to_apply, render_comment
-    from sftl.errors import SftlError
-    from sftl.model import Category
-    from sftl.sources import sources_for_report
-    from sftl.sources.owners import routes_for
-
-    loc = report.localization
-    suspects = loc.suspects[: args.top] if loc is not None else ()
-    release = _stated_release(report)
-    routes: tuple[Route, ...] = ()
-    try:
-        found = sources_for_report(report.extraction, ctx.settings, source_root=args.source_root,
-                                   offline=ctx.settings.offline, needs_cxx=report.screening.category != Category.MME,
-                                   created_at=report.issue.created_at)
-    except SftlError:
-        found = None  # the ranking already said why sources were missing; who to ask is then left out
-    if found is not None and found.provider is not None:
-        provider = found.provider
-        release = f"{provider.framework} {provider.version}" if provider.version else release
-        if suspects:
-            routes = routes_for(provider, [s.path for s in suspects])
-    stated = report.extraction.environment.version
-    if stated and release and stated not in release:
-        release += f" (the report names {stated})"
-    body = render_comment(report, routes, release, top=args.top)
-    return body, labels_to_apply(report, routes), routes
-
-
-def _stated_release(report: Report) -> str:
-    env = report.extraction.environment
-    return f"{env.framework} {env.version}" if env.framework and env.version else ""
