@@ -227,3 +227,14 @@ def test_a_server_error_on_update_is_retried(gh: GitHubServer, tree: Path) -> No
 def test_offline_posting_is_bad_input(gh: GitHubServer, tree: Path) -> None:
     code, out, err = run("comment", str(REPORT), "--post", "--offline", "--source-root", str(tree))
     assert code == 2 and err == "sftl: --post and --apply-labels write to GitHub: drop --offline\n"
+
+
+def test_its_comment_is_found_past_the_first_page_of_a_long_thread(gh: GitHubServer, tree: Path) -> None:
+    """A busy thread: sftl's comment, the 131st, sits on the second page of 100; it is updated, not doubled."""
+    thread = [make_comment(REPO, NUMBER, 100 + i, body=f"+1 ({i})") for i in range(130)]
+    thread.append(make_comment(REPO, NUMBER, 777, body=MARKER + "\nan old reading"))
+    gh.add_comments(REPO, NUMBER, thread)
+    code, out, err = run("comment", TARGET, "--post", "--source-root", str(tree))
+    assert code == 0 and "comment 777 updated" in out, err
+    assert len(gh.comments_of(REPO, NUMBER)) == 131 and len(_ours(gh)) == 1
+    assert gh.count(rf"/issues/{NUMBER}/comments$") >= 2  # both pages were read
