@@ -176,3 +176,10 @@ def test_an_internal_error_is_one_line_not_a_traceback(tmp_path, monkeypatch) ->
     )
     with pytest.raises(ZeroDivisionError):
         cli.main(["triage", "a/b", "--debug", "--home", str(tmp_path)], out=io.StringIO(), err=io.StringIO())
+
+
+def test_no_module_is_over_a_thousand_lines() -> None:
+    """A module past 1,000 lines holds more than one responsibility: split it along its seam (as sftl/envs.py was)."""
+    long = {p.relative_to(PKG.parent).as_posix(): n for p in PKG.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 1000}
+    assert not long, long
