@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from sftl import __version__
 from sftl.errors import (
     AuthError,
+    GitHubError,
     IssueGoneError,
     LockedIssueError,
     NotFoundError,
@@ -255,5 +256,10 @@ def post_comment(client: GitHubClient, repo: str, number: int, body: str | None,
     have = {str(lab.get("name")) for lab in raw.get("labels") or () if isinstance(lab, dict)}
     missing = tuple(label for label in dict.fromkeys(labels) if label not in have)
     if missing:
-        client.add_labels(repo, number, missing)
+        try:
+            client.add_labels(repo, number, missing)
+        except GitHubError as exc:
+            if posted.action == "none":
+                raise
+            raise type(exc)(f"{exc}; the comment was {posted.action}, no label was added") from exc
     return Posted(posted.action, posted.comment_id, posted.url, missing)

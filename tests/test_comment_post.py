@@ -238,3 +238,13 @@ def test_its_comment_is_found_past_the_first_page_of_a_long_thread(gh: GitHubSer
     assert code == 0 and "comment 777 updated" in out, err
     assert len(gh.comments_of(REPO, NUMBER)) == 131 and len(_ours(gh)) == 1
     assert gh.count(rf"/issues/{NUMBER}/comments$") >= 2  # both pages were read
+
+
+def test_a_label_github_refuses_leaves_the_whole_comment_and_says_so(gh: GitHubServer, tree: Path) -> None:
+    gh.inject(r"/labels$", method="POST", status=422, body=b'{"message": "Validation Failed"}')
+    code, out, err = run("comment", TARGET, "--post", "--apply-labels", "--source-root", str(tree))
+    assert code == 12 and out == ""
+    assert err.startswith("sftl: GitHub refused labels of pytorch/pytorch#990101 as invalid (422 Validation Failed)")
+    assert err.endswith("; the comment was created, no label was added\n") and err.count("\n") == 1
+    [mine] = _ours(gh)
+    assert mine["body"].rstrip().endswith("</sub>") and gh.issues[REPO][NUMBER]["labels"] == []
