@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from sftl.config import load_settings
-from sftl.envs import EnvManager, load_catalog, resolve
+from sftl.envs import load_catalog, resolve
+from sftl.envs_build import EnvManager
 from sftl.replay import has_cuda_device, replay_snippet
 from sftl.sandbox import Limits, Sandbox
 from sftl.store import Store

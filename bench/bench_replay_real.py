@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_compose import compose_issue, number_anchors  # noqa: E402
 
 from sftl.config import load_settings  # noqa: E402
-from sftl.envs import EnvManager, load_catalog, resolve  # noqa: E402
+from sftl.envs import load_catalog, resolve  # noqa: E402
+from sftl.envs_build import EnvManager  # noqa: E402
 from sftl.extract import extract  # noqa: E402
 from sftl.github_json import issue_from_json  # noqa: E402
 from sftl.model import Issue, Outcome, Replay, ReplayEnvironment  # noqa: E402

@@ -4,9 +4,13 @@
     ├── InputError            a bad target, file, flag, setting or label line (exit 2)
     ├── GitHubError           transport / API failures (exit 3)
     │   ├── NotFoundError     404, or a pull request where an issue was asked for
+    │   │   └── IssueGoneError      the issue to comment on was deleted (410) or is not there (404) (exit 11)
     │   ├── AuthError         401 / 403 bad or missing token
+    │   │   └── WriteAccessError    no token, or one that cannot write issues (401 / 403) (exit 9)
     │   ├── RateLimitError    primary or secondary rate limit beyond the wait budget
-    │   └── OfflineMissError  --offline and the answer is not in the store/cache
+    │   ├── OfflineMissError  --offline and the answer is not in the store/cache
+    │   ├── LockedIssueError  the issue is locked: GitHub takes no comment on it (exit 10)
+    │   └── RejectedWriteError  GitHub refused the comment or label as invalid (422) (exit 12)
     ├── BrowserError          the Selenium crawler failed (exit 3)
     ├── StoreError            the SQLite store is unreadable or locked (exit 4)
     ├── SourceError           a framework source tree / wheel cannot be had (exit 5)
@@ -31,6 +35,12 @@ Exit codes, the same for every command (the CLI's epilog and the README repeat t
          command that provides it; --unconfined runs it anyway, recorded in the replay and report
     8    nothing to give: the command ran and found nothing to do or say (an issue skipped as neither
          MME nor GCRDE, no snippet to replay or bisect, no stored issues to screen or triage)
+    9    sftl comment --post / --apply-labels: no GITHUB_TOKEN, or a token that cannot write issues
+         (401 / 403; a workflow needs `permissions: issues: write`); nothing was written
+    10   sftl comment --post: the issue is locked; nothing was written
+    11   sftl comment: the issue was deleted (410) or is not there (404); nothing was written
+    12   sftl comment: GitHub refused the comment or a label as invalid (422); nothing else was written
+         (a rate limit or a 5xx answer that outlasts the retries is exit 3, nothing written either)
     130  interrupted (Ctrl-C); what was stored so far is kept
 """
 
@@ -59,12 +69,36 @@ class AuthError(GitHubError):
     pass
 
 
+class WriteAccessError(AuthError):
+    """A write (a comment, a label) needs a token with write access to the repository's issues."""
+
+    exit_code = 9
+
+
+class IssueGoneError(NotFoundError):
+    """The issue a comment was meant for was deleted (410) or does not exist (404)."""
+
+    exit_code = 11
+
+
 class RateLimitError(GitHubError):
     pass
 
 
 class OfflineMissError(GitHubError):
     pass
+
+
+class LockedIssueError(GitHubError):
+    """The issue is locked: GitHub takes comments on it from collaborators only, and sftl posts none."""
+
+    exit_code = 10
+
+
+class RejectedWriteError(GitHubError):
+    """GitHub answered 422: the comment or label was refused as invalid (too long, a bad label name)."""
+
+    exit_code = 12
 
 
 class BrowserError(SftlError):
@@ -105,5 +139,9 @@ EXIT_CODES: dict[int, str] = {
     6: "no replay environment",
     7: "no sandbox (report code is never run unconfined)",
     8: "nothing to give (skipped, no snippet, nothing stored)",
+    9: "no token, or one that cannot write issues (sftl comment --post)",
+    10: "the issue is locked (sftl comment --post)",
+    11: "the issue was deleted or is not there (sftl comment)",
+    12: "GitHub refused the comment or a label as invalid (422)",
     130: "interrupted; what was stored is kept",
 }

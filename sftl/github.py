@@ -8,6 +8,8 @@ Public interface (other stages code against it):
 - `issue_to_json(issue) -> dict`: the reverse, so exports re-import losslessly.
   (parsed without the network in `sftl.github_json`, re-exported here)
 - `GitHubClient(settings)`: `get_issue`, `get_comments`, `iter_issue_pages`,
+  `create_comment`, `update_comment`, `add_labels` (writes: a token is required, each refusal its own
+  error and exit code; creating a comment is never retried where it may have landed),
   `iter_comment_pages` (the repository-wide comment listing), `get_tree`, `get_raw_file`,
   `commit_at` (the commit current at a date) and `download_tarball` (a release's source archive,
   streamed to disk and resumable).
@@ -20,7 +22,7 @@ Public interface (other stages code against it):
   client that wrote to the cache prunes it to `CACHE_MAX_BYTES` / `CACHE_MAX_AGE_S` when it closes,
   at most once per `CACHE_PRUNE_INTERVAL_S`.
 
-About 800 lines, on purpose: what is left is the client class alone (every network call goes through
+About 900 lines, on purpose: what is left is the client class alone (every network call goes through
 it); its pure parts already live in `sftl.github_json` and `sftl.github_cache`.
 """
 
@@ -49,9 +51,13 @@ from sftl.config import Settings
 from sftl.errors import (
     AuthError,
     GitHubError,
+    IssueGoneError,
+    LockedIssueError,
     NotFoundError,
     OfflineMissError,
     RateLimitError,
+    RejectedWriteError,
+    WriteAccessError,
 )
 from sftl.github_cache import (
     _PRUNE_MARK,
@@ -240,6 +246,53 @@ class GitHubClient:
             out.extend(page)
             url = _parse_link(resp.link).get("next")
         return out
+
+    # -- writes (sftl comment): one comment per issue, labels
+
+    def create_comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
+        """Post a new comment on an issue; the REST comment object GitHub created."""
+        return self._write("POST", f"/repos/{repo}/issues/{number}/comments", {"body": body},
+                           f"a comment on {repo}#{number}", idempotent=False)
+
+    def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
+        """Replace the body of one comment (by its id); the updated REST comment object."""
+        return self._write("PATCH", f"/repos/{repo}/issues/comments/{int(comment_id)}", {"body": body},
+                           f"comment {comment_id} of {repo}")
+
+    def add_labels(self, repo: str, number: int, labels: list[str] | tuple[str, ...]) -> list[str]:
+        """Add labels to an issue (those it has stay; adding one twice is a no-op); every label it now has."""
+        data = self._write("POST", f"/repos/{repo}/issues/{number}/labels", {"labels": list(labels)},
+                           f"labels of {repo}#{number}")
+        items = data if isinstance(data, list) else []
+        return [str(x["name"]) for x in items if isinstance(x, dict) and "name" in x]
+
+    def _write(self, method: str, path: str, payload: dict[str, Any], what: str, *, idempotent: bool = True) -> Any:
+        """One write through the retry and rate-limit net; each refusal becomes its own error (its exit code)."""
+        if self.settings.offline:
+            raise OfflineMissError(f"offline: {what} cannot be written (drop --offline)")
+        if not self.settings.token:
+            raise WriteAccessError(f"writing {what} needs a token: set GITHUB_TOKEN (a workflow: "
+                                   "`permissions: issues: write`); nothing was written")
+        resp = self._send(self._url(path), {}, what, method=method, payload=payload, idempotent=idempotent,
+                          answer_4xx=True)
+        status, message = resp.status_code, _message(resp)
+        if status < 300:
+            try:
+                return resp.json()
+            except ValueError:
+                return {}
+        quoted = f"{status} {message}".strip()
+        if status == 403 and "locked" in message.lower():
+            raise LockedIssueError(f"GitHub refused {what}: the issue is locked ({quoted}); nothing was written")
+        if status in (401, 403):
+            raise WriteAccessError(f"GitHub refused {what} ({quoted}): GITHUB_TOKEN cannot write this repository's "
+                                   "issues (a workflow needs `permissions: issues: write`); nothing was written")
+        if status in (404, 410):
+            gone = "was deleted" if status == 410 else "is not there (or the token cannot see it)"
+            raise IssueGoneError(f"GitHub refused {what}: the issue {gone} ({quoted}); nothing was written")
+        if status == 422:
+            raise RejectedWriteError(f"GitHub refused {what} as invalid ({quoted}{_errors_of(resp)})")
+        raise GitHubError(f"GitHub answered {quoted or status} for {what}; nothing was written")
 
     def issues_url(
         self,
@@ -601,14 +654,18 @@ class GitHubClient:
 
     def _send(
         self, url: str, headers: dict[str, str], what: str, *, allow_redirects: bool = True, stream: bool = False,
-        expect_json: bool = False,
+        expect_json: bool = False, method: str = "GET", payload: Any = None, idempotent: bool = True,
+        answer_4xx: bool = False,
     ) -> requests.Response:
-        """GET with retries.
+        """GET (or `method` with a JSON `payload`) with retries.
 
         Connection failures, timeouts, 5xx and (with `expect_json`) a 2xx body that is not JSON (a truncated
         page) are retried with backoff. Connection failures are retried only within `settings.net_wait`
         seconds of waiting in all, connection attempts that timed out included: the network is down, say so
-        soon. Each wait of a second or more is announced on the `sftl` logger."""
+        soon. Each wait of a second or more is announced on the `sftl` logger. A request that is not
+        `idempotent` (creating a comment) is retried only where it cannot have reached GitHub (no connection)
+        or GitHub refused it unread (rate limits): a retry after a 5xx could write twice. `answer_4xx`: other
+        4xx answers come back to the caller, who words them (a write's refusals)."""
         import requests
 
         attempt = 0
@@ -630,9 +687,9 @@ class GitHubClient:
             down = False
             try:
                 self.stats.requests += 1
-                resp = self.session.get(
-                    url, headers=headers, timeout=(connect_timeout, self.settings.http_timeout),
-                    allow_redirects=allow_redirects, stream=stream,
+                resp = self.session.request(
+                    method, url, headers=headers, timeout=(connect_timeout, self.settings.http_timeout),
+                    allow_redirects=allow_redirects, stream=stream, json=payload,
                 )
                 if not stream:
                     _ = resp.content  # read the body inside the timeout/retry net
@@ -682,6 +739,8 @@ class GitHubClient:
                     self._primary_wait_or_raise(reset, what)
                     self._remaining = None
                     continue
+                if answer_4xx and 400 <= status < 500:
+                    return resp
                 if status == 401:
                     raise AuthError(
                         f"GitHub rejected the credentials (401 {message or 'Bad credentials'}); "
@@ -701,6 +760,11 @@ class GitHubClient:
                     pass  # the malformed body above
                 else:
                     raise GitHubError(f"GitHub answered {status} for {what}: {message or resp.reason}")
+            if not idempotent and not problem.startswith("no connection"):
+                raise GitHubError(
+                    f"GitHub could not take {what}: {problem}; not retried (a retry could write it twice) - run "
+                    "again: sftl finds its comment if this one landed"
+                )
             pause = self._backoff(attempt)
             out_of_time = down and down_waited + pause > self.settings.net_wait
             if attempt >= self.settings.max_retries or out_of_time:
@@ -803,3 +867,19 @@ def _message(resp: requests.Response) -> str:
         return ""
     msg = data.get("message") if isinstance(data, dict) else None
     return " ".join(str(msg).split())[:200] if msg else ""
+
+
+def _errors_of(resp: requests.Response) -> str:
+    """GitHub's 422 `errors` list, as '; field: message' parts ('' when none)."""
+    try:
+        data = resp.json()
+    except (ValueError, RecursionError):
+        return ""
+    errors = data.get("errors") if isinstance(data, dict) else None
+    parts = []
+    for e in errors if isinstance(errors, list) else ():
+        if isinstance(e, dict):
+            parts.append(" ".join(str(e.get(k)) for k in ("field", "code", "message") if e.get(k)))
+        elif isinstance(e, str):
+            parts.append(e)
+    return ("; " + ", ".join(" ".join(p.split())[:100] for p in parts[:3])) if parts else ""

@@ -229,6 +229,14 @@ def crawl_query(state: str, labels: str | None) -> str:
     return f"state={state}&labels={norm}"
 
 
+def last_crawl_mark(store: Store, repo: str, state: str = "open", labels: str | None = None) -> str | None:
+    """When the store's last crawl of this listing began (GitHub's clock, less a minute), or None when it
+    was never crawled: every issue updated at or after it is new or edited since (`triage --since last`)."""
+    saved = store.crawl_state(parse_repo(repo), crawl_query(state, labels))
+    mark = saved.get("high_water") if saved else None
+    return mark if isinstance(mark, str) and mark else None
+
+
 def check_crawl_args(repo: str, state: str, limit: int | None) -> str:
     """Validate crawl arguments (InputError) and return the normalised OWNER/REPO."""
     repo = parse_repo(repo)

@@ -15,13 +15,13 @@ from sftl.config import Settings
 from sftl.envs import (
     DIST_OF_MODULE,
     EnvHandle,
-    EnvManager,
     load_catalog,
     next_minor,
     normalize_framework,
     parse_version,
     resolve,
 )
+from sftl.envs_build import EnvManager
 from sftl.errors import EnvError, InputError
 from sftl.extract.repair import imported_modules, repair_snippet
 from sftl.model import (

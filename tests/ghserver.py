@@ -7,9 +7,12 @@ git trees; raw file contents; issue timelines, pull requests (listing, one, its 
 single commits with their files (for the history crawl); commits with `until=`/`sha=`; source archives (`/repos/o/r/tarball/{ref}`
 redirecting to `/_codeload/...`, which honours Range unless told not to and can trickle its body);
 ETags with 304s (which cost no rate limit); rate-limit headers;
-and HTML pages (for the browser crawler) at `/{owner}/{repo}/issues/{n}`. Faults are injected
-per path pattern: a status (502, 403 + Retry-After, ...), extra headers, a delay (a stalled
-response), or a connection dropped mid-body.
+and HTML pages (for the browser crawler) at `/{owner}/{repo}/issues/{n}`. Writes as `sftl comment`
+makes them: POST a comment (`/issues/{n}/comments`), PATCH one (`/issues/comments/{id}`), POST labels
+(`/issues/{n}/labels`); they need a token (401 without; 403 with `read_only_token`), a locked issue
+refuses comments (403), a deleted one answers 410 to everything, an empty or oversized body or label 422.
+Faults are injected per path pattern (and `method`): a status (502, 403 + Retry-After, 422, ...), extra
+headers, a delay (a stalled response), or a connection dropped mid-body.
 
     with GitHubServer() as gh:
         gh.add_issues("o/r", [make_issue("o/r", n) for n in range(1, 301)])
@@ -167,6 +170,7 @@ class Fault:
     times: int = 1  # how many matching requests it hits
     after: int = 0  # let this many matching requests through first
     drop: bool = False  # send headers and half the body, then close: a truncated response
+    method: str | None = None  # only requests of this method (None: any)
     seen: int = 0
 
 
@@ -201,6 +205,9 @@ class GitHubServer:
         self.pull_files: dict[tuple[str, int], list[dict[str, Any]]] = {}  # (repo, pr) -> changed files
         self.commit_details: dict[tuple[str, str], dict[str, Any]] = {}  # (repo, sha) -> commit with `files`
         self.token = token
+        self.read_only_token: str | None = None  # accepted for reads; writes with it answer 403
+        self.gone: set[tuple[str, int]] = set()  # deleted issues: 410 to every request about them
+        self._next_comment_id = 900_000
         self.rate_limit = rate_limit
         self.remaining = rate_limit
         self.reset_at = int(time.time()) + 3600
@@ -225,6 +232,29 @@ class GitHubServer:
     def add_comments(self, repo: str, number: int, comments: list[dict[str, Any]]) -> None:
         self.comments[(repo, number)] = comments
         self._version += 1
+
+    def lock_issue(self, repo: str, number: int) -> None:
+        """GitHub's 'lock conversation': the issue says `locked`, and a comment on it answers 403."""
+        self.issues[repo][number] = {**self.issues[repo][number], "locked": True, "active_lock_reason": "resolved"}
+        self._version += 1
+
+    def delete_issue(self, repo: str, number: int) -> None:
+        """A deleted issue: GitHub answers 410 Gone for it and for its comments."""
+        self.gone.add((repo, number))
+
+    def comments_of(self, repo: str, number: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(c) for c in self.comments.get((repo, number), [])]
+
+    def edit_comment(self, repo: str, cid: int, body: str) -> None:
+        """A maintainer's edit of a comment, as the web UI makes it."""
+        with self._lock:
+            for (r, _), thread in self.comments.items():
+                for c in thread:
+                    if r == repo and c["id"] == cid:
+                        c["body"] = body
+                        c["updated_at"] = _now()
+            self._version += 1
 
     def add_tree(self, repo: str, ref: str, paths: list[str]) -> None:
         self.trees[(repo, ref)] = paths
@@ -321,10 +351,10 @@ class GitHubServer:
 
     # -- routing (called from handler threads)
 
-    def _take_fault(self, path: str) -> Fault | None:
+    def _take_fault(self, path: str, method: str = "GET") -> Fault | None:
         with self._lock:
             for fault in self.faults:
-                if fault.pattern.search(path):
+                if fault.pattern.search(path) and fault.method in (None, method):
                     fault.seen += 1
                     if fault.seen > fault.after and fault.times > 0:
                         fault.times -= 1
@@ -339,6 +369,9 @@ class GitHubServer:
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/comments", path)
         if m:
             return self._comment_listing(m.group(1), path, query)
+        m = re.match(r"/repos/([^/]+/[^/]+)/issues/(\d+)(?:/|$)", path)
+        if m and (m.group(1), int(m.group(2))) in self.gone:
+            return _gone()
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", path)
         if m:
             obj = self.issues.get(m.group(1), {}).get(int(m.group(2)))
@@ -417,6 +450,62 @@ class GitHubServer:
         if html is None:
             return 404, {"Content-Type": "text/html; charset=utf-8"}, _NOT_FOUND_HTML.encode(), False
         return 200, {"Content-Type": "text/html; charset=utf-8"}, html.encode("utf-8"), False
+
+    def write(self, method: str, path: str, payload: Any, auth: str) -> tuple[int, bytes]:
+        """A POST or PATCH: (status, JSON body). Changes the data under the lock, as GitHub would."""
+        if not auth:
+            return 401, _json({"message": "Requires authentication"})
+        if self.read_only_token is not None and auth in (f"Bearer {self.read_only_token}", f"token {self.read_only_token}"):
+            return 403, _json({"message": "Resource not accessible by personal access token"})
+        if not isinstance(payload, dict):
+            return 400, _json({"message": "Problems parsing JSON"})
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/(comments|labels)", path)
+        if m and method == "POST":
+            repo, number, what = m.group(1), int(m.group(2)), m.group(3)
+            if (repo, number) in self.gone:
+                return _gone()[0], _gone()[2]
+            issue = self.issues.get(repo, {}).get(number)
+            if issue is None:
+                return _not_found()[0], _not_found()[2]
+            if what == "labels":
+                labels = payload.get("labels")
+                if not isinstance(labels, list) or not all(isinstance(x, str) and 0 < len(x) <= 50 for x in labels):
+                    return 422, _validation("labels", "invalid")
+                with self._lock:
+                    names = list(dict.fromkeys([lab["name"] for lab in issue["labels"]] + labels))
+                    issue["labels"] = [{"id": 7000 + i, "name": n, "color": "ededed", "default": False} for i, n in enumerate(names)]
+                    self._version += 1
+                return 200, _json(issue["labels"])
+            if issue.get("locked"):
+                return 403, _json({"message": "Unable to create comment because issue is locked."})
+            body = payload.get("body")
+            if not isinstance(body, str) or not body.strip() or len(body) > 65536:
+                return 422, _validation("body", "invalid" if body else "missing_field")
+            with self._lock:
+                self._next_comment_id += 1
+                comment = make_comment(repo, number, self._next_comment_id, body, created_at=_now())
+                comment["user"] = {"login": "github-actions[bot]", "id": 41898282, "type": "Bot"}
+                self.comments.setdefault((repo, number), []).append(comment)
+                issue["comments"] = len(self.comments[(repo, number)])
+                self._version += 1
+            return 201, _json(comment)
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/comments/(\d+)", path)
+        if m and method == "PATCH":
+            repo, cid = m.group(1), int(m.group(2))
+            body = payload.get("body")
+            if not isinstance(body, str) or not body.strip() or len(body) > 65536:
+                return 422, _validation("body", "invalid")
+            with self._lock:
+                for (r, number), thread in self.comments.items():
+                    for c in thread:
+                        if r == repo and c["id"] == cid:
+                            if (repo, number) in self.gone:
+                                return _gone()[0], _gone()[2]
+                            c["body"], c["updated_at"] = body, _now()
+                            self._version += 1
+                            return 200, _json(c)
+            return _not_found()[0], _not_found()[2]
+        return _not_found()[0], _not_found()[2]
 
     def _listing(self, repo: str, path: str, query: dict[str, str]) -> tuple[int, dict[str, str], bytes, bool]:
         if repo not in self.issues:
@@ -504,6 +593,18 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
+def _gone() -> tuple[int, dict[str, str], bytes, bool]:
+    return 410, {}, _json({"message": "This issue was deleted", "documentation_url": "https://docs.github.com/rest"}), True
+
+
+def _validation(field: str, code: str) -> bytes:
+    return _json({"message": "Validation Failed", "errors": [{"resource": "IssueComment", "field": field, "code": code}]})
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _not_found() -> tuple[int, dict[str, str], bytes, bool]:
     return 404, {}, _json({"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"}), True
 
@@ -545,7 +646,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(path, query, headers, fault.status, {**self._limit_headers(), **fault.headers}, body)
         if is_api and gh.token is not None:
             auth = self.headers.get("Authorization", "")
-            if auth not in (f"Bearer {gh.token}", f"token {gh.token}"):
+            readable = [t for t in (gh.token, gh.read_only_token) if t]
+            if auth not in [f"{kind} {t}" for t in readable for kind in ("Bearer", "token")]:
                 return self._send(path, query, headers, 401, {}, _json({"message": "Bad credentials"}))
         if is_api:
             with gh._lock:
@@ -565,6 +667,41 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.drop:
             return self._drop(path, query, headers, status, extra, body)
         self._send(path, query, headers, status, {**(self._limit_headers() if api else {}), **extra}, body)
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        self._write_request("POST")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._write_request("PATCH")
+
+    def _write_request(self, method: str) -> None:
+        gh = self.gh
+        parts = urlsplit(self.path)
+        path, query = parts.path, {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        headers = {k: v for k, v in self.headers.items()}
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        fault = gh._take_fault(path, method)
+        if fault is not None and fault.delay:
+            time.sleep(fault.delay)
+        if fault is not None and fault.status is not None:
+            body = fault.body if fault.body is not None else _json({"message": f"injected {fault.status}"})
+            return self._send(path, query, headers, fault.status, {**self._limit_headers(), **fault.headers}, body, method)
+        auth = self.headers.get("Authorization", "")
+        readable = [t for t in (gh.token, gh.read_only_token) if t]
+        if gh.token is not None and auth and auth not in [f"{kind} {t}" for t in readable for kind in ("Bearer", "token")]:
+            return self._send(path, query, headers, 401, {}, _json({"message": "Bad credentials"}), method)
+        with gh._lock:
+            exhausted = gh.remaining <= 0
+            gh.remaining -= 0 if exhausted else 1
+        if exhausted:
+            body = _json({"message": "API rate limit exceeded for 127.0.0.1."})
+            return self._send(path, query, headers, 403, self._limit_headers(), body, method)
+        try:
+            payload = json.loads(raw.decode("utf-8")) if raw else None
+        except (UnicodeDecodeError, ValueError):
+            payload = None
+        status, body = gh.write(method, path, payload, auth)
+        self._send(path, query, headers, status, self._limit_headers(), body, method)
 
     def _archive(self, path: str, query: dict[str, str], headers: dict[str, str], fault: Fault | None) -> None:
         """The archive host: Range (unless switched off), a trickled body, faults (a status, a drop half-way)."""
@@ -620,12 +757,13 @@ class _Handler(BaseHTTPRequestHandler):
                 "X-RateLimit-Resource": "core",
             }
 
-    def _record(self, path: str, query: dict[str, str], headers: dict[str, str], status: int) -> None:
+    def _record(self, path: str, query: dict[str, str], headers: dict[str, str], status: int, method: str = "GET") -> None:
         with self.gh._lock:
-            self.gh.requests.append(Recorded("GET", path, query, headers, status))
+            self.gh.requests.append(Recorded(method, path, query, headers, status))
 
-    def _send(self, path: str, query: dict[str, str], headers: dict[str, str], status: int, extra: dict[str, str], body: bytes) -> None:
-        self._record(path, query, headers, status)
+    def _send(self, path: str, query: dict[str, str], headers: dict[str, str], status: int, extra: dict[str, str], body: bytes,
+              method: str = "GET") -> None:
+        self._record(path, query, headers, status, method)
         try:
             self.send_response(status)
             if "Content-Type" not in extra:

@@ -22,6 +22,8 @@ RUNS = {
     "sftl similar --json": ["similar", "pytorch/pytorch#995002", "--offline", "--json"],
     "sftl fetch --json": ["fetch", "fixtures/github/issue_mme_no_comments.json", "--offline", "--json"],
     "sftl cache info --json": ["cache", "info", "--json"],
+    "sftl comment --json": ["comment", "fixtures/demo/mme_fx_graphmodule_missing_constant.json", "--offline",
+                            "--source-root", "fixtures/sources/mini_pytorch_owners", "--json"],
     "sftl nan-search --json": ["nan-search", "bench/nan_suite/bug_log_softmax_output.py", "--entry", "loss",
                                "--budget", "2", "--json"],
 }

@@ -15,17 +15,14 @@ import pytest
 from sftl.cli import main
 from sftl.config import load_settings
 from sftl.envs import (
-    EnvManager,
-    conda_commands,
     current_env,
     find_interpreter,
     installed_version,
     load_catalog,
-    parse_lockfile,
     parse_version,
-    render_lockfile,
     resolve,
 )
+from sftl.envs_build import EnvManager, conda_commands, parse_lockfile, render_lockfile
 from sftl.errors import EnvError, InputError
 
 PYENV = Path.home() / ".pyenv" / "versions"
@@ -62,7 +59,7 @@ def test_every_served_release_has_a_generated_spec() -> None:
 
 
 def test_period_caps_are_the_releases_of_the_day() -> None:
-    from sftl.envs import load_package_dates, period_constraints, period_cutoff, version_of_the_day
+    from sftl.envs_build import load_package_dates, period_constraints, period_cutoff, version_of_the_day
 
     res = resolve(load_catalog(), "tensorflow", "1.3.0")
     assert res.release.released("1.3.0") == "2017-08-16" and period_cutoff(res.release, "1.3.0") == "2017-09-15"

@@ -26,6 +26,7 @@ ORDER = [
     "sftl.releases",
     "sftl.sources",
     "sftl.envs",
+    "sftl.envs_build",
     "sftl._harness",
     "sftl._confine",
     "sftl.cgroups",
@@ -41,6 +42,7 @@ ORDER = [
     "sftl.evaluate_formats",
     "sftl.evaluate_ranker",
     "sftl.pipeline",
+    "sftl.comment",
     "sftl.triage",
     "sftl.cli",
 ]
@@ -52,7 +54,7 @@ ORDER = [
 INNER = {
     "sftl.extract": ["text", "tracebacks", "snippets", "environment", "apis"],
     "sftl.screen": ["sections", "one_device", "rules", "documents", "keywords", "learned", "similar", "stage"],
-    "sftl.sources": ["frameworks", "providers", "inventory", "wheels", "archive", "for_report"],
+    "sftl.sources": ["frameworks", "providers", "owners", "inventory", "wheels", "archive", "for_report"],
     "sftl.localize": ["nw", "pycode", "_native", "legacy", "mme", "gcrde", "baselines", "dispatch"],
     "sftl.localize.mme": ["evidence", "state", "foreign", "releases", "models", "classes", "attribute", "modules", "paper", "locate"],
     "sftl.localize.gcrde": ["pyresolve", "ops", "cues", "board", "index", "roles", "dtypes", "features", "follow", "paper",
@@ -174,3 +176,10 @@ def test_an_internal_error_is_one_line_not_a_traceback(tmp_path, monkeypatch) ->
     )
     with pytest.raises(ZeroDivisionError):
         cli.main(["triage", "a/b", "--debug", "--home", str(tmp_path)], out=io.StringIO(), err=io.StringIO())
+
+
+def test_no_module_is_over_a_thousand_lines() -> None:
+    """A module past 1,000 lines holds more than one responsibility: split it along its seam (as sftl/envs.py was)."""
+    long = {p.relative_to(PKG.parent).as_posix(): n for p in PKG.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 1000}
+    assert not long, long

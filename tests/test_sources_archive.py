@@ -442,3 +442,21 @@ def test_a_server_error_of_the_archive_host_is_retried(gh: GitHubServer) -> None
     assert code == 0, err
     assert [r.status for r in gh.requests if r.path.startswith("/_codeload/")] == [502, 200]
     assert gh.count(r"/tarball/") == 1
+
+
+def test_the_archive_keeps_who_to_ask_and_the_comment_names_them(gh: GitHubServer) -> None:
+    """CODEOWNERS and the labeler map are kept from a release's archive (the rest of .github/ is not), so
+    `sftl comment` can name the suspects' owners and labels."""
+    gh.add_issues("pytorch/pytorch", [make_issue("pytorch/pytorch", 7002, title="GraphModule: no attribute _tensor_constant0",
+                                                 body=MME_BODY)])
+    files = pytorch_files()
+    files[".github/CODEOWNERS"] = "/torch/fx/ @fx-owner\n"
+    files[".github/labeler.yml"] = '"module: fx":\n- torch/fx/**\n'
+    files[".github/workflows/ci.yml"] = "on: push\n"
+    gh.add_archive("pytorch/pytorch", "v2.1.0", make_tarball("pytorch/pytorch", SHA, files))
+    code, out, err = run("comment", "pytorch/pytorch#7002")
+    assert code == 0, err
+    assert "- owners of `/torch/fx/`: `@fx-owner`; label: `module: fx` (suspect 1)" in out
+    tree = archive_dir(load_settings(), "pytorch", "v2.1.0") / "tree"
+    assert (tree / ".github/CODEOWNERS").is_file() and (tree / ".github/labeler.yml").is_file()
+    assert not (tree / ".github/workflows").exists()

@@ -51,3 +51,9 @@ def test_a_changed_docstring_is_caught(tmp_path: Path) -> None:
     edited = text.replace(row, row.replace("<br>`", "<br>`x", 1), 1)  # a member renamed
     assert tool.entries(tool.current(edited)["structure"]) != tool.entries(tool.structure())
     assert tool.current(tool.render(edited)) == tool.expected()
+
+
+def test_the_readme_stays_a_ten_minute_read() -> None:
+    """At most 300 lines: detail belongs in docs/ (docs/commands.md holds every command in full)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 300, f"README.md has {lines} lines; move detail to docs/ and link it"

@@ -8,7 +8,7 @@ torch, tensorflow and tensorflow-cpu that has a Linux x86_64 wheel for a CPython
 per minor release the patches, the Pythons its wheels serve, the distribution that holds its CPU build
 (`tensorflow` up to 2.0, `tensorflow-cpu` from 2.1 where served), its release date and the numpy/scipy of
 its day. `envs/packages.json` holds the upload date of every release of the packages whose versions a
-replay caps at the release's day (see sftl.envs.period_constraints).
+replay caps at the release's day (see sftl.envs_build.period_constraints).
 """
 
 from __future__ import annotations

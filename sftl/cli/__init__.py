@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "fuzz",
     "nansearch",
     "triage",
+    "comment",
     "history",
     "doctor",
 )

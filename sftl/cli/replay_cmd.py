@@ -350,7 +350,7 @@ def cmd_bisect(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_envs_list(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl.envs import EnvManager
+    from sftl.envs_build import EnvManager
     from sftl.model import to_jsonable
 
     manager = EnvManager(ctx.settings)
@@ -390,7 +390,8 @@ def _parse_spec(text: str) -> tuple[str, str | None]:
 
 
 def cmd_envs_create(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl.envs import EnvManager, resolve
+    from sftl.envs import resolve
+    from sftl.envs_build import EnvManager
 
     framework, version = _parse_spec(args.spec)
     manager = EnvManager(ctx.settings)
@@ -418,7 +419,7 @@ def cmd_envs_create(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_envs_remove(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl.envs import EnvManager
+    from sftl.envs_build import EnvManager
 
     path = EnvManager(ctx.settings).remove(args.name)
     ctx.err.write(f"removed {path}\n")
@@ -426,7 +427,7 @@ def cmd_envs_remove(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_envs_prune(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl.envs import EnvManager
+    from sftl.envs_build import EnvManager
     from sftl.errors import InputError
     from sftl.sandbox import parse_size
 
@@ -444,7 +445,7 @@ def cmd_envs_prune(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_envs_lock(args: argparse.Namespace, ctx: Context) -> int:
-    from sftl.envs import EnvManager
+    from sftl.envs_build import EnvManager
 
     results = EnvManager(ctx.settings).lock()
     locked = [r for r, status in results if status.startswith("locked")]

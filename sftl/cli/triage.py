@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     add_common(p)
     p.add_argument("repo", metavar="OWNER/REPO")
-    p.add_argument("--since", help="only issues updated since this date (YYYY-MM-DD or ISO 8601)")
+    p.add_argument("--since", metavar="DATE|last",
+                   help="only issues new or edited since this date (YYYY-MM-DD or ISO 8601), or since the store's "
+                        "last crawl of the repository (`last`)")
     p.add_argument("--state", default="open", choices=["open", "closed", "all"])
     p.add_argument("--limit", type=int, help="at most this many issues")
     p.add_argument("--replay", action="store_true",
@@ -59,7 +61,7 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
     # refuse bad arguments before any work: a --limit of -1 sliced off the last issue, a --since that is
     # not a date filtered everything out ("no stored issues"), a missing --source-root failed every issue
     check_crawl_args(args.repo, args.state, args.limit)
-    since = normalize_since(args.since) if args.since else None
+    since = normalize_since(args.since) if args.since and args.since != "last" else None
     if args.source_root is not None:
         from sftl.cli import check_source_root
 
@@ -73,6 +75,13 @@ def run_triage(args: argparse.Namespace, ctx: Context) -> int:
         require_confinement(ctx, unconfined=False, gpu=has_cuda_device())
     settings = ctx.settings
     with Store(settings.db_path) as store:
+        if args.since == "last":  # read before this run's crawl moves the mark
+            from sftl.intake import last_crawl_mark
+
+            since = last_crawl_mark(store, args.repo, args.state)
+            if since is None:
+                raise InputError(f"--since last: the store holds no crawl of {args.repo} ({args.state} issues) yet; "
+                                 f"give a date, or run `sftl crawl {args.repo}` once first")
         if not settings.offline:
             from sftl.intake import crawl
 

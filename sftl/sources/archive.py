@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Protocol, cast
 from sftl.errors import GitHubError, SourceError
 from sftl.releases import GITHUB_REPOS
 from sftl.sources import LocalTree, sources_cache
+from sftl.sources.owners import OWNER_FILES
 
 if TYPE_CHECKING:
     from sftl.config import Settings
@@ -244,7 +245,7 @@ def _member_path(name: str, prefixes: tuple[str, ...], python: tuple[str, ...] =
     parts = rest.split("/")
     if any(p in ("", ".", "..") for p in parts):
         return None
-    kept = rest.startswith(prefixes) and rest.endswith(_KEEP_SUFFIXES)
+    kept = (rest.startswith(prefixes) and rest.endswith(_KEEP_SUFFIXES)) or rest in OWNER_FILES  # + who to ask
     if not kept and not (rest.startswith(python) and rest.endswith(_PYTHON_SUFFIXES)):
         return None
     if "__pycache__" in parts:
