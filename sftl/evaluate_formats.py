@@ -107,10 +107,14 @@ def source_files(paths: list[str]) -> list[str]:
 
 
 def _label(url: str, title: str, body: str, created_at: str, truth: list[str], framework: str | None,
-           version: str | None, category: str | None = None, source: str = "") -> dict[str, Any]:
+           version: str | None, category: str | None = None, source: str = "",
+           functions: dict[str, list[str]] | None = None) -> dict[str, Any]:
     issue = _issue_object(url, title, body, created_at)
     row: dict[str, Any] = {"url": url, "category": category, "truth_files": source_files(truth),
                            "framework": framework, "version": version, "created_at": created_at, "source": source}
+    kept = {p: names for p, names in (functions or {}).items() if names and p in row["truth_files"]}
+    if kept:  # the functions the fix changed, per source file (names as the benchmark gives them)
+        row["truth_functions"] = kept
     if issue is not None:
         row["issue"] = issue
     return row
@@ -140,7 +144,50 @@ def _from_swebench(obj: dict[str, Any]) -> dict[str, Any] | str:
     if not isinstance(version, str) or not re.match(r"\d+\.\d+", version):
         version = None
     return _label(str(obj.get("issue_url") or ""), title.strip(), body.strip(), str(obj.get("issue_created_at") or ""),
-                  list(files), framework, version, source="swe-bench")
+                  list(files), framework, version, source="swe-bench",
+                  functions=patch_functions(str(obj.get("patch") or "")))
+
+
+PATCH_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(.*)$")
+DEF_LINE = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
+CXX_HEADER = re.compile(r"([A-Za-z_][\w:~]*)\s*\(")
+
+
+def patch_functions(patch: str) -> dict[str, list[str]]:
+    """The functions a unified diff changes, per file: each hunk header's enclosing function (as git names it) and
+    the functions defined on its added or removed lines (names only: the base commit's lines are not at hand)."""
+    out: dict[str, list[str]] = {}
+    path = ""
+    for line in patch.splitlines():
+        m = PATCH_FILE.match(line)
+        if m:
+            path = m.group(2)
+            continue
+        if not path:
+            continue
+        h = HUNK.match(line)
+        if h:
+            name = header_function(h.group(1))
+            if name:
+                out.setdefault(path, []).append(name)
+            continue
+        if line[:1] in "+-" and not line.startswith(("+++", "---")):
+            d = DEF_LINE.match(line[1:])
+            if d and d.group(1):
+                out.setdefault(path, []).append(d.group(1))
+    return {p: list(dict.fromkeys(names)) for p, names in out.items()}
+
+
+def header_function(context: str) -> str:
+    """The function a hunk header names (`def meta_take(self, index):` -> meta_take); '' for none or a class."""
+    d = DEF_LINE.match(context)
+    if d:
+        return d.group(1) or ""
+    if context.startswith(("class ", "struct ", "namespace ", "#")):
+        return ""
+    c = CXX_HEADER.search(context)
+    return c.group(1) if c and not context.rstrip().endswith(";") else ""
 
 
 def _from_denchmark(path: Path) -> dict[str, Any] | str:
@@ -163,7 +210,26 @@ def _from_denchmark(path: Path) -> dict[str, Any] | str:
     changed: dict[str, Any] = raw_changed if isinstance(raw_changed, dict) else {}
     files = [str(f.get("file_new_name") or f.get("file_old_name") or "") for f in changed.values() if isinstance(f, dict)]
     framework = "tensorflow" if "tensorflow" in owner_repo else "pytorch" if "pytorch" in owner_repo else None
-    return _label(url, title, body, str(br.get("BRopenT") or ""), files, framework, None, source="denchmark")
+    return _label(url, title, body, str(br.get("BRopenT") or ""), files, framework, None, source="denchmark",
+                  functions=denchmark_functions(changed))
+
+
+def denchmark_functions(changed: dict[str, Any]) -> dict[str, list[str]]:
+    """The methods each changed file's hunks lie in (Denchmark's `method_info`, `Ismethod` 1), per file."""
+    out: dict[str, list[str]] = {}
+    for f in changed.values():
+        if not isinstance(f, dict):
+            continue
+        path = str(f.get("file_new_name") or f.get("file_old_name") or "").replace("\\", "/").lstrip("./")
+        hunks = f.get("hunks")
+        for h in (hunks.values() if isinstance(hunks, dict) else ()):
+            info = h.get("method_info") if isinstance(h, dict) else None
+            if not isinstance(info, dict) or str(h.get("Ismethod", 1)) in ("0", "False"):
+                continue
+            name = info.get("method_name")
+            if isinstance(name, str) and name.strip():
+                out.setdefault(path, []).append(name.strip())
+    return {p: list(dict.fromkeys(names)) for p, names in out.items()}
 
 
 def denchmark_text(text: str) -> str:
