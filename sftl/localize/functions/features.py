@@ -23,7 +23,7 @@ FEATURES = (
     "frame_line", "frame_depth", "frame_name_here", "frame_name_any", "name_used", "name_dotted", "name_in_title",
     "class_named", "kernel_named", "name_parts_share", "message_overlap", "message_any",
     "bm25_all", "bm25_title", "bm25_code", "bm25_error", "bm25_all_rank", "bm25_title_rank", "bm25_error_rank",
-    "bm25_names", "uses_names", "callee_of_evidence", "caller_of_evidence", "sibling_of_evidence", "size_log", "size_share", "position", "functions_log",
+    "bm25_names", "uses_names", "quotes_code", "callee_of_evidence", "caller_of_evidence", "sibling_of_evidence", "size_log", "size_share", "position", "functions_log",
     "private", "dunder", "method", "kernel", "registration", "nesting", "python",
 )
 K1, B = 1.2, 0.75
@@ -47,6 +47,7 @@ class FunctionEvidence:
     report: ReportEvidence
     frames: tuple[FrameAt, ...]
     text_lower: str  # the report's text (title and body), lower-cased: for quoted messages
+    quoted_lines: frozenset[str] = frozenset()  # its lines long enough to be code it copied from a source file
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,17 @@ def read_frames(issue: Issue, extraction: Extraction) -> tuple[FrameAt, ...]:
 
 
 def function_evidence(report: ReportEvidence, issue: Issue, extraction: Extraction) -> FunctionEvidence:
-    return FunctionEvidence(report, read_frames(issue, extraction), f"{issue.title}\n{issue.body or ''}".lower())
+    text = f"{issue.title}\n{issue.body or ''}"
+    quoted = frozenset(n for n in (normal_line(line) for line in text.splitlines()) if len(n) >= QUOTED_LINE)
+    return FunctionEvidence(report, read_frames(issue, extraction), text.lower(), quoted)
+
+
+QUOTED_LINE = 20  # characters: a shorter line (`return x`) is in too many functions to say which one was copied
+
+
+def normal_line(line: str) -> str:
+    """A line with its indentation and inner runs of spaces gone: a quote of source survives a paste."""
+    return " ".join(line.split())
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,7 @@ class FileFunctions:
     literals: tuple[tuple[str, ...], ...]
     lines: int
     postings: dict[str, list[tuple[int, int]]]
+    normal_lines: tuple[str, ...]
 
 
 def file_functions(path: str, text: str, cache_dir: Path | None = None) -> FileFunctions:
@@ -115,7 +127,8 @@ def _file_functions(digest: str, suffix: str, path: str, text: str, cache_dir: P
     bags = tuple(span_bags(spans, text))
     literals = tuple(tuple(x for x in s.literals() if len(x.split()) >= 2) for s in spans)
     shingles = tuple(frozenset(message_shingles("\n".join(lits))) for lits in literals)
-    return FileFunctions(spans, bags, shingles, literals, text.count("\n") + 1, postings_of(bags))
+    return FileFunctions(spans, bags, shingles, literals, text.count("\n") + 1, postings_of(bags),
+                         tuple(normal_line(line) for line in text.splitlines()))
 
 
 def span_bags(spans: tuple[Span, ...], text: str) -> list[Counter[str]]:
@@ -195,6 +208,9 @@ def gather_functions(evidence: FunctionEvidence, path: str, text: str,
     all_words = set(queries["all"])
     here = [f for f in evidence.frames if f.path == path or path.endswith("/" + f.path)]
     frame_names = {f.function.rsplit(".", 1)[-1]: f.depth for f in evidence.frames if f.function}
+    pasted = [0]  # prefix sums of the file's lines the report quotes
+    for line in ff.normal_lines:
+        pasted.append(pasted[-1] + int(len(line) >= QUOTED_LINE and line in evidence.quoted_lines))
     rows = []
     for i, span in enumerate(ff.spans):
         leaf = span.leaf
@@ -239,14 +255,14 @@ def gather_functions(evidence: FunctionEvidence, path: str, text: str,
             shared = len(ff.shingles[i] & rep.message_shingles)
             if shared:
                 feats["message_overlap"] = shared / len(rep.message_shingles)
-                quoted = next((x for x in ff.literals[i] if frozenset(message_shingles(x)) & rep.message_shingles),
-                              ff.literals[i][0])
-                why["message_overlap"] = f"raises '{_short(quoted)}'"
+                quoted = max((x for x in ff.literals[i] if message_shingles(x) & rep.message_shingles),
+                             key=len, default=ff.literals[i][0])
+                why["message_overlap"] = f"raises {quote(quoted)}"
         quoted_whole = next((x for x in ff.literals[i] if len(x) >= 12 and _core(x) and _core(x) in evidence.text_lower),
                             None)
         if quoted_whole:
             feats["message_any"] = 1.0
-            why.setdefault("message_overlap", f"raises '{_short(quoted_whole)}'")
+            why.setdefault("message_overlap", f"raises {quote(quoted_whole)}")
         for name in ("all", "title", "code", "error", "names"):
             if lexical[name][i] > 0:
                 feats[f"bm25_{name}"] = lexical[name][i] / best[name]
@@ -257,6 +273,10 @@ def gather_functions(evidence: FunctionEvidence, path: str, text: str,
             why["bm25_all_rank"] = f"BM25 rank {rank['all'][i]} of {len(ff.spans)} functions for the report's words"
         if used_lower:
             feats["uses_names"] = len(used_lower & ff.bags[i].keys()) / len(used_lower)
+        copied = pasted[min(span.end, len(pasted) - 1)] - pasted[min(span.start - 1, len(pasted) - 1)]
+        if copied:
+            feats["quotes_code"] = math.log1p(copied)
+            why["quotes_code"] = f"the report quotes {copied} of its lines"
         feats["size_log"] = math.log1p(span.end - span.start + 1)
         feats["size_share"] = (span.end - span.start + 1) / longest
         feats["position"] = span.start / ff.lines
@@ -323,4 +343,10 @@ def _core(message: str) -> str:
 
 
 def _short(text: str) -> str:
+    """A message as a reason quotes it: cut at 60 characters."""
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def quote(text: str) -> str:
+    short = _short(text)
+    return f'"{short}"' if "'" in short else f"'{short}'"

@@ -14,7 +14,8 @@ from sftl.sources import SourceProvider
 TOP = 10  # functions named per suspect
 FILES = 5  # suspects whose files are read (the ones a maintainer opens first)
 # the evidence a reason names, strongest kind first where the model gives no weights
-EVIDENCE_ORDER = ("frame_line", "frame_name_here", "message_overlap", "kernel_named", "name_dotted", "name_used",
+EVIDENCE_ORDER = ("frame_line", "frame_name_here", "message_overlap", "quotes_code", "kernel_named", "name_dotted",
+                  "name_used",
                   "frame_name_any", "class_named", "name_in_title", "bm25_all_rank")
 
 
@@ -45,17 +46,16 @@ def rank_functions(evidence: FunctionEvidence, path: str, text: str, model: Func
 
 
 def reason_of(row: FunctionRow, weight: dict[str, float]) -> str:
-    """The evidence that points at the function, heaviest in the model first (at most three pieces)."""
-    found = [(-weight.get(name, 0.0), EVIDENCE_ORDER.index(name), row.evidence[name]) for name in EVIDENCE_ORDER
-             if name in row.evidence]
-    found.sort()
-    parts: list[str] = []
-    for _, _, text in found:
-        # one frame is enough: the line, the function's name in the same frame, any frame's name say one thing
-        if text.startswith("frame ") and any(p.startswith("frame ") for p in parts):
-            continue
-        if text not in parts:
-            parts.append(text)
+    """The evidence that points at the function, in words: a traceback frame first (the line it ran, else its
+    name), then its other structural evidence heaviest in the model first, then its lexical rank; at most three."""
+    found = [name for name in EVIDENCE_ORDER if name in row.evidence and name != "bm25_all_rank"]
+    frames = [name for name in found if name.startswith("frame_")]
+    found = sorted((name for name in found if not name.startswith("frame_")),
+                   key=lambda name: (-weight.get(name, 0.0), EVIDENCE_ORDER.index(name)))
+    found = frames[:1] + found
+    parts = list(dict.fromkeys(row.evidence[name] for name in found))[:2]
+    if "bm25_all_rank" in row.evidence:
+        parts.append(row.evidence["bm25_all_rank"])
     return "; ".join(parts[:3]) or "lexical match"
 
 

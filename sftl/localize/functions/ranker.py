@@ -22,7 +22,8 @@ BUNDLED = Path(__file__).resolve().parents[2] / "data" / "function-ranker-v1.jso
 PARAMS = ("n_estimators", "learning_rate", "num_leaves", "min_child_samples", "monotone", "seed")
 # evidence features whose growth may never lower a function's score: with a few hundred training files, the
 # constraint keeps the trees from learning a dip in one of them that the later reports do not share
-EVIDENCE_PREFIXES = ("frame", "name", "class", "kernel", "message", "bm25", "uses", "callee", "caller", "sibling")
+EVIDENCE_PREFIXES = ("frame", "name", "class", "kernel", "message", "bm25", "uses", "callee", "caller", "sibling",
+                     "quotes")
 
 
 @dataclass
