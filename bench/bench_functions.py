@@ -48,6 +48,7 @@ def read_groups(home: Path, cache: Path) -> list[dict[str, Any]]:
     settings = load_settings()
     groups: list[dict[str, Any]] = []
     stats = {"rows": 0, "with_functions": 0, "unreadable": 0, "unmatched": 0, "groups": 0}
+    unmatched: list[list[Any]] = []
     for name, path in SETS.items():
         rows, _ = parse_labels(label_lines(path))
         for row in rows:
@@ -82,8 +83,9 @@ def read_groups(home: Path, cache: Path) -> list[dict[str, Any]]:
                     continue
                 fns = gather_functions(evidence, file, text)
                 labels = [int(any(same_function(f.span.name, t) for t in truth)) for f in fns]
-                if not any(labels):
+                if not any(labels):  # renamed or new since the release, or no function at all there
                     stats["unmatched"] += 1
+                    unmatched.append([row.url, file, list(truth)[:4], len(fns)])
                     continue
                 stats["groups"] += 1
                 period = "after" if row.created_at[:10] >= SPLIT[framework] else "before"
@@ -94,7 +96,8 @@ def read_groups(home: Path, cache: Path) -> list[dict[str, Any]]:
     print(file=sys.stderr)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text("".join(json.dumps(g) + "\n" for g in groups), encoding="utf-8")
-    (cache.with_suffix(".stats.json")).write_text(json.dumps(stats), encoding="utf-8")
+    (cache.with_suffix(".stats.json")).write_text(json.dumps({**stats, "unmatched_files": unmatched}, indent=0),
+                                                  encoding="utf-8")
     return groups
 
 

@@ -50,7 +50,7 @@ struct Fill<CPUDevice, T> {
   C10_HOST_DEVICE void operator()(const CPUDevice& d, T x) const { }
 };
 }  // namespace functor
-Status Session::Run(int x) const { return OkStatus(); }
+Tensor& Session::Run(int x) const { return OkStatus(); }
 REGISTER_OP("Histc")
     .Input("x: T")
     .SetShapeFn([](InferenceContext* c) { return OkStatus(); });

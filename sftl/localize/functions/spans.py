@@ -231,8 +231,10 @@ def _function_name(node: Any, node_text: Any) -> tuple[str, str]:
     """The name a function definition declares, and its kind: a macro-wrapped definition
     (`TORCH_IMPL_FUNC(histc_out)(...)`, `TF_LITE_KERNEL(...)`) by the macro and what it names."""
     decl = node.child_by_field_name("declarator")
-    while decl is not None and decl.type not in ("function_declarator",):
-        inner = decl.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        # a pointer or reference return (`Tensor& f(...)`) wraps the function's declarator, named or not
+        inner = decl.child_by_field_name("declarator") or next(
+            (c for c in decl.named_children if c.type.endswith("declarator")), None)
         if inner is None:
             break
         decl = inner
