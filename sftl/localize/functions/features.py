@@ -183,113 +183,160 @@ def postings_of(bags: tuple[Counter[str], ...]) -> dict[str, list[tuple[int, int
     return out
 
 
+@dataclass(frozen=True)
+class ReportNames:
+    """The names a report uses, in the forms a function's name is compared with (built once per file)."""
+
+    leaves: frozenset[str]  # as written
+    lower: frozenset[str]  # lower-cased and snake_case
+    called: frozenset[str]  # the last part of each dotted call (`torch.nn.functional.interpolate`)
+    title: frozenset[str]  # the title's words
+    words: frozenset[str]  # every word of the report
+    used: frozenset[str]  # names long enough to be meant, lower-cased: for a body that uses them
+
+    @classmethod
+    def of(cls, rep: ReportEvidence) -> ReportNames:
+        called = frozenset(n.rsplit(".", 1)[-1] for n in rep.names)
+        return cls(frozenset(rep.leaf_names), frozenset({x.lower() for x in rep.leaf_names} | rep.snake_names),
+                   called, frozenset(rep.title_words),
+                   frozenset((*rep.title_words, *rep.text_words, *rep.code_words, *rep.error_words)),
+                   frozenset({n.lower() for n in rep.leaf_names if len(n) > 3} | {n.lower() for n in called}))
+
+    def names(self, name: str) -> bool:
+        return name in self.leaves or name.lower() in self.lower or snake_case(name) in self.lower
+
+
 def gather_functions(evidence: FunctionEvidence, path: str, text: str,
                      cache_dir: Path | None = None) -> list[FunctionRow]:
     """Every function of the file with its features (empty when the file has none or does not parse)."""
     ff = file_functions(path, text, cache_dir)
     if not ff.spans:
         return []
-    rep = evidence.report
-    queries = {
-        "all": [*rep.title_words, *rep.text_words, *rep.code_words, *rep.error_words],
-        "title": list(rep.title_words), "code": list(rep.code_words), "error": list(rep.error_words),
-    }
-    named = [w for n in (*rep.leaf_names, *rep.names) for w in words(n.replace(".", " "))]
-    queries["names"] = named
-    lexical = {name: bm25(ff.bags, q, ff.postings) for name, q in queries.items()}
-    best = {name: max(v) or 1.0 for name, v in lexical.items()}
-    rank = {name: rank_of(lexical[name]) for name in ("all", "title", "error")}
-    longest = max(s.end - s.start + 1 for s in ff.spans)
-    used_lower = {n.lower() for n in rep.leaf_names if len(n) > 3} | {n.rsplit(".", 1)[-1].lower() for n in rep.names}
-    leaf_names = set(rep.leaf_names)
-    leaf_lower = {x.lower() for x in rep.leaf_names} | set(rep.snake_names)
-    dotted_leaves = {n.rsplit(".", 1)[-1] for n in rep.names}
-    title = set(rep.title_words)
-    all_words = set(queries["all"])
+    names = ReportNames.of(evidence.report)
+    lexical = lexical_scores(evidence.report, ff)
     here = [f for f in evidence.frames if f.path == path or path.endswith("/" + f.path)]
-    frame_names = {f.function.rsplit(".", 1)[-1]: f.depth for f in evidence.frames if f.function}
+    # each function name at its innermost frame (frames come innermost first; the first of a name is kept)
+    frame_names = {f.function.rsplit(".", 1)[-1]: f.depth for f in reversed(evidence.frames) if f.function}
     pasted = [0]  # prefix sums of the file's lines the report quotes
     for line in ff.normal_lines:
         pasted.append(pasted[-1] + int(len(line) >= QUOTED_LINE and line in evidence.quoted_lines))
+    longest = max(s.end - s.start + 1 for s in ff.spans)
+    python = float(path.endswith((".py", ".pyi")))
     rows = []
     for i, span in enumerate(ff.spans):
-        leaf = span.leaf
         feats: dict[str, float] = {}
         why: dict[str, str] = {}
-        inside = [f for f in here if f.line is not None and span.start <= f.line <= span.end]
-        if inside:
-            f = min(inside, key=lambda f: f.depth)
-            feats["frame_line"] = 1.0
-            feats["frame_depth"] = 1.0 / f.depth
-            why["frame_line"] = f"frame {f.depth} of the traceback (line {f.line})"
-        named_here = [f for f in here if f.function and f.function.rsplit(".", 1)[-1] == leaf]
-        if named_here:
-            feats["frame_name_here"] = 1.0
-            why["frame_name_here"] = f"frame {named_here[0].depth} of the traceback runs `{leaf}` in this file"
-        if leaf in frame_names:
-            feats["frame_name_any"] = 1.0 / frame_names[leaf]
-            why.setdefault("frame_name_any", f"frame {frame_names[leaf]} of the traceback is in `{leaf}`")
-        low = leaf.lower()
-        if leaf in leaf_names or low in leaf_lower or snake_case(leaf) in leaf_lower:
-            feats["name_used"] = 1.0
-            why["name_used"] = f"defines `{leaf}`, which the report names"
-        if leaf in dotted_leaves:
-            feats["name_dotted"] = 1.0
-            why["name_dotted"] = f"defines `{leaf}`, which the report calls"
-        if low in title or snake_case(leaf) in title:
-            feats["name_in_title"] = 1.0
-            why["name_in_title"] = f"`{leaf}` is in the title"
-        owners = [p for p in span.parts[:-1] if p in leaf_names or p.lower() in leaf_lower]
-        if owners:
-            feats["class_named"] = 1.0
-            why["class_named"] = f"a member of `{owners[-1]}`, which the report names"
-        kernel = _kernel_name(span)
-        if kernel and (kernel in leaf_names or kernel.lower() in leaf_lower or snake_case(kernel) in leaf_lower):
-            feats["kernel_named"] = 1.0
-            what = "registers" if span.kind == "registration" else "the kernel of"
-            why["kernel_named"] = f"{what} `{kernel}`, which the report names"
-        parts = [p.lower() for p in WORD_PART.findall(leaf) if len(p) > 1]
-        if parts:
-            feats["name_parts_share"] = sum(p in all_words for p in parts) / len(parts)
-        if rep.message_shingles and ff.shingles[i]:
-            shared = len(ff.shingles[i] & rep.message_shingles)
-            if shared:
-                feats["message_overlap"] = shared / len(rep.message_shingles)
-                quoted = max((x for x in ff.literals[i] if message_shingles(x) & rep.message_shingles),
-                             key=len, default=ff.literals[i][0])
-                why["message_overlap"] = f"raises {quote(quoted)}"
-        quoted_whole = next((x for x in ff.literals[i] if len(x) >= 12 and _core(x) and _core(x) in evidence.text_lower),
-                            None)
-        if quoted_whole:
-            feats["message_any"] = 1.0
-            why.setdefault("message_overlap", f"raises {quote(quoted_whole)}")
-        for name in ("all", "title", "code", "error", "names"):
-            if lexical[name][i] > 0:
-                feats[f"bm25_{name}"] = lexical[name][i] / best[name]
-        for name in ("all", "title", "error"):
-            if lexical[name][i] > 0:
-                feats[f"bm25_{name}_rank"] = 1.0 / rank[name][i]
-        if lexical["all"][i] > 0:
-            why["bm25_all_rank"] = f"BM25 rank {rank['all'][i]} of {len(ff.spans)} functions for the report's words"
-        if used_lower:
-            feats["uses_names"] = len(used_lower & ff.bags[i].keys()) / len(used_lower)
+        frame_features(span, here, frame_names, feats, why)
+        name_features(span, names, feats, why)
+        message_features(i, ff, evidence, feats, why)
+        for key, (value, reason) in lexical[i].items():
+            feats[key] = value
+            if reason:
+                why[key] = reason
+        if names.used:
+            feats["uses_names"] = len(names.used & ff.bags[i].keys()) / len(names.used)
         copied = pasted[min(span.end, len(pasted) - 1)] - pasted[min(span.start - 1, len(pasted) - 1)]
         if copied:
             feats["quotes_code"] = math.log1p(copied)
             why["quotes_code"] = f"the report quotes {copied} of its lines"
-        feats["size_log"] = math.log1p(span.end - span.start + 1)
-        feats["size_share"] = (span.end - span.start + 1) / longest
-        feats["position"] = span.start / ff.lines
-        feats["functions_log"] = math.log1p(len(ff.spans))
-        feats["private"] = float(leaf.startswith("_") and not leaf.startswith("__"))
-        feats["dunder"] = float(leaf.startswith("__") and leaf.endswith("__"))
-        feats["method"] = float(span.kind == "method")
-        feats["kernel"] = float(span.kind == "kernel")
-        feats["registration"] = float(span.kind == "registration")
-        feats["nesting"] = float(len(span.parts) - 1)
-        feats["python"] = float(path.endswith((".py", ".pyi")))
+        leaf = span.leaf
+        feats.update(size_log=math.log1p(span.end - span.start + 1), size_share=(span.end - span.start + 1) / longest,
+                     position=span.start / ff.lines, functions_log=math.log1p(len(ff.spans)),
+                     private=float(leaf.startswith("_") and not leaf.startswith("__")),
+                     dunder=float(leaf.startswith("__") and leaf.endswith("__")), method=float(span.kind == "method"),
+                     kernel=float(span.kind == "kernel"), registration=float(span.kind == "registration"),
+                     nesting=float(len(span.parts) - 1), python=python)
         rows.append(FunctionRow(span, feats, why))
     return with_neighbours(rows, ff)
+
+
+def frame_features(span: Span, here: list[FrameAt], frame_names: dict[str, int], feats: dict[str, float],
+                   why: dict[str, str]) -> None:
+    """A frame of this file whose line the function holds, one that runs it by name, any frame of its name."""
+    leaf = span.leaf
+    inside = [f for f in here if f.line is not None and span.start <= f.line <= span.end]
+    if inside:
+        f = min(inside, key=lambda f: f.depth)
+        feats["frame_line"] = 1.0
+        feats["frame_depth"] = 1.0 / f.depth
+        why["frame_line"] = f"frame {f.depth} of the traceback (line {f.line})"
+    named_here = [f for f in here if f.function and f.function.rsplit(".", 1)[-1] == leaf]
+    if named_here:
+        feats["frame_name_here"] = 1.0
+        why["frame_name_here"] = f"frame {named_here[0].depth} of the traceback runs `{leaf}` in this file"
+    if leaf in frame_names:
+        feats["frame_name_any"] = 1.0 / frame_names[leaf]
+        why["frame_name_any"] = f"frame {frame_names[leaf]} of the traceback is in `{leaf}`"
+
+
+def name_features(span: Span, names: ReportNames, feats: dict[str, float], why: dict[str, str]) -> None:
+    """The function's name, its class's, the op it stands for, among the names the report uses."""
+    leaf = span.leaf
+    if names.names(leaf):
+        feats["name_used"] = 1.0
+        why["name_used"] = f"defines `{leaf}`, which the report names"
+    if leaf in names.called:
+        feats["name_dotted"] = 1.0
+        why["name_dotted"] = f"defines `{leaf}`, which the report calls"
+    if leaf.lower() in names.title or snake_case(leaf) in names.title:
+        feats["name_in_title"] = 1.0
+        why["name_in_title"] = f"`{leaf}` is in the title"
+    owners = [p for p in span.parts[:-1] if p in names.leaves or p.lower() in names.lower]
+    if owners:
+        feats["class_named"] = 1.0
+        why["class_named"] = f"a member of `{owners[-1]}`, which the report names"
+    kernel = _kernel_name(span)
+    if kernel and names.names(kernel):
+        feats["kernel_named"] = 1.0
+        what = "registers" if span.kind == "registration" else "the kernel of"
+        why["kernel_named"] = f"{what} `{kernel}`, which the report names"
+    parts = [p.lower() for p in WORD_PART.findall(leaf) if len(p) > 1]
+    if parts:
+        feats["name_parts_share"] = sum(p in names.words for p in parts) / len(parts)
+
+
+def message_features(i: int, ff: FileFunctions, evidence: FunctionEvidence, feats: dict[str, float],
+                     why: dict[str, str]) -> None:
+    """A message the report quotes among the function's string literals (3-word shingles, or a literal whole)."""
+    shingles = evidence.report.message_shingles
+    if shingles and ff.shingles[i]:
+        shared = len(ff.shingles[i] & shingles)
+        if shared:
+            feats["message_overlap"] = shared / len(shingles)
+            quoted = max((x for x in ff.literals[i] if message_shingles(x) & shingles), key=len,
+                         default=ff.literals[i][0])
+            why["message_overlap"] = f"raises {quote(quoted)}"
+    whole = next((x for x in ff.literals[i] if len(x) >= 12 and _core(x) and _core(x) in evidence.text_lower), None)
+    if whole:
+        feats["message_any"] = 1.0
+        why.setdefault("message_overlap", f"raises {quote(whole)}")
+
+
+def lexical_scores(rep: ReportEvidence, ff: FileFunctions) -> list[dict[str, tuple[float, str]]]:
+    """Per function: BM25 for the whole report, its title, code, errors and names (each over the file's best),
+    and the ranks of three of them, with the reason the whole report's rank gives."""
+    queries = {
+        "all": [*rep.title_words, *rep.text_words, *rep.code_words, *rep.error_words],
+        "title": list(rep.title_words), "code": list(rep.code_words), "error": list(rep.error_words),
+        "names": [w for n in (*rep.leaf_names, *rep.names) for w in words(n.replace(".", " "))],
+    }
+    lexical = {name: bm25(ff.bags, q, ff.postings) for name, q in queries.items()}
+    best = {name: max(v) or 1.0 for name, v in lexical.items()}
+    rank = {name: rank_of(lexical[name]) for name in ("all", "title", "error")}
+    out: list[dict[str, tuple[float, str]]] = []
+    for i in range(len(ff.spans)):
+        got: dict[str, tuple[float, str]] = {}
+        for name in queries:
+            if lexical[name][i] > 0:
+                got[f"bm25_{name}"] = (lexical[name][i] / best[name], "")
+        for name in rank:
+            if lexical[name][i] > 0:
+                got[f"bm25_{name}_rank"] = (1.0 / rank[name][i], "")
+        if lexical["all"][i] > 0:
+            reason = f"BM25 rank {rank['all'][i]} of {len(ff.spans)} functions for the report's words"
+            got["bm25_all_rank"] = (got["bm25_all_rank"][0], reason)
+        out.append(got)
+    return out
 
 
 STRUCTURAL = ("frame_line", "frame_name_here", "name_used", "name_dotted", "message_overlap", "message_any",
