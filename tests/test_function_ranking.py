@@ -130,3 +130,15 @@ def test_a_bad_model_file_is_one_clear_error(tmp_path: Path) -> None:
     assert load_function_ranker(tmp_path / "missing.json") is None
     with pytest.raises(ValueError, match="not fitted"):
         FunctionRanker().predict([[0.0] * len(FEATURES)])
+
+
+def test_markdown_links_a_function_to_its_lines_only_at_a_known_release() -> None:
+    from sftl.cli.locate import function_link
+
+    f = {"name": "Linear.forward", "start": 10, "end": 20, "score": 1.0, "reason": "r"}
+    known = {"environment": {"framework": "pytorch"}, "release": "2.6.0"}
+    assert function_link(known, "torch/nn/modules/linear.py", f) == (
+        "[`Linear.forward` (lines 10-20)](https://github.com/pytorch/pytorch/blob/v2.6.0/"
+        "torch/nn/modules/linear.py#L10-L20)")
+    unknown = {"environment": {"framework": "pytorch"}, "release": None}
+    assert function_link(unknown, "torch/nn/modules/linear.py", f) == "`Linear.forward` (lines 10-20)"
