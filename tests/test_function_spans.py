@@ -49,6 +49,7 @@ template <typename T>
 struct Fill<CPUDevice, T> {
   C10_HOST_DEVICE void operator()(const CPUDevice& d, T x) const { }
 };
+extern template struct Fill<CPUDevice, float>;
 }  // namespace functor
 Tensor& Session::Run(int x) const { return OkStatus(); }
 REGISTER_OP("Histc")
@@ -83,10 +84,11 @@ def test_cxx_kernels_methods_macro_bodies_and_registrations() -> None:
     assert got["tensorflow::HistcOp::HistcOp"][2] == "method"
     assert got["tensorflow::HistcOp::Compute"] == (10, 12, "kernel")
     assert got["tensorflow::functor::Fill::operator()"] == (17, 17, "kernel")  # the attribute macro read past
-    assert got["tensorflow::Session::Run"] == (20, 20, "method")  # defined out of its class
-    assert got["REGISTER_OP(Histc)"] == (21, 23, "registration")
+    # defined out of its class, returning a reference, after an explicit instantiation the parser trips on
+    assert got["tensorflow::Session::Run"] == (21, 21, "method")
+    assert got["REGISTER_OP(Histc)"] == (22, 24, "registration")
     assert got["REGISTER_KERNEL_BUILDER(Histc)"][2] == "registration"
-    assert got["TORCH_LIBRARY_IMPL(aten, CPU, m)"] == (25, 27, "registration")
+    assert got["TORCH_LIBRARY_IMPL(aten, CPU, m)"] == (26, 28, "registration")
     spans = {s.name: s for s in spans_of("x.cu", CXX)}
     assert spans["REGISTER_OP(Histc)"].leaf == "Histc" and spans["TORCH_IMPL_FUNC(histc_out)"].leaf == "histc_out"
 
@@ -105,3 +107,33 @@ def test_the_parse_is_kept_by_the_text_hash_and_read_back_the_same(tmp_path: Pat
     assert spans_of("torch/nn/x.py", PY, tmp_path) == first
     kept[0].write_text("not json")  # a torn cache file is parsed again, not trusted
     assert spans_of("torch/nn/x.py", PY, tmp_path) == first
+
+
+EXTERN = '''\
+namespace tensorflow {
+extern template struct Conv2DOp<CPUDevice, Eigen::bfloat16>;
+extern template struct Conv2DOp<CPUDevice, Eigen::half>;
+extern template struct Conv2DOp<CPUDevice, int32>;
+
+#if GOOGLE_CUDA || TENSORFLOW_USE_ROCM
+template <typename T>
+void LaunchConvOpImpl(OpKernelContext* context, bool cudnn_use_autotune,
+                      const Tensor& input_param, const Tensor& filter,
+                      const std::vector<int64>& dilations,
+                      const std::vector<int64>& strides, const Padding& padding,
+                      const std::vector<int64_t>& explicit_paddings,
+                      TensorFormat data_format, Tensor* output) {
+  auto* stream = context->op_device_context()->stream();
+  OP_REQUIRES(context, stream, absl::InternalError("No GPU stream available."));
+
+  Tensor input = input_param;
+}
+#endif
+}  // namespace tensorflow
+'''
+
+
+def test_explicit_instantiations_do_not_hide_the_definitions_after_them() -> None:
+    # tree-sitter reads `extern template struct X<...>;` as a broken declaration that swallows what follows
+    assert by_name("tensorflow/core/kernels/conv_ops_impl.h", EXTERN) == {
+        "tensorflow::LaunchConvOpImpl": (8, 18, "function")}

@@ -29,6 +29,9 @@ ATTRIBUTE_MACROS = re.compile(
     rb"TORCH_CUDA_CPP_API|TORCH_CUDA_CU_API|TORCH_PYTHON_API|CAFFE2_API|C10_LAUNCH_BOUNDS_\d\([^()]*\)|"
     rb"__host__|__device__|__global__|__forceinline__|__inline__|EIGEN_DEVICE_FUNC|EIGEN_STRONG_INLINE|"
     rb"EIGEN_ALWAYS_INLINE|TF_EXPORT|TF_MUST_USE_RESULT|TF_ATTRIBUTE_\w+|TFLITE_ATTRIBUTE_\w+)\b")
+# explicit instantiation declarations (`extern template struct Op<CPUDevice, float>;`) define nothing, and
+# tree-sitter loses the definitions after them: blanked too
+EXTERN_TEMPLATE = re.compile(rb"^[ \t]*extern[ \t]+template\b[^;{]*;", re.M)
 STRING = re.compile(r'"((?:[^"\\\n]|\\.){4,})"' + r"|'((?:[^'\\\n]|\\.){4,})'")
 
 
@@ -165,7 +168,7 @@ def cxx_spans(text: str) -> tuple[Span, ...]:
     (`TORCH_IMPL_FUNC(name)(...) {}`) by the name they wrap, registration statements by what they register."""
     try:
         source = text.encode("utf-8", "replace")
-        tree = _parser().parse(ATTRIBUTE_MACROS.sub(lambda m: b" " * len(m.group(0)), source))
+        tree = _parser().parse(blanked(source))
     except Exception:  # noqa: BLE001 - a parser failure on one file only loses its functions
         return ()
     out: list[Span] = []
@@ -215,6 +218,14 @@ def cxx_spans(text: str) -> tuple[Span, ...]:
 
     walk(tree.root_node, (), 0)
     return tuple(out)
+
+
+def blanked(source: bytes) -> bytes:
+    """The source with what misleads the parser replaced by spaces (newlines kept: lines and offsets hold)."""
+    def blank(m: re.Match[bytes]) -> bytes:
+        return re.sub(rb"[^\n]", b" ", m.group(0))
+
+    return EXTERN_TEMPLATE.sub(blank, ATTRIBUTE_MACROS.sub(blank, source))
 
 
 def _plain(name: str) -> str:
