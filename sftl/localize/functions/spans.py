@@ -18,6 +18,8 @@ PY_SUFFIXES = (".py", ".pyi")
 CXX_SUFFIXES = (".cc", ".cpp", ".cxx", ".c", ".h", ".hpp", ".hh", ".cu", ".cuh", ".inl")
 # a file larger than this is generated or vendored: nobody reads it function by function
 MAX_BYTES = 3_000_000
+# the spans' reading of a text: raised whenever parsing changes, so spans kept on disk by an older sftl are not read
+SPANS_VERSION = 3
 # the macros that open a registration or a kernel body at namespace scope
 REGISTRATION = re.compile(r"^(REGISTER\w*|TORCH_LIBRARY\w*|TF_CALL_\w+|DEFINE_DISPATCH|REGISTER_DISPATCH)$")
 MACRO_NAME = re.compile(r"^[A-Z][A-Z0-9_]+$")
@@ -76,7 +78,7 @@ def spans_of(path: str, text: str, cache_dir: Path | None = None) -> tuple[Span,
     digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
     if cache_dir is None:
         return _cached(digest, language, text)
-    where = cache_dir / "functions" / digest[:2] / f"{digest}.json"
+    where = cache_dir / "functions" / f"v{SPANS_VERSION}" / digest[:2] / f"{digest}.json"
     kept = read_kept(where, text)
     if kept is not None:
         return kept
