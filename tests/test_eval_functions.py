@@ -107,3 +107,14 @@ def test_eval_reports_functions_within_found_files_beside_bm25(tmp_path: Path, s
     assert "## Table 6 — functions within a found file" in report.getvalue()
     kept = [json.loads(x) for x in (out / "checkpoint.jsonl").read_text().splitlines()]
     assert all("functions" in r for r in kept if r["method"] == "sftl")
+
+
+def test_malformed_function_truth_skips_the_row_with_a_reason() -> None:
+    from sftl.evaluate import SkippedRow
+
+    base = {"url": "https://github.com/pytorch/pytorch/issues/1", "category": "other", "truth_files": ["torch/a.py"]}
+    for bad in ([["f"]], {"torch/a.py": "f"}, {"torch/a.py": [1]}):
+        got = parse_label_line(json.dumps({**base, "truth_functions": bad}), 3)
+        assert isinstance(got, SkippedRow) and "'truth_functions' must map" in got.reason
+    ok = parse_label_line(json.dumps({**base, "truth_functions": {"torch/a.py": ["f"]}}), 3)
+    assert not isinstance(ok, SkippedRow) and ok.truth_functions == {"torch/a.py": ("f",)}
