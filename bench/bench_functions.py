@@ -146,18 +146,29 @@ def cross_validated(groups: list[dict[str, Any]], folds: int = 5) -> list[int]:
 
 
 def file_ranks(eval_dir: Path) -> dict[tuple[str, str], int]:
-    """(row key, path) -> the file's rank among sftl's suspects, from `sftl eval` checkpoints."""
+    """(report URL, path) -> the file's rank among sftl's suspects, from `sftl eval` checkpoints of any of the peer
+    sets (Denchmark's, pt-agent-bench's or the report rows' `peer_given.jsonl`: their rows' keys differ)."""
+    from sftl.evaluate import LabelRow, parse_labels
+    from sftl.evaluate_formats import label_lines
+
+    url_of: dict[str, str] = {}
+    for path in (*SETS.values(), PEER / "peer_given.jsonl"):
+        if path.exists():
+            rows, _ = parse_labels(label_lines(path))
+            url_of.update({r.key: r.url for r in rows if isinstance(r, LabelRow)})
     out: dict[tuple[str, str], int] = {}
-    for ck in eval_dir.glob("peer-*/checkpoint.jsonl"):
+    for ck in sorted(eval_dir.glob("peer-*/checkpoint.jsonl")):
         for line in ck.read_text(encoding="utf-8").splitlines():
             try:
                 obj = json.loads(line)
             except ValueError:
                 continue
-            if obj.get("method") != "sftl":
+            url = url_of.get(obj.get("key", ""))
+            if obj.get("method") != "sftl" or url is None:
                 continue
             for r, s in enumerate(obj.get("suspects") or [], 1):
-                out.setdefault((obj["key"], s[0]), r)
+                out.setdefault((url, s[0]), r)
+            out.setdefault((url, ""), 0)  # the report was ranked
     return out
 
 
@@ -185,9 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         report[f"validation {fw}"] = measure(part, [ranks(model.predict(g["rows"]), g["labels"]) for g in part])
     if args.eval:  # only the rows the eval ranked files for count: the others' file rank is unknown
         found = file_ranks(args.eval)
-        ranked = {k for k, _ in found}
-        seen = [g for g in valid if g["key"] in ranked]
-        hit = [g for g in seen if found.get((g["key"], g["path"]), 99) <= 5]
+        seen = [g for g in valid if (g["url"], "") in found]
+        hit = [g for g in seen if found.get((g["url"], g["path"]), 99) <= 5]
         model_ranks = [ranks(model.predict(g["rows"]), g["labels"]) for g in hit]
         bm25_ranks = [ranks(bm25_scores(g), g["labels"]) for g in hit]
         report["validation, truth file among sftl's first five suspects"] = {
