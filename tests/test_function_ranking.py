@@ -142,3 +142,41 @@ def test_markdown_links_a_function_to_its_lines_only_at_a_known_release() -> Non
         "torch/nn/modules/linear.py#L10-L20)")
     unknown = {"environment": {"framework": "pytorch"}, "release": None}
     assert function_link(unknown, "torch/nn/modules/linear.py", f) == "`Linear.forward` (lines 10-20)"
+
+
+class Provider:
+    """A source provider of a few files; reading `torch/bad.py` fails as an unreadable archive member would."""
+
+    framework = "pytorch"
+    version: str | None = "2.6.0"
+    description = "test files"
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+        self.read: list[str] = []
+
+    def list_files(self) -> list[str]:
+        return list(self.files)
+
+    def read_text(self, path: str) -> str | None:
+        from sftl.errors import SourceError
+
+        self.read.append(path)
+        if path == "torch/bad.py":
+            raise SourceError("cannot read torch/bad.py")
+        return self.files.get(path)
+
+
+def test_only_the_first_suspects_files_are_read_and_a_bad_one_names_no_function(tmp_path: Path) -> None:
+    from sftl.localize.functions import attach_functions
+    from sftl.model import Suspect
+
+    paths = ["torch/nn/functional.py", "torch/bad.py", "torch/broken.py", "torch/missing.py", "README.md",
+             "torch/sixth.py"]
+    source = Provider({"torch/nn/functional.py": FILE, "torch/broken.py": "def f(:\n", "README.md": "def f(): pass\n",
+                       "torch/sixth.py": FILE})
+    suspects = [Suspect(p, 1.0 - i / 10, None, "r") for i, p in enumerate(paths)]
+    got = attach_functions(suspects, evidence("interpolate raises"), source, cache_dir=tmp_path)
+    assert source.read == paths[:5]  # the sixth is never opened
+    assert [len(s.functions) for s in got] == [4, 0, 0, 0, 0, 0]
+    assert [s.path for s in got] == paths and got[0].functions[0].name in ("interpolate", "_resize")
