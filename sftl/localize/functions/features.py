@@ -284,7 +284,8 @@ def name_features(span: Span, names: ReportNames, feats: dict[str, float], why: 
     owners = [p for p in span.parts[:-1] if p in names.leaves or p.lower() in names.lower]
     if owners:
         feats["class_named"] = 1.0
-        why["class_named"] = f"a member of `{owners[-1]}`, which the report names"
+        where = "a member of" if owners[-1][:1].isupper() else "inside"  # a class's, or a nested def's owner
+        why["class_named"] = f"{where} `{owners[-1]}`, which the report names"
     kernel = _kernel_name(span)
     if kernel and names.names(kernel):
         feats["kernel_named"] = 1.0
