@@ -155,27 +155,36 @@ CXX_HEADER = re.compile(r"([A-Za-z_][\w:~]*)\s*\(")
 
 
 def patch_functions(patch: str) -> dict[str, list[str]]:
-    """The functions a unified diff changes, per file: each hunk header's enclosing function (as git names it) and
-    the functions defined on its added or removed lines (names only: the base commit's lines are not at hand)."""
+    """The functions a unified diff changes, per file, as far as the diff itself shows them (the base commit's
+    file is not at hand): each changed line is in the innermost def the hunk shows above it at a smaller indent,
+    else (indented, with no def or class above it in the hunk) in the function its header names; a changed def
+    line is its own function; a line at the margin is in none."""
     out: dict[str, list[str]] = {}
-    path = ""
+    path, header = "", ""
+    scopes: list[tuple[int, str]] = []  # the defs and classes the hunk has shown, outermost first ('' for a class)
     for line in patch.splitlines():
         m = PATCH_FILE.match(line)
         if m:
-            path = m.group(2)
+            path, header, scopes = m.group(2), "", []
             continue
-        if not path:
-            continue
-        h = HUNK.match(line)
+        h = HUNK.match(line) if path else None
         if h:
-            name = header_function(h.group(1))
+            header, scopes = header_function(h.group(1)), []
+            continue
+        if not path or line.startswith(("+++", "---", "\\")) or line[:1] not in "+- " or not line[1:].strip():
+            continue
+        body = line[1:]
+        indent = len(body) - len(body.lstrip())
+        if not body.lstrip().startswith(("#", ")", "]", "}")):  # a comment or a closing bracket ends no scope
+            scopes = [s for s in scopes if s[0] < indent]
+        d = DEF_LINE.match(body)
+        own = (d.group(1) or "") if d else None
+        if line[0] in "+-":
+            name = own or (scopes[-1][1] if scopes else header if indent else "")
             if name:
                 out.setdefault(path, []).append(name)
-            continue
-        if line[:1] in "+-" and not line.startswith(("+++", "---")):
-            d = DEF_LINE.match(line[1:])
-            if d and d.group(1):
-                out.setdefault(path, []).append(d.group(1))
+        if d:
+            scopes.append((indent, own or ""))
     return {p: list(dict.fromkeys(names)) for p, names in out.items()}
 
 

@@ -34,10 +34,32 @@ diff --git a/test/test_meta.py b/test/test_meta.py
 '''
 
 
-def test_a_patch_names_its_hunks_functions_and_the_defs_it_changes() -> None:
+METHODS = '''diff --git a/torch/fx/graph_module.py b/torch/fx/graph_module.py
+@@ -10,8 +10,9 @@ def recompile(self):
+         x = 1
+-        y = 2
++        y = 3
+     def _copy_attr(self, name,
+-                   value):
++                   value, strict):
+         return value
+@@ -40,4 +41,6 @@ def _assign_attr(self):
++    def helper():
++        pass
++
+     def _assign_attr(self):
+-        pass
++        return 1
+'''
+
+
+def test_a_patch_names_the_functions_its_changed_lines_are_in() -> None:
     got = patch_functions(PATCH)
-    assert got["torch/_meta_registrations.py"] == ["meta_take", "meta__standard_gamma"]  # a class header is none
-    assert got["test/test_meta.py"] == ["test_take"]  # the label line keeps source files only
+    # the new function after meta_take, not meta_take (the header's); a class attribute is in no function
+    assert got["torch/_meta_registrations.py"] == ["meta__standard_gamma"]
+    assert got["test/test_meta.py"] == ["test_take"]  # an indented change in the header's function
+    methods = patch_functions(METHODS)["torch/fx/graph_module.py"]
+    assert methods == ["recompile", "_copy_attr", "helper", "_assign_attr"]
 
 
 def test_denchmark_method_info_per_file_and_not_outside_methods() -> None:
