@@ -24,7 +24,7 @@ scored issues, and the abstention rate is reported beside them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 CATEGORIES: tuple[str, ...] = ("mme", "gcrde", "other")
@@ -339,6 +339,8 @@ class LabelRow:
 
     created_at: str = ""  # when the report was filed (for --split-date), from the row or its issue
     source: str = ""  # the benchmark the row comes from (a peer benchmark's name), when it says
+    # the functions the fix changed, per truth file (names as the benchmark gives them), where it says
+    truth_functions: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def scored_for_localization(self) -> bool:
@@ -408,7 +410,13 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
         return SkippedRow(line, url, f"unknown framework {fw!r} (expected pytorch or tensorflow)")
     version = obj.get("version")
     created = obj.get("created_at") or (issue.get("created_at") if isinstance(issue, dict) else None)
-    key = hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    functions = obj.get("truth_functions")
+    if functions is not None and (not isinstance(functions, dict) or not all(
+            isinstance(v, list) and all(isinstance(n, str) for n in v) for v in functions.values())):
+        return SkippedRow(line, url, "'truth_functions' must map a truth file to a list of function names")
+    # the key leaves the function truth out: a row's checkpointed file rankings stay valid when it gains one
+    keyed = {k: v for k, v in obj.items() if k != "truth_functions"}
+    key = hashlib.sha1(json.dumps(keyed, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
     return LabelRow(
         line=line,
         key=key,
@@ -421,6 +429,7 @@ def parse_label_line(text: str, line: int) -> LabelRow | SkippedRow:
         version=str(version) if isinstance(version, (str, int, float)) and version != "" else None,
         created_at=created if isinstance(created, str) else "",
         source=str(obj.get("source") or ""),
+        truth_functions={normalize_path(str(p)): tuple(v) for p, v in (functions or {}).items()},
     )
 
 
@@ -630,6 +639,10 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
         "report; recall = mean |report ∩ truth| / |truth| over all issues; F1 = harmonic mean. Top-k, MRR "
         "and MAP count abstentions as misses.",
     ]
+    if summary.get("functions"):
+        from sftl.evaluate_functions import render_functions
+
+        out += render_functions(summary["functions"], summary.get("split_date"))
     if summary["skipped"]:
         out += ["", "## Skipped", "", "| line | url | reason |", "|---:|---|---|"]
         for s in summary["skipped"]:

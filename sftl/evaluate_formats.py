@@ -117,10 +117,14 @@ def source_files(paths: list[str]) -> list[str]:
 
 
 def _label(url: str, title: str, body: str, created_at: str, truth: list[str], framework: str | None,
-           version: str | None, category: str | None = None, source: str = "") -> dict[str, Any]:
+           version: str | None, category: str | None = None, source: str = "",
+           functions: dict[str, list[str]] | None = None) -> dict[str, Any]:
     issue = _issue_object(url, title, body, created_at)
     row: dict[str, Any] = {"url": url, "category": category, "truth_files": source_files(truth),
                            "framework": framework, "version": version, "created_at": created_at, "source": source}
+    kept = {p: names for p, names in (functions or {}).items() if names and p in row["truth_files"]}
+    if kept:  # the functions the fix changed, per source file (names as the benchmark gives them)
+        row["truth_functions"] = kept
     if issue is not None:
         row["issue"] = issue
     return row
@@ -150,7 +154,59 @@ def _from_swebench(obj: dict[str, Any]) -> dict[str, Any] | str:
     if not isinstance(version, str) or not re.match(r"\d+\.\d+", version):
         version = None
     return _label(str(obj.get("issue_url") or ""), title.strip(), body.strip(), str(obj.get("issue_created_at") or ""),
-                  list(files), framework, version, source="swe-bench")
+                  list(files), framework, version, source="swe-bench",
+                  functions=patch_functions(str(obj.get("patch") or "")))
+
+
+PATCH_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(.*)$")
+DEF_LINE = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)")
+CXX_HEADER = re.compile(r"([A-Za-z_][\w:~]*)\s*\(")
+
+
+def patch_functions(patch: str) -> dict[str, list[str]]:
+    """The functions a unified diff changes, per file, as far as the diff itself shows them (the base commit's
+    file is not at hand): each changed line is in the innermost def the hunk shows above it at a smaller indent,
+    else (indented, with no def or class above it in the hunk) in the function its header names; a changed def
+    line is its own function; a line at the margin is in none."""
+    out: dict[str, list[str]] = {}
+    path, header = "", ""
+    scopes: list[tuple[int, str]] = []  # the defs and classes the hunk has shown, outermost first ('' for a class)
+    for line in patch.splitlines():
+        m = PATCH_FILE.match(line)
+        if m:
+            path, header, scopes = m.group(2), "", []
+            continue
+        h = HUNK.match(line) if path else None
+        if h:
+            header, scopes = header_function(h.group(1)), []
+            continue
+        if not path or line.startswith(("+++", "---", "\\")) or line[:1] not in "+- " or not line[1:].strip():
+            continue
+        body = line[1:]
+        indent = len(body) - len(body.lstrip())
+        if not body.lstrip().startswith(("#", ")", "]", "}")):  # a comment or a closing bracket ends no scope
+            scopes = [s for s in scopes if s[0] < indent]
+        d = DEF_LINE.match(body)
+        own = (d.group(1) or "") if d else None
+        if line[0] in "+-":
+            name = own or (scopes[-1][1] if scopes else header if indent else "")
+            if name:
+                out.setdefault(path, []).append(name)
+        if d:
+            scopes.append((indent, own or ""))
+    return {p: list(dict.fromkeys(names)) for p, names in out.items()}
+
+
+def header_function(context: str) -> str:
+    """The function a hunk header names (`def meta_take(self, index):` -> meta_take); '' for none or a class."""
+    d = DEF_LINE.match(context)
+    if d:
+        return d.group(1) or ""
+    if context.startswith(("class ", "struct ", "namespace ", "#")):
+        return ""
+    c = CXX_HEADER.search(context)
+    return c.group(1) if c and not context.rstrip().endswith(";") else ""
 
 
 def _from_denchmark(path: Path) -> dict[str, Any] | str:
@@ -173,7 +229,26 @@ def _from_denchmark(path: Path) -> dict[str, Any] | str:
     changed: dict[str, Any] = raw_changed if isinstance(raw_changed, dict) else {}
     files = [str(f.get("file_new_name") or f.get("file_old_name") or "") for f in changed.values() if isinstance(f, dict)]
     framework = "tensorflow" if "tensorflow" in owner_repo else "pytorch" if "pytorch" in owner_repo else None
-    return _label(url, title, body, str(br.get("BRopenT") or ""), files, framework, None, source="denchmark")
+    return _label(url, title, body, str(br.get("BRopenT") or ""), files, framework, None, source="denchmark",
+                  functions=denchmark_functions(changed))
+
+
+def denchmark_functions(changed: dict[str, Any]) -> dict[str, list[str]]:
+    """The methods each changed file's hunks lie in (Denchmark's `method_info`, `Ismethod` 1), per file."""
+    out: dict[str, list[str]] = {}
+    for f in changed.values():
+        if not isinstance(f, dict):
+            continue
+        path = str(f.get("file_new_name") or f.get("file_old_name") or "").replace("\\", "/").lstrip("./")
+        hunks = f.get("hunks")
+        for h in (hunks.values() if isinstance(hunks, dict) else ()):
+            info = h.get("method_info") if isinstance(h, dict) else None
+            if not isinstance(info, dict) or str(h.get("Ismethod", 1)) in ("0", "False"):
+                continue
+            name = info.get("method_name")
+            if isinstance(name, str) and name.strip():
+                out.setdefault(path, []).append(name.strip())
+    return {p: list(dict.fromkeys(names)) for p, names in out.items()}
 
 
 def denchmark_text(text: str) -> str:

@@ -254,6 +254,7 @@ class Localization:
     suspects: tuple[Suspect, ...]
     outcome: Outcome
     reason: str
+    release: str = ""  # the release whose files were read ("2.6.0"), where known: the tag functions' lines are of
 
 
 @dataclass(frozen=True)

@@ -103,11 +103,21 @@ def locate(
             loc = Localization(method, (), Outcome.SKIPPED, str(exc))
         if why:
             loc = replace(loc, reason=f"{loc.reason} ({why})")
+        loc = replace(loc, release=release_of(source))
     if lead:
         loc = replace(loc, reason=f"{lead}; {loc.reason}"[:1000])
     report = Report(issue=issue, extraction=extraction, screening=screening, localization=loc, replay=replay_result)
     store.save_localization(issue.repo, issue.number, report_json(report))
     return report
+
+
+def release_of(source: Any) -> str:
+    """The release a provider's files are of ("2.6.0"; "" when it is no release, a local checkout)."""
+    import re
+
+    version = getattr(source, "installed_version", None) or getattr(source, "version", None) or ""
+    m = re.match(r"\d+\.\d+(?:\.\d+)?", str(version))
+    return m.group(0) if m else ""
 
 
 def _kernel_fault_lead(issue: Issue, extraction: Extraction) -> str:
@@ -283,10 +293,13 @@ def report_json(report: Report) -> dict[str, Any]:
         "replay": to_jsonable(report.replay) if report.replay is not None else None,
         "suspects": [
             {"path": s.path, "score": s.score, "side": s.side.value if s.side else None, "reason": s.reason,
+             "functions": [{"name": f.name, "start": f.start, "end": f.end, "score": f.score, "reason": f.reason}
+                           for f in s.functions[:10]],
              **({"features": dict(s.features)} if s.features else {})}
             for s in (loc.suspects if loc else ())
         ],
         "outcome": loc.outcome.value if loc else Outcome.SKIPPED.value,
         "reason": loc.reason if loc else "not localized",
         "method": loc.method if loc else "",
+        "release": (loc.release or None) if loc else None,
     }

@@ -30,8 +30,15 @@ def test_json_output_is_the_documented_object(sftl_home: Path) -> None:
     code, out, err = run("locate", str(FIXTURES / "mme_fx_graphmodule_missing_constant.json"), "--offline", "--json")
     assert code == 0, err
     payload = json.loads(out)
-    assert set(payload) == {"issue", "category", "screening", "environment", "replay", "suspects", "outcome", "reason", "method"}
+    assert set(payload) == {"issue", "category", "screening", "environment", "replay", "suspects", "outcome", "reason", "method",
+                            "release"}
     assert payload["outcome"] == "located" and payload["suspects"][0]["path"] == "torch/fx/graph_module.py"
+    # the suspect names its functions to read first: the traceback's ones among the first three, with lines
+    functions = payload["suspects"][0]["functions"]
+    assert 3 <= len(functions) <= 10 and all(set(f) == {"name", "start", "end", "score", "reason"} for f in functions)
+    framed = [f for f in functions[:3] if f["name"] in ("_copy_attr", "GraphModule.__init__")]
+    assert framed and all("frame" in f["reason"] and f["start"] <= f["end"] for f in framed)
+    assert payload["release"] == "2.13.0"
     # stored: the same issue by reference works offline now, from the store
     code, out2, _ = run("locate", "pytorch/pytorch#990101", "--offline", "--json", "--top", "1")
     assert code == 0 and len(json.loads(out2)["suspects"]) == 1
@@ -43,8 +50,11 @@ def test_text_and_markdown_for_people(sftl_home: Path) -> None:
     assert code == 0
     assert "category     mme" in out and "environment  framework pytorch" in out
     assert re.search(r"1\. +-?[0-9.]+  torch/fx/graph_module.py", out) and "(_copy_attr)" in out
+    assert re.search(r"\n {14}- \S+ \(lines \d+-\d+\): ", out)  # a suspect's functions under it
     code, out, _ = run("locate", target, "--offline", "--format", "markdown", "--method", "paper")
     assert code == 0 and "| # | score | file | side | why |" in out and "(`paper`)" in out
+    code, out, _ = run("locate", target, "--offline", "--format", "markdown")
+    assert code == 0 and re.search(r"\]\(https://github\.com/pytorch/pytorch/blob/v2\.13\.0/torch/fx/graph_module\.py#L\d+-L\d+\)", out)
     code, out, _ = run("locate", str(FIXTURES / "mme_removed_module_in_user_code.json"), "--offline")
     assert code == 0 and "abstained" in out and "torch._six" in out
 

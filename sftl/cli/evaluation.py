@@ -158,6 +158,8 @@ class Task:
     top: int
     created_at: str = ""
     keep_features: bool = False
+    # the functions the fix changed per truth file: sftl's and BM25's ranks of them are kept (#32)
+    truth_functions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def _worker_init(use_torch: bool, threads: int, parent_pid: int | None = None) -> None:
@@ -226,6 +228,8 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
             }
             if keep:  # every candidate's features, for `sftl model fit`
                 result["candidates"] = [[s.path, s.features] for s in loc.suspects]
+            if method == "sftl" and task.truth_functions:
+                result["functions"] = function_ranks(task, extraction, loc.suspects, source)
     except SftlError as exc:
         result = {"outcome": "skipped", "reason": str(exc), "suspects": []}
     except Exception as exc:  # a bug in one localizer must not end the run: recorded and reported as an error
@@ -233,6 +237,33 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
                   "error": True}
     result.update(key=task.key, method=task.method, top=task.top, seconds=round(time.perf_counter() - started, 3))
     return result
+
+
+def function_ranks(task: Task, extraction: Extraction, suspects: Sequence[Any],
+                   source: SourceProvider) -> list[list[Any]]:
+    """[path, file rank, sftl's rank of a changed function, BM25-over-functions' rank] for each truth file with
+    known functions among the first five suspects (a rank is null beyond the ten functions named)."""
+    from sftl.evaluate_functions import FILE_DEPTH, function_rank
+    from sftl.localize.candidates.report import read_report
+    from sftl.localize.functions import rank_functions
+    from sftl.localize.functions.features import function_evidence
+
+    evidence = None
+    out: list[list[Any]] = []
+    paths = [s.path for s in suspects[:FILE_DEPTH]]
+    for path, names in task.truth_functions:
+        if path not in paths:
+            out.append([path, None, None, None])
+            continue
+        suspect = suspects[paths.index(path)]
+        if evidence is None:
+            framework = extraction.environment.framework or source.framework
+            evidence = function_evidence(read_report(task.issue, extraction, framework), task.issue, extraction)
+        text = source.read_text(path) or ""
+        bm25 = rank_functions(evidence, path, text, model=None)
+        out.append([path, paths.index(path) + 1, function_rank([f.name for f in suspect.functions], names),
+                    function_rank([f.name for f in bm25], names)])
+    return out
 
 
 # -- checkpoint --------------------------------------------------------------------------------
@@ -312,13 +343,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     tasks = [
         Task(r.key, m, issues[r.key][0], issues[r.key][1], scored_as[r.key], r.framework, r.version,
              _root(r, labels_path.parent) or base_root, args.top, r.created_at or issues[r.key][0].created_at,
-             args.keep_features)
+             args.keep_features, tuple(sorted(r.truth_functions.items())))
         for r in rows if r.scored_for_localization for m in args.methods
     ]
     done = read_checkpoint(checkpoint)
     # a result kept for another --top is not this run's answer
     todo = [t for t in tasks if done.get((t.key, t.method), {}).get("top") != t.top
-            or (t.keep_features and t.method == "sftl" and "candidates" not in done[(t.key, t.method)])]
+            or (t.keep_features and t.method == "sftl" and "candidates" not in done[(t.key, t.method)])
+            or (t.truth_functions and t.method == "sftl" and "functions" not in done[(t.key, t.method)]
+                and done[(t.key, t.method)].get("outcome") == "located")]
     # rows sharing a source tree run together, so each worker builds an index once
     todo.sort(key=lambda t: (t.source_root or "", t.framework or "", t.version or "", t.method, t.key))
     if len(tasks) - len(todo):
@@ -355,6 +388,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         {"line": by_key[t.key].line, "method": t.method, "reason": done[(t.key, t.method)]["reason"]}
         for t in tasks if done[(t.key, t.method)].get("error")
     ]
+    summary["functions"] = function_figures(tasks, done, args.split_date)
     summary["seconds_per_method"] = {
         m: round(sum(done[(t.key, m)]["seconds"] for t in tasks if t.method == m), 2) for m in args.methods
     }
@@ -529,6 +563,30 @@ def _progress(results: Iterator[dict[str, Any]], total: int, console: Any) -> It
 
 
 # -- outputs -----------------------------------------------------------------------------------
+
+
+def function_figures(tasks: Sequence[Task], done: dict[tuple[str, str], dict[str, Any]],
+                     split: dict[str, str] | None) -> dict[str, Any]:
+    """Function-level figures of `sftl` where the truth functions are known, reports before and after the split
+    apart (`sftl.evaluate_functions.figures`: within files found among the first five suspects, beside BM25)."""
+    from sftl.evaluate_functions import FunctionCase, figures
+
+    cases: list[FunctionCase] = []
+    for t in tasks:
+        res = done.get((t.key, t.method), {})
+        if t.method != "sftl" or not t.truth_functions:
+            continue
+        kept = {path: (fr, sr, br) for path, fr, sr, br in res.get("functions") or ()}
+        period = split_period(t.created_at, split, t.framework or "")
+        for path, _ in t.truth_functions:
+            fr, sr, br = kept.get(path, (None, None, None))
+            cases.append(FunctionCase(t.key, path, period, fr, sr, br))
+    if not cases:
+        return {}
+    out = {"all": figures(cases)}
+    for period in sorted({c.period for c in cases} - {""}):
+        out[period] = figures([c for c in cases if c.period == period])
+    return out
 
 
 def _write_outputs(

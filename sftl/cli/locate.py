@@ -131,6 +131,8 @@ def render_text(payload: dict[str, Any], report: Report, cut: int | None = 160) 
             side = f" [{s['side']}]" if s["side"] else ""
             lines.append(f"  {i:>3}. {s['score']:.3f}  {s['path']:<{width}}{side}")
             lines.append(f"              {s['reason']}")
+            for f in s.get("functions", [])[:3]:  # the functions to read first, with their lines
+                lines.append(f"              - {f['name']} (lines {f['start']}-{f['end']}): {f['reason']}"[:cut])
     return "\n".join(lines) + "\n"
 
 
@@ -157,5 +159,20 @@ def render_markdown(payload: dict[str, Any], report: Report) -> str:
         out += ["", "| # | score | file | side | why |", "|---|---|---|---|---|"]
         for i, s in enumerate(payload["suspects"], 1):
             why = s["reason"].replace("|", "\\|")
-            out.append(f"| {i} | {s['score']:.3f} | `{s['path']}` | {s['side'] or ''} | {why} |")
+            named = "<br>".join(function_link(payload, s["path"], f) for f in s.get("functions", [])[:3])
+            out.append(f"| {i} | {s['score']:.3f} | `{s['path']}` | {s['side'] or ''} | {why}"
+                       + (f"<br>functions: {named}" if named else "") + " |")
     return "\n".join(out) + "\n"
+
+
+REPOSITORIES = {"pytorch": "pytorch/pytorch", "tensorflow": "tensorflow/tensorflow"}
+
+
+def function_link(payload: dict[str, Any], path: str, f: dict[str, Any]) -> str:
+    """A suspect function as markdown: linked to its lines at the release's tag where the release is known."""
+    label = f"`{f['name']}` (lines {f['start']}-{f['end']})".replace("|", "\\|")
+    repo = REPOSITORIES.get(payload["environment"].get("framework") or "")
+    release = payload.get("release")
+    if not repo or not release:
+        return label
+    return f"[{label}](https://github.com/{repo}/blob/v{release}/{path}#L{f['start']}-L{f['end']})"

@@ -79,7 +79,13 @@ def localize_any(
         reason = f"{category.value} localizer: {category_loc.reason}; {reason}"[:1000]
     if not suspects:
         return Localization(method, (), Outcome.ABSTAINED, "no candidate file")
-    return Localization(method, tuple(suspects[:top]), Outcome.LOCATED, reason)
+    # -- FUNCTIONS HOOK (#32): the first suspects name the functions to read first
+    from sftl.localize.functions import attach_functions
+    from sftl.localize.functions.features import function_evidence
+
+    suspects = attach_functions(suspects[:top], function_evidence(report, issue, extraction), source,
+                                cache_dir=cache_dir if cache_dir is not None else default_cache_dir())
+    return Localization(method, tuple(suspects), Outcome.LOCATED, reason)
 
 
 def at_release_paths(suspects: list[Suspect], moved: dict[str, str], release: str) -> list[Suspect]:

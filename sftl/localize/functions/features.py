@@ -1,0 +1,400 @@
+"""(report, function) features: what a report's evidence says about each function of a suspect file — traceback
+frames and their lines, the names the report uses, the messages it quotes, BM25 of the function's words."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+
+from sftl.extract.tracebacks import map_frame_path, parse_tracebacks
+from sftl.localize.candidates.corpus import message_shingles
+from sftl.localize.candidates.report import FILE_LINE, ReportEvidence, snake_case
+from sftl.localize.candidates.tokens import IDENTIFIER, MAX_TOKEN, STOP_WORDS, WORD_PART, words
+from sftl.localize.functions.spans import Span, spans_of
+from sftl.model import Extraction, Issue, Traceback
+
+FEATURES = (
+    "frame_line", "frame_depth", "frame_name_here", "frame_name_any", "name_used", "name_dotted", "name_in_title",
+    "class_named", "kernel_named", "name_parts_share", "message_overlap", "message_any",
+    "bm25_all", "bm25_title", "bm25_code", "bm25_error", "bm25_all_rank", "bm25_title_rank", "bm25_error_rank",
+    "bm25_names", "uses_names", "quotes_code", "callee_of_evidence", "caller_of_evidence", "sibling_of_evidence", "size_log", "size_share", "position", "functions_log",
+    "private", "dunder", "method", "kernel", "registration", "nesting", "python",
+)
+K1, B = 1.2, 0.75
+OP_SUFFIX = re.compile(r"(Op|Kernel|Functor|Impl)$")
+
+
+@dataclass(frozen=True)
+class FrameAt:
+    """A traceback frame inside the framework: its repository path, line, function and depth (1: innermost)."""
+
+    path: str
+    line: int | None
+    function: str
+    depth: int
+
+
+@dataclass(frozen=True)
+class FunctionEvidence:
+    """A report read for ranking the functions of a file: its file-search evidence and its frames with lines."""
+
+    report: ReportEvidence
+    frames: tuple[FrameAt, ...]
+    text_lower: str  # the report's text (title and body), lower-cased: for quoted messages
+    quoted_lines: frozenset[str] = frozenset()  # its lines long enough to be code it copied from a source file
+
+
+@dataclass(frozen=True)
+class FunctionRow:
+    """One function of a file with its features and the evidence behind them, in words."""
+
+    span: Span
+    features: dict[str, float]
+    evidence: dict[str, str]
+
+    def vector(self) -> list[float]:
+        return [self.features.get(name, 0.0) for name in FEATURES]
+
+
+def read_frames(issue: Issue, extraction: Extraction) -> tuple[FrameAt, ...]:
+    """The report's framework frames with their lines, innermost (the raising one) first."""
+    found: list[tuple[str, int | None, str]] = []
+    text = f"{issue.title}\n{issue.body or ''}"
+    traces = parse_tracebacks(text)
+    if extraction.traceback is not None and extraction.traceback not in traces:
+        traces.insert(0, extraction.traceback)
+    for tb in traces:
+        chain: list[Traceback] = []
+        cur: Traceback | None = tb
+        while cur is not None:
+            chain.append(cur)
+            cur = cur.cause
+        for t in chain:
+            for frame in reversed(t.frames):
+                path = frame.repo_path or map_frame_path(frame.path)
+                if path:
+                    found.append((path, frame.line, frame.function or ""))
+    for m in FILE_LINE.finditer(text):
+        path = map_frame_path(m.group(1))
+        if path:
+            found.append((path, int(m.group(2)), m.group(3) or ""))
+    unique = list(dict.fromkeys(found))
+    return tuple(FrameAt(p, line, fn, i) for i, (p, line, fn) in enumerate(unique, 1))
+
+
+def function_evidence(report: ReportEvidence, issue: Issue, extraction: Extraction) -> FunctionEvidence:
+    text = f"{issue.title}\n{issue.body or ''}"
+    quoted = frozenset(n for n in (normal_line(line) for line in text.splitlines()) if len(n) >= QUOTED_LINE)
+    return FunctionEvidence(report, read_frames(issue, extraction), text.lower(), quoted)
+
+
+QUOTED_LINE = 20  # characters: a shorter line (`return x`) is in too many functions to say which one was copied
+
+
+def normal_line(line: str) -> str:
+    """A line with its indentation and inner runs of spaces gone: a quote of source survives a paste."""
+    return " ".join(line.split())
+
+
+@dataclass(frozen=True)
+class FileFunctions:
+    """A file's functions with what scoring reads of each: word bags and message fingerprints (built once per text)."""
+
+    spans: tuple[Span, ...]
+    bags: tuple[Counter[str], ...]
+    shingles: tuple[frozenset[int], ...]
+    literals: tuple[tuple[str, ...], ...]
+    lines: int
+    postings: dict[str, list[tuple[int, int]]]
+    normal_lines: tuple[str, ...]
+
+
+def file_functions(path: str, text: str, cache_dir: Path | None = None) -> FileFunctions:
+    """What scoring reads of a file's functions, built once per text in a process (`cache_dir`: the parse kept)."""
+    digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
+    return _file_functions(digest, path.rsplit(".", 1)[-1], path, text, cache_dir)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_functions(digest: str, suffix: str, path: str, text: str, cache_dir: Path | None) -> FileFunctions:
+    spans = spans_of(path, text, cache_dir)
+    bags = tuple(span_bags(spans, text))
+    literals = tuple(tuple(x for x in s.literals() if len(x.split()) >= 2) for s in spans)
+    shingles = tuple(frozenset(message_shingles("\n".join(lits))) for lits in literals)
+    return FileFunctions(spans, bags, shingles, literals, text.count("\n") + 1, postings_of(bags),
+                         tuple(normal_line(line) for line in text.splitlines()))
+
+
+def span_bags(spans: tuple[Span, ...], text: str) -> list[Counter[str]]:
+    """Each span's words (its name and body): the file's lines split into words once, each span counting its own."""
+    parts = {ident: ident_words(ident) for ident in set(IDENTIFIER.findall(text))}
+    per_line = [[w for ident in IDENTIFIER.findall(line) for w in parts[ident]] for line in text.splitlines()]
+    return [Counter(chain([w for ident in IDENTIFIER.findall(s.name) for w in ident_words(ident)],
+                          *per_line[s.start - 1:s.end])) for s in spans]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def ident_words(ident: str) -> tuple[str, ...]:
+    """One identifier's words as `tokens.words` counts them (whole, and its parts when compound)."""
+    low = ident.lower()
+    if len(low) > MAX_TOKEN:
+        return ()
+    out = [low] if len(low) > 1 and low not in STOP_WORDS else []
+    if "_" in ident or not (ident.islower() or ident.isupper()) or any(c.isdigit() for c in ident):
+        for part in WORD_PART.findall(ident):
+            part = part.lower()
+            if len(part) > 1 and part != low and part not in STOP_WORDS:
+                out.append(part)
+    return tuple(out)
+
+
+def bm25(bags: tuple[Counter[str], ...], query: list[str],
+         postings: dict[str, list[tuple[int, int]]] | None = None) -> list[float]:
+    """BM25 of each bag for the query's words (idf over the file's functions); `postings`: term -> (bag, count)."""
+    if not bags or not query:
+        return [0.0] * len(bags)
+    posting = postings if postings is not None else postings_of(bags)
+    n = len(bags)
+    lengths = [sum(b.values()) for b in bags]
+    avg = (sum(lengths) / n) or 1.0
+    norm = [K1 * (1 - B + B * length / avg) for length in lengths]
+    out = [0.0] * n
+    for term, qn in Counter(query).items():
+        hits = posting.get(term)
+        if not hits:
+            continue
+        idf = math.log(1 + (n - len(hits) + 0.5) / (len(hits) + 0.5))
+        for i, tf in hits:
+            out[i] += qn * idf * tf * (K1 + 1) / (tf + norm[i])
+    return out
+
+
+def postings_of(bags: tuple[Counter[str], ...]) -> dict[str, list[tuple[int, int]]]:
+    out: dict[str, list[tuple[int, int]]] = {}
+    for i, bag in enumerate(bags):
+        for term, tf in bag.items():
+            out.setdefault(term, []).append((i, tf))
+    return out
+
+
+@dataclass(frozen=True)
+class ReportNames:
+    """The names a report uses, in the forms a function's name is compared with (built once per file)."""
+
+    leaves: frozenset[str]  # as written
+    lower: frozenset[str]  # lower-cased and snake_case
+    called: frozenset[str]  # the last part of each dotted call (`torch.nn.functional.interpolate`)
+    title: frozenset[str]  # the title's words
+    words: frozenset[str]  # every word of the report
+    used: frozenset[str]  # names long enough to be meant, lower-cased: for a body that uses them
+
+    @classmethod
+    def of(cls, rep: ReportEvidence) -> ReportNames:
+        called = frozenset(n.rsplit(".", 1)[-1] for n in rep.names)
+        return cls(frozenset(rep.leaf_names), frozenset({x.lower() for x in rep.leaf_names} | rep.snake_names),
+                   called, frozenset(rep.title_words),
+                   frozenset((*rep.title_words, *rep.text_words, *rep.code_words, *rep.error_words)),
+                   frozenset({n.lower() for n in rep.leaf_names if len(n) > 3} | {n.lower() for n in called}))
+
+    def names(self, name: str) -> bool:
+        return name in self.leaves or name.lower() in self.lower or snake_case(name) in self.lower
+
+
+def gather_functions(evidence: FunctionEvidence, path: str, text: str,
+                     cache_dir: Path | None = None) -> list[FunctionRow]:
+    """Every function of the file with its features (empty when the file has none or does not parse)."""
+    ff = file_functions(path, text, cache_dir)
+    if not ff.spans:
+        return []
+    names = ReportNames.of(evidence.report)
+    lexical = lexical_scores(evidence.report, ff)
+    here = [f for f in evidence.frames if f.path == path or path.endswith("/" + f.path)]
+    # each function name at its innermost frame (frames come innermost first; the first of a name is kept)
+    frame_names = {f.function.rsplit(".", 1)[-1]: f.depth for f in reversed(evidence.frames) if f.function}
+    pasted = [0]  # prefix sums of the file's lines the report quotes
+    for line in ff.normal_lines:
+        pasted.append(pasted[-1] + int(len(line) >= QUOTED_LINE and line in evidence.quoted_lines))
+    longest = max(s.end - s.start + 1 for s in ff.spans)
+    python = float(path.endswith((".py", ".pyi")))
+    rows = []
+    for i, span in enumerate(ff.spans):
+        feats: dict[str, float] = {}
+        why: dict[str, str] = {}
+        frame_features(span, here, frame_names, feats, why)
+        name_features(span, names, feats, why)
+        message_features(i, ff, evidence, feats, why)
+        for key, (value, reason) in lexical[i].items():
+            feats[key] = value
+            if reason:
+                why[key] = reason
+        if names.used:
+            feats["uses_names"] = len(names.used & ff.bags[i].keys()) / len(names.used)
+        copied = pasted[min(span.end, len(pasted) - 1)] - pasted[min(span.start - 1, len(pasted) - 1)]
+        if copied:
+            feats["quotes_code"] = math.log1p(copied)
+            why["quotes_code"] = f"the report quotes {copied} of its lines"
+        leaf = span.leaf
+        feats.update(size_log=math.log1p(span.end - span.start + 1), size_share=(span.end - span.start + 1) / longest,
+                     position=span.start / ff.lines, functions_log=math.log1p(len(ff.spans)),
+                     private=float(leaf.startswith("_") and not leaf.startswith("__")),
+                     dunder=float(leaf.startswith("__") and leaf.endswith("__")), method=float(span.kind == "method"),
+                     kernel=float(span.kind == "kernel"), registration=float(span.kind == "registration"),
+                     nesting=float(len(span.parts) - 1), python=python)
+        rows.append(FunctionRow(span, feats, why))
+    return with_neighbours(rows, ff)
+
+
+def frame_features(span: Span, here: list[FrameAt], frame_names: dict[str, int], feats: dict[str, float],
+                   why: dict[str, str]) -> None:
+    """A frame of this file whose line the function holds, one that runs it by name, any frame of its name."""
+    leaf = span.leaf
+    inside = [f for f in here if f.line is not None and span.start <= f.line <= span.end]
+    if inside:
+        f = min(inside, key=lambda f: f.depth)
+        feats["frame_line"] = 1.0
+        feats["frame_depth"] = 1.0 / f.depth
+        why["frame_line"] = f"frame {f.depth} of the traceback (line {f.line})"
+    named_here = [f for f in here if f.function and f.function.rsplit(".", 1)[-1] == leaf]
+    if named_here:
+        feats["frame_name_here"] = 1.0
+        why["frame_name_here"] = f"frame {named_here[0].depth} of the traceback runs `{leaf}` in this file"
+    if leaf in frame_names:
+        feats["frame_name_any"] = 1.0 / frame_names[leaf]
+        why["frame_name_any"] = f"frame {frame_names[leaf]} of the traceback is in `{leaf}`"
+
+
+def name_features(span: Span, names: ReportNames, feats: dict[str, float], why: dict[str, str]) -> None:
+    """The function's name, its class's, the op it stands for, among the names the report uses."""
+    leaf = span.leaf
+    if names.names(leaf):
+        feats["name_used"] = 1.0
+        why["name_used"] = f"defines `{leaf}`, which the report names"
+    if leaf in names.called:
+        feats["name_dotted"] = 1.0
+        why["name_dotted"] = f"defines `{leaf}`, which the report calls"
+    if leaf.lower() in names.title or snake_case(leaf) in names.title:
+        feats["name_in_title"] = 1.0
+        why["name_in_title"] = f"`{leaf}` is in the title"
+    owners = [p for p in span.parts[:-1] if p in names.leaves or p.lower() in names.lower]
+    if owners:
+        feats["class_named"] = 1.0
+        where = "a member of" if owners[-1][:1].isupper() else "inside"  # a class's, or a nested def's owner
+        why["class_named"] = f"{where} `{owners[-1]}`, which the report names"
+    kernel = _kernel_name(span)
+    if kernel and names.names(kernel):
+        feats["kernel_named"] = 1.0
+        what = "registers" if span.kind == "registration" else "the kernel of"
+        why["kernel_named"] = f"{what} `{kernel}`, which the report names"
+    parts = [p.lower() for p in WORD_PART.findall(leaf) if len(p) > 1]
+    if parts:
+        feats["name_parts_share"] = sum(p in names.words for p in parts) / len(parts)
+
+
+def message_features(i: int, ff: FileFunctions, evidence: FunctionEvidence, feats: dict[str, float],
+                     why: dict[str, str]) -> None:
+    """A message the report quotes among the function's string literals (3-word shingles, or a literal whole)."""
+    shingles = evidence.report.message_shingles
+    if shingles and ff.shingles[i]:
+        shared = len(ff.shingles[i] & shingles)
+        if shared:
+            feats["message_overlap"] = shared / len(shingles)
+            quoted = max((x for x in ff.literals[i] if message_shingles(x) & shingles), key=len,
+                         default=ff.literals[i][0])
+            why["message_overlap"] = f"raises {quote(quoted)}"
+    whole = next((x for x in ff.literals[i] if len(x) >= 12 and _core(x) and _core(x) in evidence.text_lower), None)
+    if whole:
+        feats["message_any"] = 1.0
+        why.setdefault("message_overlap", f"raises {quote(whole)}")
+
+
+def lexical_scores(rep: ReportEvidence, ff: FileFunctions) -> list[dict[str, tuple[float, str]]]:
+    """Per function: BM25 for the whole report, its title, code, errors and names (each over the file's best),
+    and the ranks of three of them, with the reason the whole report's rank gives."""
+    queries = {
+        "all": [*rep.title_words, *rep.text_words, *rep.code_words, *rep.error_words],
+        "title": list(rep.title_words), "code": list(rep.code_words), "error": list(rep.error_words),
+        "names": [w for n in (*rep.leaf_names, *rep.names) for w in words(n.replace(".", " "))],
+    }
+    lexical = {name: bm25(ff.bags, q, ff.postings) for name, q in queries.items()}
+    best = {name: max(v) or 1.0 for name, v in lexical.items()}
+    rank = {name: rank_of(lexical[name]) for name in ("all", "title", "error")}
+    out: list[dict[str, tuple[float, str]]] = []
+    for i in range(len(ff.spans)):
+        got: dict[str, tuple[float, str]] = {}
+        for name in queries:
+            if lexical[name][i] > 0:
+                got[f"bm25_{name}"] = (lexical[name][i] / best[name], "")
+        for name in rank:
+            if lexical[name][i] > 0:
+                got[f"bm25_{name}_rank"] = (1.0 / rank[name][i], "")
+        if lexical["all"][i] > 0:
+            reason = f"BM25 rank {rank['all'][i]} of {len(ff.spans)} functions for the report's words"
+            got["bm25_all_rank"] = (got["bm25_all_rank"][0], reason)
+        out.append(got)
+    return out
+
+
+STRUCTURAL = ("frame_line", "frame_name_here", "name_used", "name_dotted", "message_overlap", "message_any",
+              "kernel_named")
+
+
+def with_neighbours(rows: list[FunctionRow], ff: FileFunctions) -> list[FunctionRow]:
+    """Evidence one call away: a function that a function with structural evidence calls (the helper a named
+    public function delegates to), one that calls such a function, and a method of the same class."""
+    named = [i for i, r in enumerate(rows) if any(r.features.get(f) for f in STRUCTURAL)]
+    if not named:
+        return rows
+    leaves = {i: rows[i].span.leaf for i in named}
+    owners = {rows[i].span.parts[:-1] for i in named if len(rows[i].span.parts) > 1}
+    for j, r in enumerate(rows):
+        leaf = r.span.leaf.lower()
+        callers = [i for i in named if i != j and leaf in ff.bags[i]]
+        if callers:
+            r.features["callee_of_evidence"] = 1.0
+            r.evidence["callee_of_evidence"] = f"called by `{leaves[callers[0]]}`"
+        if any(i != j and leaves[i].lower() in ff.bags[j] for i in named):
+            r.features["caller_of_evidence"] = 1.0
+        if len(r.span.parts) > 1 and r.span.parts[:-1] in owners and j not in named:
+            r.features["sibling_of_evidence"] = 1.0
+    return rows
+
+
+def rank_of(values: list[float]) -> list[int]:
+    """Each value's 1-based rank, highest first (ties by position)."""
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    out = [0] * len(values)
+    for r, i in enumerate(order, 1):
+        out[i] = r
+    return out
+
+
+def _kernel_name(span: Span) -> str:
+    """The op a kernel or registration stands for: `REGISTER_OP(Histc)` -> Histc, `HistcOp::Compute` -> Histc,
+    `TORCH_IMPL_FUNC(histc_out)` -> histc."""
+    if span.kind == "registration" or span.name.startswith("TORCH_IMPL_FUNC("):
+        return re.sub(r"_out$", "", span.leaf)
+    if span.kind == "kernel" and len(span.parts) >= 2:
+        return OP_SUFFIX.sub("", span.parts[-2])
+    return ""
+
+
+def _core(message: str) -> str:
+    """A literal's fixed words (format placeholders cut off), lower-cased: what a report's quote keeps of it."""
+    head = re.split(r"%[sdif]|\{[^}]*\}|\\n", message)[0].strip().lower()
+    return head if len(head) >= 12 else ""
+
+
+def _short(text: str) -> str:
+    """A message as a reason quotes it: cut at 60 characters."""
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def quote(text: str) -> str:
+    short = _short(text)
+    return f'"{short}"' if "'" in short else f"'{short}'"

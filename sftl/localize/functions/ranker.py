@@ -1,0 +1,143 @@
+"""The learned ranker of a suspect file's functions: LightGBM LambdaRank over (report, function) features, one
+group per (report, file), saved as a versioned artefact with its feature names and provenance.
+
+scikit-learn style, as the file ranker (`sftl.localize.candidates.ranker`): `__init__` stores parameters, `fit`
+learns, `predict` is pure (the saved trees walked with numpy: no LightGBM import at `sftl locate`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sftl.localize.candidates.ranker import TreeEnsemble
+from sftl.localize.functions.features import FEATURES
+
+FORMAT = "sftl-function-ranker-v1"
+BUNDLED = Path(__file__).resolve().parents[2] / "data" / "function-ranker-v1.json"
+PARAMS = ("n_estimators", "learning_rate", "num_leaves", "min_child_samples", "monotone", "seed")
+# evidence features whose growth may never lower a function's score: with a few hundred training files, the
+# constraint keeps the trees from learning a dip in one of them that the later reports do not share
+EVIDENCE_PREFIXES = ("frame", "name", "class", "kernel", "message", "bm25", "uses", "callee", "caller", "sibling",
+                     "quotes")
+
+
+@dataclass
+class FunctionRanker:
+    """LambdaRank over function features; one group per (report, file)."""
+
+    n_estimators: int = 200
+    learning_rate: float = 0.05
+    num_leaves: int = 7
+    min_child_samples: int = 20
+    monotone: bool = True
+    seed: int = 0
+    features: tuple[str, ...] = FEATURES
+    booster: Any = None
+    ensemble: TreeEnsemble | None = None
+    gains: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def fit(self, rows: Sequence[Sequence[float]], labels: Sequence[int], groups: Sequence[int]) -> FunctionRanker:
+        import lightgbm as lgb
+        import numpy as np
+
+        data = lgb.Dataset(self.own_columns(rows), label=np.asarray(labels), group=list(groups),
+                           feature_name=list(self.features), free_raw_data=True)
+        params: dict[str, Any] = {
+            "objective": "lambdarank", "metric": "ndcg", "ndcg_eval_at": [1, 5],
+            "learning_rate": self.learning_rate, "num_leaves": self.num_leaves,
+            "min_data_in_leaf": self.min_child_samples, "feature_fraction": 0.8, "bagging_fraction": 0.8,
+            "bagging_freq": 1, "lambdarank_truncation_level": 10, "seed": self.seed, "deterministic": True,
+            "num_threads": 1, "verbose": -1,
+        }
+        if self.monotone:
+            params["monotone_constraints"] = [int(name.startswith(EVIDENCE_PREFIXES)) for name in self.features]
+        self.booster = lgb.train(params, data, num_boost_round=self.n_estimators)
+        self.ensemble = TreeEnsemble.from_dump(self.booster.dump_model())
+        gains = self.booster.feature_importance(importance_type="gain")
+        total = float(sum(gains)) or 1.0
+        self.gains = {name: float(g) / total for name, g in zip(self.features, gains, strict=True)}
+        return self
+
+    def predict(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        """Scores of rows given in `FEATURES` order."""
+        if self.ensemble is None:
+            raise ValueError("the function ranker is not fitted")
+        if not len(rows):
+            return []
+        return [float(x) for x in self.ensemble.predict(self.own_columns(rows))]
+
+    def own_columns(self, rows: Sequence[Sequence[float]]) -> Any:
+        import numpy as np
+
+        x = np.asarray(rows, dtype=np.float64)
+        return x if self.features == FEATURES else x[:, [FEATURES.index(name) for name in self.features]]
+
+    def importances(self) -> dict[str, float]:
+        return dict(self.gains)
+
+    def save(self, path: str | Path) -> None:
+        if self.booster is None or self.ensemble is None:
+            raise ValueError("the function ranker is not fitted")
+        payload = {
+            "format": FORMAT, "features": list(self.features), "provenance": self.provenance,
+            "params": {name: getattr(self, name) for name in PARAMS}, "importances": self.gains,
+            "flat": {k: v.tolist() for k, v in self.ensemble.flat().items()},
+            "model": self.booster.model_to_string(),
+        }
+        target = Path(path)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n", encoding="utf-8")
+        tmp.replace(target)
+
+    @classmethod
+    def load(cls, path: str | Path) -> FunctionRanker:
+        from sftl.errors import InputError
+
+        try:
+            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the function ranker {path}: {exc}") from None
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+            raise InputError(f"{path} is not an sftl function ranker ({FORMAT})")
+        features = tuple(payload.get("features") or ())
+        unknown = [name for name in features if name not in FEATURES]
+        if not features or unknown:
+            raise InputError(f"{path} was trained on function features this sftl does not compute "
+                             f"({', '.join(unknown[:3])}); retrain it (bench/bench_functions.py --refit)")
+        params = payload.get("params") or {}
+        model = cls(**{k: v for k, v in params.items() if k in PARAMS}, features=features)
+        try:
+            model.ensemble = TreeEnsemble.from_flat(payload["flat"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{path} holds no trees; retrain it (bench/bench_functions.py --refit)") from None
+        model.gains = {str(k): float(v) for k, v in (payload.get("importances") or {}).items()}
+        model.provenance = payload.get("provenance") or {}
+        return model
+
+
+def load_function_ranker(path: str | Path | None = None) -> FunctionRanker | None:
+    """The model at `path`, else the bundled one; None when there is none (functions then rank by BM25)."""
+    from sftl.errors import InputError
+
+    where = Path(path) if path else BUNDLED
+    try:
+        stamp = where.stat().st_mtime_ns
+    except OSError:
+        return None
+    try:
+        return _load_once(str(where), stamp)
+    except InputError:
+        if path:
+            raise
+        return None
+
+
+@functools.lru_cache(maxsize=4)
+def _load_once(path: str, stamp: int) -> FunctionRanker:
+    return FunctionRanker.load(path)

@@ -1,0 +1,304 @@
+"""The functions, methods and kernels of one source file: qualified names, first and last lines, and the text a
+ranker reads of each (Python with `ast`, C++ and CUDA with tree-sitter-cpp, macro-wrapped bodies included)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import json
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PY_SUFFIXES = (".py", ".pyi")
+CXX_SUFFIXES = (".cc", ".cpp", ".cxx", ".c", ".h", ".hpp", ".hh", ".cu", ".cuh", ".inl")
+# a file larger than this is generated or vendored: nobody reads it function by function
+MAX_BYTES = 3_000_000
+# the spans' reading of a text: raised whenever parsing changes, so spans kept on disk by an older sftl are not read
+SPANS_VERSION = 3
+# the macros that open a registration or a kernel body at namespace scope
+REGISTRATION = re.compile(r"^(REGISTER\w*|TORCH_LIBRARY\w*|TF_CALL_\w+|DEFINE_DISPATCH|REGISTER_DISPATCH)$")
+MACRO_NAME = re.compile(r"^[A-Z][A-Z0-9_]+$")
+MACRO_CALL = re.compile(r"^[A-Z][A-Z0-9_]+\((.*)\)$")
+# attribute-like macros before a declaration, which tree-sitter reads as types and then loses the function:
+# blanked (same length, so lines and offsets hold) before parsing
+ATTRIBUTE_MACROS = re.compile(
+    rb"\b(?:C10_HOST_DEVICE|C10_DEVICE|C10_HOST|C10_API|C10_EXPORT|C10_ALWAYS_INLINE|C10_NOINLINE|TORCH_API|"
+    rb"TORCH_CUDA_CPP_API|TORCH_CUDA_CU_API|TORCH_PYTHON_API|CAFFE2_API|C10_LAUNCH_BOUNDS_\d\([^()]*\)|"
+    rb"__host__|__device__|__global__|__forceinline__|__inline__|EIGEN_DEVICE_FUNC|EIGEN_STRONG_INLINE|"
+    rb"EIGEN_ALWAYS_INLINE|TF_EXPORT|TF_MUST_USE_RESULT|TF_ATTRIBUTE_\w+|TFLITE_ATTRIBUTE_\w+)\b")
+# explicit instantiation declarations (`extern template struct Op<CPUDevice, float>;`) define nothing, and
+# tree-sitter loses the definitions after them: blanked too
+EXTERN_TEMPLATE = re.compile(rb"^[ \t]*extern[ \t]+template\b[^;{]*;", re.M)
+STRING = re.compile(r'"((?:[^"\\\n]|\\.){4,})"' + r"|'((?:[^'\\\n]|\\.){4,})'")
+
+
+@dataclass(frozen=True)
+class Span:
+    """One function of a file: its qualified name as the language spells it, lines (1-based, inclusive), the
+    class or namespace path it sits in, its kind and its source text."""
+
+    name: str
+    start: int
+    end: int
+    kind: str  # "function" | "method" | "kernel" | "registration"
+    text: str
+
+    @functools.cached_property
+    def leaf(self) -> str:
+        """The last component: `Class.method` -> `method`, `ns::Op::Compute` -> `Compute`, `REGISTER_OP(Foo)` -> `Foo`."""
+        wrapped = MACRO_CALL.match(self.name)
+        if wrapped:
+            return wrapped.group(1).split(",")[0].strip()
+        return re.split(r"::|\.", self.name)[-1]
+
+    @functools.cached_property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(p for p in re.split(r"::|\.", self.name) if p)
+
+    def literals(self) -> list[str]:
+        """The string literals of the body (the messages it raises or checks)."""
+        return [a or b for a, b in STRING.findall(self.text)]
+
+
+def spans_of(path: str, text: str, cache_dir: Path | None = None) -> tuple[Span, ...]:
+    """The functions of a file by its suffix; () for another language, a file too large, or one that fails to parse.
+
+    `cache_dir`: where the spans of a text already parsed are kept, by the text's hash (a release's files do not
+    change: the next `sftl locate` reading the file skips the parse)."""
+    if len(text) > MAX_BYTES:
+        return ()
+    language = "py" if path.endswith(PY_SUFFIXES) else "cxx" if path.endswith(CXX_SUFFIXES) else ""
+    if not language:
+        return ()
+    digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
+    if cache_dir is None:
+        return _cached(digest, language, text)
+    where = cache_dir / "functions" / f"v{SPANS_VERSION}" / digest[:2] / f"{digest}.json"
+    kept = read_kept(where, text)
+    if kept is not None:
+        return kept
+    spans = _cached(digest, language, text)
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps([[s.name, s.start, s.end, s.kind] for s in spans]), encoding="utf-8")
+        tmp.replace(where)
+    except OSError:
+        pass  # an unwritable cache only costs the next run the parse
+    return spans
+
+
+def read_kept(where: Path, text: str) -> tuple[Span, ...] | None:
+    """The spans kept for this text, their bodies cut from it again; None when none are kept (or unreadable)."""
+    try:
+        kept = json.loads(where.read_text(encoding="utf-8"))
+        lines = text.splitlines()
+        return tuple(Span(str(n), int(a), int(b), str(k), "\n".join(lines[int(a) - 1:int(b)])) for n, a, b, k in kept)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _cached(digest: str, language: str, text: str) -> tuple[Span, ...]:
+    # keyed by the text's hash (the text rides along for the miss): a file read again costs nothing
+    return python_spans(text) if language == "py" else cxx_spans(text)
+
+
+# the statements whose bodies may hold a def (expressions and simple statements never do)
+COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.ExceptHandler,
+            ast.Match, ast.match_case, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+
+
+def python_spans(text: str) -> tuple[Span, ...]:
+    """Every def of a Python file, `Class.method` and `outer.inner` qualified; () when it does not parse."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes in an old release's strings are not our concern
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    lines = text.splitlines()
+    out: list[Span] = []
+
+    def walk(node: ast.AST, scope: tuple[str, ...], in_class: bool) -> None:
+        for child in statements(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                end = child.end_lineno or child.lineno
+                name = ".".join((*scope, child.name))
+                out.append(Span(name, start, end, "method" if in_class else "function",
+                                "\n".join(lines[start - 1:end])))
+                walk(child, (*scope, child.name), False)
+            elif isinstance(child, ast.ClassDef):
+                walk(child, (*scope, child.name), True)
+            elif isinstance(child, COMPOUND):
+                walk(child, scope, in_class)  # defs under if/try/with blocks
+
+    walk(tree, (), False)
+    return tuple(out)
+
+
+def statements(node: ast.AST) -> list[ast.AST]:
+    """The statements directly under a node (its body, else-branch, handlers, cases)."""
+    out: list[ast.AST] = []
+    for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            out += value
+    return out
+
+
+def cxx_parser() -> Any:
+    import tree_sitter
+    import tree_sitter_cpp
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cpp.language()))
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Any:
+    return cxx_parser()
+
+
+def cxx_spans(text: str) -> tuple[Span, ...]:
+    """Every function body of a C++/CUDA file, `ns::Class::Method` qualified; macro-wrapped definitions
+    (`TORCH_IMPL_FUNC(name)(...) {}`) by the name they wrap, registration statements by what they register."""
+    try:
+        source = text.encode("utf-8", "replace")
+        tree = _parser().parse(blanked(source))
+    except Exception:  # noqa: BLE001 - a parser failure on one file only loses its functions
+        return ()
+    out: list[Span] = []
+
+    def node_text(n: Any) -> str:
+        return source[n.start_byte:n.end_byte].decode("utf-8", "replace")
+
+    def add(name: str, n: Any, kind: str) -> None:
+        out.append(Span(name, n.start_point[0] + 1, n.end_point[0] + 1, kind, node_text(n)))
+
+    def walk(node: Any, scope: tuple[str, ...], depth: int, in_class: bool = False) -> None:
+        if depth > 60:
+            return
+        for child in node.named_children:
+            t = child.type
+            if t == "namespace_definition":
+                name = child.child_by_field_name("name")
+                body = child.child_by_field_name("body")
+                inner = (*scope, *node_text(name).split("::")) if name is not None else scope
+                if body is not None:
+                    walk(body, inner, depth + 1)
+            elif t in ("class_specifier", "struct_specifier"):
+                name = child.child_by_field_name("name")
+                body = child.child_by_field_name("body")
+                if body is not None:
+                    walk(body, (*scope, _plain(node_text(name))) if name is not None else scope, depth + 1, True)
+            elif t in ("template_declaration", "linkage_specification", "declaration_list", "field_declaration_list",
+                       "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "export_declaration"):
+                walk(child, scope, depth + 1, in_class)
+            elif t == "function_definition":
+                name, kind = _function_name(child, node_text)
+                if name:
+                    qualified = name if MACRO_CALL.match(name) else "::".join((*scope, name))
+                    kind = "kernel" if kind == "function" and _is_kernel(qualified) else kind
+                    if kind == "function" and (in_class or "::" in name):
+                        kind = "method"
+                    add(qualified, child, kind)
+                # a class defined inside a function body is rare; its methods are read with the function
+            elif t == "expression_statement":
+                call = child.named_children[0] if child.named_children else None
+                if call is not None and call.type == "call_expression":
+                    head = _call_head(call, node_text)
+                    if head and REGISTRATION.match(head):
+                        add(f"{head}({_first_argument(call, node_text)})", child, "registration")
+            elif t == "ERROR" or t.startswith("preproc_"):
+                walk(child, scope, depth + 1, in_class)  # what a macro left unparsed may still hold definitions
+
+    walk(tree.root_node, (), 0)
+    return tuple(out)
+
+
+def blanked(source: bytes) -> bytes:
+    """The source with what misleads the parser replaced by spaces (newlines kept: lines and offsets hold)."""
+    def blank(m: re.Match[bytes]) -> bytes:
+        return re.sub(rb"[^\n]", b" ", m.group(0))
+
+    return EXTERN_TEMPLATE.sub(blank, ATTRIBUTE_MACROS.sub(blank, source))
+
+
+def _plain(name: str) -> str:
+    """A class name without its template arguments: `Functor<CPUDevice, T>` -> `Functor`."""
+    return name.split("<", 1)[0].strip()
+
+
+def _is_kernel(name: str) -> bool:
+    leaf = name.rsplit("::", 1)[-1]
+    return leaf in ("Compute", "ComputeAsync", "operator()") or name.startswith(("TORCH_IMPL_FUNC(", "REGISTER_"))
+
+
+def _function_name(node: Any, node_text: Any) -> tuple[str, str]:
+    """The name a function definition declares, and its kind: a macro-wrapped definition
+    (`TORCH_IMPL_FUNC(histc_out)(...)`, `TF_LITE_KERNEL(...)`) by the macro and what it names."""
+    decl = node.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        # a pointer or reference return (`Tensor& f(...)`) wraps the function's declarator, named or not
+        inner = decl.child_by_field_name("declarator") or next(
+            (c for c in decl.named_children if c.type.endswith("declarator")), None)
+        if inner is None:
+            break
+        decl = inner
+    if decl is None or decl.type != "function_declarator":
+        return "", ""
+    target = decl.child_by_field_name("declarator")
+    if target is None:
+        return "", ""
+    if target.type == "function_declarator":  # MACRO(name)(params) { ... }
+        macro = target.child_by_field_name("declarator")
+        args = target.child_by_field_name("parameters")
+        head = node_text(macro) if macro is not None else ""
+        inside = node_text(args)[1:-1].strip() if args is not None else ""
+        return f"{head}({inside.split(',')[0].strip()})", "kernel"
+    name = re.sub(r"\s+", "", node_text(target))
+    if MACRO_NAME.match(name) and node.child_by_field_name("type") is None:
+        # a registration block read as a function: TORCH_LIBRARY_IMPL(aten, CPU, m) { ... }
+        params = decl.child_by_field_name("parameters")
+        inside = node_text(params)[1:-1] if params is not None else ""
+        return f"{name}({', '.join(a.strip() for a in inside.split(','))})", "registration"
+    return name, "function"
+
+
+def _call_head(call: Any, node_text: Any) -> str:
+    """The leftmost called name of a call chain: `REGISTER_OP("Foo").Input(...)` -> `REGISTER_OP`."""
+    fn = call.child_by_field_name("function")
+    while fn is not None:
+        if fn.type == "identifier":
+            return str(node_text(fn))
+        if fn.type == "field_expression":
+            inner = fn.child_by_field_name("argument")
+            fn = inner.child_by_field_name("function") if inner is not None and inner.type == "call_expression" else inner
+            continue
+        return ""
+    return ""
+
+
+def _first_argument(call: Any, node_text: Any) -> str:
+    """The first argument of the innermost call of a chain, unquoted (the registered op or kernel's name)."""
+    fn = call
+    while True:
+        head = fn.child_by_field_name("function")
+        if head is not None and head.type == "field_expression":
+            arg = head.child_by_field_name("argument")
+            if arg is not None and arg.type == "call_expression":
+                fn = arg
+                continue
+        break
+    args = fn.child_by_field_name("arguments")
+    if args is None or not args.named_children:
+        return ""
+    first = node_text(args.named_children[0])
+    m = re.search(r'"([^"]+)"', first)
+    return m.group(1) if m else first.strip()[:60]
