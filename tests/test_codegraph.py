@@ -13,9 +13,9 @@ from sftl.codegraph.facts import op_key, read_facts
 from sftl.codegraph.graph import build_graph, sizes_on_disk
 from sftl.codegraph.walk import walk
 from sftl.extract import extract
+from sftl.localize.candidates.corpus import build_index
 from sftl.localize.candidates.features import gather
 from sftl.localize.candidates.report import read_report
-from sftl.localize.candidates.corpus import build_index
 from sftl.model import Issue
 from sftl.sources import LocalTree
 
