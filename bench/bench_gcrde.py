@@ -361,11 +361,11 @@ def locate(issue: Issue, ex: Extraction, tree: LocalTree, method: str) -> Locali
     """`sftl` / `paper` through the localizer; `tfidf`: the plain content TF-IDF baseline, for reference."""
     if method != "tfidf":
         return localize_gcrde(issue, ex, tree, method=method, top=TOP)
-    from sftl.localize import _native as nat
+    from sftl.codegraph import native as nat
     from sftl.localize.gcrde import torch_ops
-    from sftl.localize.gcrde.index import _kernel_index
+    from sftl.localize.gcrde.index import kernel_index
 
-    index = _kernel_index(tree, tree.list_files())
+    index = kernel_index(tree, tree.list_files())
     ops, _ = torch_ops(issue, ex, None, None)
     terms = [o.name.strip("_") for o in ops if o.weight > 0.3] + issue.title.lower().split()
     scores = index.tfidf(terms)

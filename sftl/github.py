@@ -60,12 +60,12 @@ from sftl.errors import (
     WriteAccessError,
 )
 from sftl.github_cache import (
-    _PRUNE_MARK,
     CACHE_MAX_AGE_S,
     CACHE_MAX_BYTES,
     CACHE_PRUNE_INTERVAL_S,
-    _touch,
+    PRUNE_MARK,
     prune_cache,
+    touch,
 )
 from sftl.github_json import (  # noqa: F401 (re-exported: targets and REST JSON parsing moved to sftl.github_json)
     MAX_ISSUE_NUMBER,
@@ -211,7 +211,7 @@ class GitHubClient:
         """Keep the cache bounded without scanning it on every run: at most once an interval."""
         if self.cache_max_bytes is None and self.cache_max_age_s is None:
             return
-        mark = self._cache / _PRUNE_MARK
+        mark = self._cache / PRUNE_MARK
         try:
             if self._clock() - mark.stat().st_mtime < CACHE_PRUNE_INTERVAL_S:
                 return
@@ -597,7 +597,7 @@ class GitHubClient:
             if cached is None:
                 raise OfflineMissError(f"offline: {what} is not in the cache (GET {url}); run once without --offline")
             self.stats.offline_hits += 1
-            _touch(cpath)
+            touch(cpath)
             return _Response(200, cached["body"].encode("utf-8"), cached.get("etag"), cached.get("last_modified"), cached.get("link"), True)
         headers: dict[str, str] = {}
         if accept:
@@ -610,7 +610,7 @@ class GitHubClient:
         resp = self._send(url, headers, what, expect_json=expect_json)
         if resp.status_code == 304 and cached is not None:
             self.stats.not_modified += 1
-            _touch(cpath)
+            touch(cpath)
             return _Response(200, cached["body"].encode("utf-8"), cached.get("etag"), cached.get("last_modified"), cached.get("link"), True)
         body = resp.content
         result = _Response(

@@ -12,7 +12,7 @@ from sftl.config import Settings
 CACHE_MAX_BYTES = 1 << 30  # the automatic bound of the HTTP cache (1 GiB)
 CACHE_MAX_AGE_S = 180 * 86400.0  # entries unused for half a year go
 CACHE_PRUNE_INTERVAL_S = 3600.0  # automatic pruning scans the cache at most hourly
-_PRUNE_MARK = ".last-prune"
+PRUNE_MARK = ".last-prune"
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def http_cache_dir(settings: Settings) -> Path:
     return settings.cache_dir / "http"
 
 
-def _touch(path: Path) -> None:
+def touch(path: Path) -> None:
     try:
         os.utime(path)  # the entry was used: the last to go when the cache is pruned
     except OSError:
@@ -101,7 +101,7 @@ def prune_cache(
             kept.append((used, size, path))
     try:
         root.mkdir(parents=True, exist_ok=True)
-        mark = root / _PRUNE_MARK
+        mark = root / PRUNE_MARK
         mark.touch()
         os.utime(mark, (now, now))
     except OSError:

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sftl.cli import main
 from sftl.evaluate import parse_labels
+
+FIFO_LIMIT_S = 120  # the paced run's whole budget: a stuck run fails the test instead of hanging it
 
 
 @pytest.fixture
@@ -147,15 +155,73 @@ def test_label_parsing_takes_framework_from_the_url_and_paths_normalised() -> No
     assert skipped[0].line == 3 and "unknown framework 'jax'" in skipped[0].reason
 
 
+def _fifo_wait(proc: subprocess.Popen[str], deadline: float, doing: str) -> None:
+    """A short pause while the run is alive; a failure (not a hang) when it died or the test ran out of time."""
+    if proc.poll() is not None:
+        raise AssertionError(f"the run ended ({proc.returncode}) while the test was {doing}")
+    if time.monotonic() > deadline:
+        proc.kill()
+        raise AssertionError(f"the run still had not finished {doing} after {FIFO_LIMIT_S} s")
+    time.sleep(0.005)
+
+
+def _fifo_hand_empty(fifo: Path, proc: subprocess.Popen[str], deadline: float) -> None:
+    """Give the run's first read of its checkpoint an empty file: open the writing end once its reader is there."""
+    while True:
+        try:  # non-blocking: ENXIO until the run opens the pipe to read, instead of blocking if it never does
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+        _fifo_wait(proc, deadline, "waiting for the run to read its checkpoint")
+
+
+def _fifo_read_one_write(fd: int, proc: subprocess.Popen[str], deadline: float) -> str:
+    """Whole lines the run writes to the pipe read by `fd`, once its writer has come and closed.
+
+    The end is non-blocking, so a read answers at once: data; EAGAIN, a writer holds the pipe with nothing in it
+    yet; b"", no writer (none yet, or the last one closed)."""
+    data = b""
+    while True:
+        try:
+            chunk: bytes | None = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            data += chunk
+        elif chunk == b"" and data.endswith(b"\n"):
+            return data.decode()
+        else:
+            _fifo_wait(proc, deadline, "waiting for a result")
+
+
+def _fifo_drain(fd: int, proc: subprocess.Popen[str], deadline: float) -> str:
+    """Everything the run writes to the pipe read by `fd` until it exits."""
+    data = b""
+    while True:
+        exited = proc.poll() is not None  # before the read: once it exited, a read returns all it wrote, then b""
+        try:
+            chunk: bytes | None = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            data += chunk
+        elif exited:
+            return data.decode()
+        elif time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the run did not exit {FIFO_LIMIT_S} s after the interrupt")
+        else:
+            time.sleep(0.005)
+
+
 @pytest.mark.slow
 def test_sigint_keeps_results_and_a_rerun_finishes_the_rest(labels: Path, tmp_path: Path, sftl_home: Path) -> None:
-    """The run is paced by the test, not raced: its checkpoint is a named pipe, so each result's write waits for
-    the test to read it; after three, the run is interrupted before it can write a fourth."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
+    """The run is paced by the test, not raced: its checkpoint is a named pipe, and each result is appended with its
+    own open(), which waits until the test opens the reading end. After three results the test holds the pipe
+    closed, so the run is stopped in its fourth localization or at that result's open(), and interrupts it; then it
+    reads the pipe until the run exits, so a write the run makes before it sees the interrupt cannot block it."""
     base = [json.loads(x) for x in labels.read_text().splitlines()]
     many = labels.with_name("many.jsonl")
     with many.open("w") as fh:
@@ -173,17 +239,33 @@ def test_sigint_keeps_results_and_a_rerun_finishes_the_rest(labels: Path, tmp_pa
     cmd = [sys.executable, "-c", "from sftl.cli import entry; entry()", "eval", str(many), "--methods", "vsm,bert", "--out", str(out),
            "--offline", "--no-plots"]
     env = dict(os.environ, SFTL_HOME=str(sftl_home))
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    with open(checkpoint, "w"):
-        pass  # the run first reads the checkpoint (to resume): an empty one
-    kept: list[str] = []
-    while len(kept) < 3:  # each result is appended with its own open(); a read ends when the run closes it
-        with open(checkpoint) as fh:
-            kept.extend(line for line in fh.read().splitlines() if line)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err_file:  # a file, not a pipe the test would have to drain meanwhile
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file, text=True)
+    deadline = time.monotonic() + FIFO_LIMIT_S
+    try:
+        _fifo_hand_empty(checkpoint, proc, deadline)  # the run first reads the checkpoint (to resume): an empty one
+        text = ""
+        while text.count("\n") < 3:  # one open of the reading end lets one result (or a few) through
+            fd = os.open(checkpoint, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                text += _fifo_read_one_write(fd, proc, deadline)
+            finally:
+                os.close(fd)
+        proc.send_signal(signal.SIGINT)
+        fd = os.open(checkpoint, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            text += _fifo_drain(fd, proc, time.monotonic() + FIFO_LIMIT_S)
+        finally:
+            os.close(fd)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    err = err_path.read_text()
     assert proc.returncode == 130, err
     assert "run the same command to resume" in err and "Traceback" not in err
+    kept = [line for line in text[: text.rfind("\n") + 1].splitlines() if line]  # a torn last write is not kept
     assert 3 <= len(kept) < 32
     checkpoint.unlink()
     checkpoint.write_text("".join(line + "\n" for line in kept))

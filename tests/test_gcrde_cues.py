@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sftl.localize.gcrde import localize_gcrde, report_cues
-from sftl.localize.gcrde.follow import _jiterator_fallbacks
+from sftl.localize.gcrde.follow import jiterator_fallbacks
 from sftl.model import Environment, Extraction, Issue, Side, Snippet
 from sftl.sources import LocalTree
 
@@ -193,7 +193,7 @@ def test_scores_are_in_unit_range_and_ordered(tree: LocalTree, method: str) -> N
 def test_jiterator_fallback_spans_handle_nesting() -> None:
     text = ("void k() {\n#if AT_USE_JITERATOR()\n  jitted(a);\n#else\n#ifdef X\n  b();\n#endif\n  calc(a);\n"
             "#endif\n#if defined(Y)\n  c();\n#else\n  d();\n#endif\n}\n")
-    spans = _jiterator_fallbacks(text)
+    spans = jiterator_fallbacks(text)
     assert len(spans) == 1
     start, end = spans[0]
     assert "calc(a)" in text[start:end] and "b();" in text[start:end] and "jitted" not in text[start:end]

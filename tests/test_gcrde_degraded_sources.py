@@ -46,7 +46,7 @@ def test_a_cross_device_report_over_a_tree_without_cuda_code_says_so(tmp_path: P
     b"",
 ])
 def test_a_damaged_kernel_index_cache_is_rebuilt_not_raised(tmp_path: Path, damaged: bytes) -> None:
-    from sftl.localize._native import KernelIndex
+    from sftl.codegraph.native import KernelIndex
 
     cache = tmp_path / "index.pkl"
     cache.write_bytes(damaged)

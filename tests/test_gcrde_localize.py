@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sftl.localize import _native as nat
+from sftl.codegraph import native as nat
 from sftl.localize.gcrde import (
     apis_from_code,
     divergent_side,

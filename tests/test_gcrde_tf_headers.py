@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sftl.localize.gcrde import localize_gcrde
-from sftl.localize.gcrde.tensorflow import _tf_inferred
+from sftl.localize.gcrde.tensorflow import tf_inferred
 from sftl.model import Environment, Extraction, Issue, Localization, Outcome, Side
 from sftl.sources import LocalTree, SitePackages, WheelSource
 
@@ -166,7 +166,7 @@ def test_unknown_op_with_no_declaring_header_falls_back_to_names_or_abstains(sit
     ],
 )
 def test_naming_conventions(header: str, op: str, functor: str, expected: list[str]) -> None:
-    assert [p.removeprefix(K) for p, _ in _tf_inferred(K + header, op, functor)] == expected
+    assert [p.removeprefix(K) for p, _ in tf_inferred(K + header, op, functor)] == expected
 
 
 _INSTALLED = SitePackages("tensorflow") if __import__("importlib").util.find_spec("tensorflow") else None

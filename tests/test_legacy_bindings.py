@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sftl.localize import _native as nat
+from sftl.codegraph import native as nat
 from sftl.localize.legacy import bindings_for, library, op_aliases, parse_cwrap, parse_nn_yaml, release_tables
 from sftl.model import Side
 from sftl.sources import LocalTree

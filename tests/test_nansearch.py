@@ -159,9 +159,9 @@ def test_cli_soft_guide_finds_log_of_softmax_and_says_how(sftl_home: Path) -> No
 
 
 def test_the_speed_comparison_says_something_when_the_searches_tie_or_random_wins() -> None:
-    from sftl.cli.nansearch import _comparison
+    from sftl.cli.nansearch import comparison
 
-    assert _comparison(1.0, True) == "both about as fast"
-    assert _comparison(0.5, True) == "random search 2.0x faster"
-    assert _comparison(20.0, True) == "gradient search 20.0x faster"
-    assert _comparison(3.0, False) == "gradient search >=3.0x faster"
+    assert comparison(1.0, True) == "both about as fast"
+    assert comparison(0.5, True) == "random search 2.0x faster"
+    assert comparison(20.0, True) == "gradient search 20.0x faster"
+    assert comparison(3.0, False) == "gradient search >=3.0x faster"

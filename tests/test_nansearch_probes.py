@@ -14,9 +14,9 @@ from sftl.nansearch.core import (  # noqa: E402
     ALL_SITES,
     RunOutcome,
     Variable,
-    _rank,
     domain_probes,
     gradient_search,
+    rank_sites,
 )
 from sftl.nansearch.torch_backend import TorchProgram  # noqa: E402
 
@@ -89,8 +89,8 @@ def test_one_instrumented_run_differentiates_every_site(tmp_path: Path) -> None:
     assert gy is not None and np.allclose(gy, 1e-3)
     # the nearest value is not the nearest in input space: log's 7 / |(1,1,1,1)| = 3.5 < sqrt's 0.014 / 0.002 = 7
     assert out.margins["torch.sqrt@7"] < out.margins["torch.log@6"]
-    assert _rank(out, set()) == ["torch.log@6", "torch.sqrt@7"]
-    assert _rank(out, {"torch.log@6"}) == ["torch.sqrt@7"]
+    assert rank_sites(out, set()) == ["torch.log@6", "torch.sqrt@7"]
+    assert rank_sites(out, {"torch.log@6"}) == ["torch.sqrt@7"]
     # a probe along one site's gradient records that site's margin only
     probe = program.run(values, "torch.sqrt@7", False, time.perf_counter() + 30, only_target=True)
     assert set(probe.margins) == {"torch.sqrt@7"} and probe.grads is None

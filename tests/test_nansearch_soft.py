@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sftl.nansearch.core import ALL_SITES, RunOutcome, _rank, gradient_search  # noqa: E402
+from sftl.nansearch.core import ALL_SITES, RunOutcome, gradient_search, rank_sites  # noqa: E402
 from sftl.nansearch.soft_assertions import UNITS, SoftAssertion, SoftGuide, label, pull_back  # noqa: E402
 from sftl.nansearch.torch_backend import TorchProgram  # noqa: E402
 
@@ -93,7 +93,7 @@ def test_a_flat_site_with_a_soft_direction_is_ranked_last() -> None:
     g = [np.array([1.0])]
     out = RunOutcome(margins={"a": 1.0, "b": 0.1, "c": 0.5}, site_grads={"a": g, "b": [np.array([0.0])]},
                      site_soft={"b": g})
-    assert _rank(out, set()) == ["a", "b"]  # c: neither a gradient nor a soft direction
+    assert rank_sites(out, set()) == ["a", "b"]  # c: neither a gradient nor a soft direction
 
 
 @pytest.mark.gpu

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sftl.screen import GCRDE_RULE_MIN, _default_and_gpu_call, prepare, rules_screening
+from sftl.screen import GCRDE_RULE_MIN, default_and_gpu_call, prepare, rules_screening
 
 _OUT = "```\n{}\n```"
 
@@ -67,9 +67,9 @@ def test_results_change_after_moving_to_the_gpu_or_hiding_it() -> None:
 
 
 def test_same_call_side_by_side_on_one_line() -> None:
-    assert _default_and_gpu_call("x = torch.tensor([1., 3., 3.])\nx.argmax(), x.cuda().argmax()")
-    assert _default_and_gpu_call("print(torch.cumsum(x, 0), torch.cumsum(x.cuda(), 0))")
-    assert not _default_and_gpu_call("a, b = torch.randn(3), torch.ones(3).cuda()")
+    assert default_and_gpu_call("x = torch.tensor([1., 3., 3.])\nx.argmax(), x.cuda().argmax()")
+    assert default_and_gpu_call("print(torch.cumsum(x, 0), torch.cumsum(x.cuda(), 0))")
+    assert not default_and_gpu_call("a, b = torch.randn(3), torch.ones(3).cuda()")
     r = _rules("argmin returns a different index on CUDA",
                "```python\nx = torch.tensor([2., 1., 1.])\nx.argmin(), x.cuda().argmin()\n```\n\n"
                + _OUT.format("(tensor(1), tensor(2, device='cuda:0'))"))

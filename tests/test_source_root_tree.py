@@ -69,7 +69,7 @@ def test_the_releases_of_a_composed_tree_are_read_from_version_py_and_the_linked
 
 
 def test_a_tree_mixing_two_releases_is_layered_like_the_caches_wheel_over_tree(tmp_path: Path) -> None:
-    from sftl.localize.gcrde.release import _tree_release
+    from sftl.localize.gcrde.release import tree_release_of
     from sftl.localize.legacy import postdates_release, report_layers
 
     tree = debian_tree(tmp_path / "debian")
@@ -86,7 +86,7 @@ def test_a_tree_mixing_two_releases_is_layered_like_the_caches_wheel_over_tree(t
     # 1.9.0 still had TH/THC: its header declarations from the bundled index are a layer of its release too
     assert [type(p).__name__ for p in own[1:]] == ["DeclaredHeaders"] and KERNEL not in own[1].list_files()
     assert postdates_release(source, KERNEL) == "1.13.0"  # the report's release holds no text of it
-    assert _tree_release(source) == "1.13.0"  # gcrde's release-aware ranking sees a tree of another release
+    assert tree_release_of(source) == "1.13.0"  # gcrde's release-aware ranking sees a tree of another release
     assert "1.9.0+cu102" in source.description and "1.13.0" in source.description
 
 

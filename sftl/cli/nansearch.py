@@ -78,12 +78,12 @@ def run_nan_search(args: argparse.Namespace, ctx: Any) -> int:
             f"found nothing in {base.steps} runs ({base.seconds:.1f} s)")
         line = f"random search: {verdict}"
         if result.speedup is not None:
-            line += "; " + _comparison(result.speedup, base.found)
+            line += "; " + comparison(result.speedup, base.found)
         con.print(line)
     return 0
 
 
-def _comparison(speedup: float, baseline_found: bool) -> str:
+def comparison(speedup: float, baseline_found: bool) -> str:
     """How the two searches compare, in words that say something when they tie or the baseline wins."""
     if not baseline_found:
         return f"gradient search >={speedup:.1f}x faster"

@@ -168,7 +168,7 @@ def compose(framework: str, facts: dict[str, FileFacts], native_yaml: str | None
 def _native_sites(graph: CodeGraph, facts: dict[str, FileFacts], native_yaml: str, add: object) -> None:
     """PyTorch: an op's dispatch kernels (native_functions.yaml) to the files defining them, and the stubs those
     files call to the files registering each device's kernel."""
-    from sftl.localize._native import NativeYamlError, parse_native_functions
+    from sftl.codegraph.native import NativeYamlError, parse_native_functions
 
     try:
         natives = parse_native_functions(native_yaml)

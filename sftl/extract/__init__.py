@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from sftl.extract.apis import _apis_regex, extract_apis
+from sftl.extract.apis import apis_regex, extract_apis
 from sftl.extract.environment import framework_from, parse_environment
 from sftl.extract.snippets import choose_snippet, classify_block, code_blocks, doctest_to_script
-from sftl.extract.text import MAX_CHARS, Segment, _clean, _non_english, segments
+from sftl.extract.text import MAX_CHARS, Segment, clean_text, non_english, segments
 from sftl.extract.tracebacks import find_error_line, map_frame_path, parse_tracebacks, stops_at_import
 from sftl.model import Environment, Extraction, Issue
 
@@ -49,11 +49,11 @@ def extract(issue: Issue) -> Extraction:
 
 
 def _extract(title: object, body: object, repo: str, problems: list[str]) -> Extraction:
-    title_s = _clean(title, "title", problems).replace("\n", " ")
-    body_s = _clean(body, "body", problems)
+    title_s = clean_text(title, "title", problems).replace("\n", " ")
+    body_s = clean_text(body, "body", problems)
     if not body_s.strip():
         problems.append("the body is empty")
-    elif _non_english(title_s + " " + " ".join(g.text for g in segments(body_s) if g.source == "prose")):
+    elif non_english(title_s + " " + " ".join(g.text for g in segments(body_s) if g.source == "prose")):
         problems.append("most of the text is not English; only code, errors and versions were read")
     blocks = code_blocks(body_s) if body_s else []
     snippet = choose_snippet(blocks)
@@ -67,11 +67,11 @@ def _extract(title: object, body: object, repo: str, problems: list[str]) -> Ext
     env = parse_environment(f"{title_s}\n{body_s}", framework)
     if len(code) > 200_000:  # a pasted dump, not a repro: read its calls by pattern
         problems.append(f"the snippet is {len(code)} characters; its API calls were read by pattern")
-        apis = _apis_regex(code[:200_000])
+        apis = apis_regex(code[:200_000])
     else:
         apis = extract_apis(code, env.framework) if code else ()
     if not apis:
         inline = " ".join(re.findall(r"`([^`\n]+)`", body_s))
-        apis = _apis_regex(f"{title_s} {inline} {body_s}", env.framework)
+        apis = apis_regex(f"{title_s} {inline} {body_s}", env.framework)
     return Extraction(snippet, traceback, env, error_line, apis, tuple(problems))
 

@@ -28,11 +28,11 @@ def extract_apis(code: str, framework: str | None = None) -> tuple[str, ...]:
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return _apis_regex(code)
+        return apis_regex(code)
     try:
         return _apis_of_tree(tree, framework)
     except RecursionError:  # parsed, but nested deeper than the walk's stack (`x >> x >> ...` x1000): by pattern
-        return _apis_regex(code)
+        return apis_regex(code)
 
 
 def _apis_of_tree(tree: ast.Module, framework: str | None) -> tuple[str, ...]:
@@ -213,7 +213,7 @@ _OPERATOR_DUNDER_RE = re.compile(
     r"\s*\(")
 
 
-def _apis_regex(text: str, framework: str | None = None) -> tuple[str, ...]:
+def apis_regex(text: str, framework: str | None = None) -> tuple[str, ...]:
     out: list[str] = []
     roots = {"tf": "tensorflow", "F": "torch.nn.functional"}
     found = [(m.start(), f"{roots.get(m.group(1), m.group(1))}.{m.group(2)}") for m in _API_RE.finditer(text)]

@@ -6,7 +6,7 @@ import ast
 import re
 
 from sftl.extract.text import segments
-from sftl.extract.tracebacks import _EXC_LINE, _FRAME_NEW_RE, _FRAME_RE, _TB_HEAD
+from sftl.extract.tracebacks import EXC_LINE, FRAME_NEW_RE, FRAME_RE, TB_HEAD
 from sftl.model import CodeBlock, Snippet
 
 _LOG_LINE = re.compile(
@@ -96,7 +96,7 @@ def classify_block(text: str, lang: str = "") -> tuple[str, bool, str]:
     if not stripped:
         return "unknown", False, "empty block"
     lines = [ln for ln in stripped.split("\n") if ln.strip()]
-    if _TB_HEAD in stripped or sum(1 for ln in lines if _FRAME_RE.match(ln) or _FRAME_NEW_RE.match(ln)) >= 1:
+    if TB_HEAD in stripped or sum(1 for ln in lines if FRAME_RE.match(ln) or FRAME_NEW_RE.match(ln)) >= 1:
         return "traceback", False, "contains a Python traceback"
     if any(k in stripped for k in _ENV_KEYS):
         return "env", False, "environment report (collect_env)"
@@ -120,7 +120,7 @@ def classify_block(text: str, lang: str = "") -> tuple[str, bool, str]:
         return "log", False, "log lines (timestamps / level prefixes)"
     if shell and shell >= len(lines) / 2:
         return "shell", False, "shell commands"
-    if any(_EXC_LINE.match(ln.strip()) for ln in lines[-3:]):
+    if any(EXC_LINE.match(ln.strip()) for ln in lines[-3:]):
         return "output", False, "ends in an exception line"
     if sum(1 for ln in lines if _OUTPUT_CALL.match(ln)) >= 1:
         return "output", False, "printed tensors/arrays"
@@ -166,7 +166,7 @@ def code_blocks(body: str) -> list[CodeBlock]:
 
 def _split_code_then_traceback(text: str) -> tuple[str, str]:
     """Some reports paste the script and its traceback in one block; keep the script part."""
-    idx = text.find(_TB_HEAD)
+    idx = text.find(TB_HEAD)
     if idx <= 0:
         return "", text
     head = text[:idx].rstrip()

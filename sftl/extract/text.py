@@ -16,7 +16,7 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _TAG = re.compile(r"<[^>]{0,500}>")
 
 
-def _clean(text: object, what: str, problems: list[str]) -> str:
+def clean_text(text: object, what: str, problems: list[str]) -> str:
     """Coerce to readable text; say what had to be dropped."""
     if text is None:
         return ""
@@ -45,7 +45,7 @@ def _clean(text: object, what: str, problems: list[str]) -> str:
     return text
 
 
-def _non_english(text: str) -> bool:
+def non_english(text: str) -> bool:
     letters = [c for c in text if c.isalpha()]
     if len(letters) < 20:
         return False

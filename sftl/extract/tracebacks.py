@@ -6,16 +6,16 @@ import re
 
 from sftl.model import Frame, Traceback
 
-_TB_HEAD = "Traceback (most recent call last)"
-_FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
-_FRAME_NEW_RE = re.compile(r"^\s*File (?P<path>\S+\.py):(?P<line>\d+), in (?P<func>[\w<>.]+)")
+TB_HEAD = "Traceback (most recent call last)"
+FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
+FRAME_NEW_RE = re.compile(r"^\s*File (?P<path>\S+\.py):(?P<line>\d+), in (?P<func>[\w<>.]+)")
 # pytest's long format, as CI logs paste it: "src\\pkg\\mod.py:1063: in _get_module", the source line indented below
 _PYTEST_FRAME_RE = re.compile(r"^(?P<path>(?:[A-Za-z]:)?[^\s:<][^:]*?\.py|<[^>]+>):(?P<line>\d+): in (?P<func>[\w<>.]+)\s*$")
 _CELL_FRAME_RE = re.compile(r"^\s*(?P<path>Cell In\s?\[\d*\]), line (?P<line>\d+)")
 _IPY_FRAME_RE = re.compile(
     r"^\s*(?:File\s+)?(?P<path>(?:[~/A-Za-z]|<ipython|\\)[^\s]*?(?:\.py|>))(?::\d+)? in (?P<func>[\w<>.]+)\s*(?:\(.*)?$"
 )
-_EXC_LINE = re.compile(
+EXC_LINE = re.compile(
     r"^(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z][\w]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Exceeded))"
     r"(?::\s?(?P<msg>.*))?$"
 )
@@ -83,8 +83,8 @@ def _frame_lines(lines: list[str], start: int) -> tuple[list[Frame], int]:
     i = start
     while i < len(lines):
         line = lines[i]
-        m = _FRAME_RE.match(line) or _FRAME_NEW_RE.match(line) or _CELL_FRAME_RE.match(line) or _PYTEST_FRAME_RE.match(line)
-        if m and m.re is not _FRAME_RE and m.re is not _PYTEST_FRAME_RE:
+        m = FRAME_RE.match(line) or FRAME_NEW_RE.match(line) or _CELL_FRAME_RE.match(line) or _PYTEST_FRAME_RE.match(line)
+        if m and m.re is not FRAME_RE and m.re is not _PYTEST_FRAME_RE:
             # IPython 8: "File ~/x.py:12, in f(a)" / "Cell In[3], line 2": context lines, "-> 12 code" marks the line
             j = i + 1
             src = ""
@@ -102,7 +102,7 @@ def _frame_lines(lines: list[str], start: int) -> tuple[list[Frame], int]:
             src = ""
             j = i + 1
             # the source line (and, in 3.11+, the ^^^^ markers) follow the frame line
-            while j < len(lines) and lines[j].startswith((" ", "\t")) and not (_FRAME_RE.match(lines[j]) or _FRAME_NEW_RE.match(lines[j])):
+            while j < len(lines) and lines[j].startswith((" ", "\t")) and not (FRAME_RE.match(lines[j]) or FRAME_NEW_RE.match(lines[j])):
                 s = lines[j].strip()
                 if s and not src and not set(s) <= set("^~ ?"):  # pytest prints ??? for a frozen module's line
                     src = s
@@ -155,8 +155,8 @@ def parse_tracebacks(text: str) -> list[Traceback]:
             pending_chain = "context"
             i += 1
             continue
-        is_head = _TB_HEAD in s or (s.startswith("---") and "Traceback" in s)
-        if is_head or _FRAME_RE.match(lines[i]) or _PYTEST_FRAME_RE.match(lines[i]):
+        is_head = TB_HEAD in s or (s.startswith("---") and "Traceback" in s)
+        if is_head or FRAME_RE.match(lines[i]) or _PYTEST_FRAME_RE.match(lines[i]):
             start = i + 1 if is_head else i
             frames, j = _frame_lines(lines, start)
             exc, msg, j = _exception_after(lines, j)
@@ -184,21 +184,21 @@ def _exception_after(lines: list[str], j: int) -> tuple[str | None, str, int]:
         if not s:
             k += 1
             continue
-        m = _EXC_LINE.match(s) or (_EXC_AFTER_FRAMES.match(s) if k == j or not lines[k - 1].strip() else None)
+        m = EXC_LINE.match(s) or (_EXC_AFTER_FRAMES.match(s) if k == j or not lines[k - 1].strip() else None)
         if m:
             etype = m.group("type").rsplit(".", 1)[-1]
             msg_lines = [m.group("msg") or ""]
             k += 1
             while k < len(lines):
                 t = lines[k].rstrip()
-                if not t.strip() or _CHAIN_CAUSE in t or _CHAIN_CONTEXT in t or _TB_HEAD in t or t.startswith("```"):
+                if not t.strip() or _CHAIN_CAUSE in t or _CHAIN_CONTEXT in t or TB_HEAD in t or t.startswith("```"):
                     break
                 if len(msg_lines) > 30:
                     break
                 msg_lines.append(t.strip())
                 k += 1
             return etype, "\n".join(x for x in msg_lines if x is not None).strip(), k
-        if _FRAME_RE.match(lines[k]):
+        if FRAME_RE.match(lines[k]):
             return None, "", k
         k += 1
     return None, "", j
@@ -211,8 +211,8 @@ def find_error_line(text: str, tracebacks: list[Traceback]) -> str | None:
         if tb.exception:
             lines = tb.message.split("\n")
             first = lines[0]
-            if first.startswith(_TB_HEAD):  # TF re-raises with the inner traceback as its message
-                inner = [ln.strip() for ln in lines[1:] if _EXC_LINE.match(ln.strip())]
+            if first.startswith(TB_HEAD):  # TF re-raises with the inner traceback as its message
+                inner = [ln.strip() for ln in lines[1:] if EXC_LINE.match(ln.strip())]
                 if inner:
                     return inner[-1][:1000]
             return f"{tb.exception}: {first}"[:1000] if first else tb.exception

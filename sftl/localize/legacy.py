@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from sftl.localize import _native as nat
+from sftl.codegraph import native as nat
 from sftl.model import Side
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def _th_names(path: str, text: str, kind: str) -> Iterator[tuple[str, str]]:
             yield "struct", m.group(1)
     if "/generic/" in path and path.endswith(".h"):
         for m in (_NN_FN if kind == "nn" else _TH_FN).finditer(text):
-            if nat._is_definition(text, m.end() - 1) is None:
+            if nat.definition_brace(text, m.end() - 1) is None:
                 yield "fn", m.group(1)
 
 
@@ -303,9 +303,9 @@ def _definition_body(index: nat.KernelIndex, path: str, kind: str, th: str) -> s
     pattern = (re.compile(r"\bTHNN_\(\s*" + re.escape(th) + r"_(?:updateOutput|updateGradInput)\s*\)\s*\(") if kind == "nn"
                else re.compile(r"\bTH\w*Tensor_\(\s*" + re.escape(th) + r"\s*\)\s*\("))
     for m in pattern.finditer(text):
-        brace = nat._is_definition(text, m.end() - 1)
+        brace = nat.definition_brace(text, m.end() - 1)
         if brace is not None:
-            return nat._body(text, brace, limit=12000)
+            return nat.braced_body(text, brace, limit=12000)
     return ""
 
 

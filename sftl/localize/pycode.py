@@ -87,7 +87,7 @@ def _required_words(plain: str) -> set[str]:
     return words | set(_WORD.findall(outside))
 
 
-def _unanchored(pattern: str) -> re.Pattern[str] | None:
+def unanchored(pattern: str) -> re.Pattern[str] | None:
     r"""`pattern` without a leading `^\s*` / `^\s+`: it matches wherever `pattern` does (a cheap test first)."""
     for lead in ("^\\s*", "^\\s+"):
         if pattern.startswith(lead) and len(pattern) > len(lead):
@@ -166,7 +166,7 @@ class Code:
         hits: dict[str, list[str]] = {p: [] for p, _ in todo}
         # a word every match must hold, tested with `in` before the regex (most files hold none), then the
         # regex without its leading `^\s*`: Python's re scans for a literal prefix fast, for a line start slowly
-        needs = [(p, rx, required_word(p), _unanchored(p)) for p, rx in todo]
+        needs = [(p, rx, required_word(p), unanchored(p)) for p, rx in todo]
         for path in self.py_files():
             text = self._text.get(path) or self.source.read_text(path)
             if not text:

@@ -160,7 +160,7 @@ def _transform(name: str, start: list[np.ndarray], vars_: list[Variable], limits
             for s, v, lim in zip(start, vars_, limits, strict=True)]
 
 
-def _rank(out: RunOutcome, exhausted: set[str]) -> list[str]:
+def rank_sites(out: RunOutcome, exhausted: set[str]) -> list[str]:
     """Sites by linearised distance to their invalid region, margin / |gradient| (a site close in value
     but insensitive to the inputs is far in input space); sites without a gradient are left out."""
     scored = []
@@ -233,7 +233,7 @@ def gradient_search(
                 out = run(x, ALL_SITES)
                 if out.finding:
                     return _done(out.finding, steps, t0, x, seen, c0, "restart" if restarts else "gradient")
-                ranking = _rank(out, exhausted)
+                ranking = rank_sites(out, exhausted)
                 if not ranking:
                     # every reachable site is stuck: restart from a random point around the start, wider each
                     # time (the next round's ranking run there watches for NaN/INF too)

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from sftl.nansearch.core import ALL_SITES, Finding, RunOutcome, Variable, summarize
-from sftl.nansearch.torch_backend import RunTimeout, _alarm, _quiet, load_entry_point
+from sftl.nansearch.torch_backend import RunTimeout, alarm, load_entry_point, quiet
 from sftl.nansearch.unsafe_ops import UNSAFE_OPS, Margin, canonical
 
 NAMESPACES = {"tf": tf, "tf.math": tf.math, "tf.nn": tf.nn, "tf.linalg": tf.linalg}
@@ -217,7 +217,7 @@ class TFProgram:
         grads: list[np.ndarray | None] | None = None
         site_grads: dict[str, list[np.ndarray | None]] = {}
         try:
-            with _quiet(), _alarm(deadline), tf.GradientTape(persistent=target == ALL_SITES) as tape:
+            with quiet(), alarm(deadline), tf.GradientTape(persistent=target == ALL_SITES) as tape:
                 for leaf in leaves:
                     tape.watch(leaf)
                 with self._patched(st):

@@ -438,7 +438,7 @@ class TorchProgram:
         error = None
         _reseed(self.seed)
         try:
-            with _quiet(), _alarm(deadline), _Watcher(st, self):
+            with quiet(), alarm(deadline), _Watcher(st, self):
                 if self.whole_script:
                     ns = {"__name__": "__main__", "__file__": self.filename, "__builtins__": builtins}
                     exec(self.code, ns)
@@ -514,7 +514,7 @@ def load_entry_point(code: Any, filename: str, name: str, entry: str) -> tuple[d
 
     Shared by the PyTorch and TensorFlow backends; LookupError names what the script lacks."""
     ns: dict[str, Any] = {"__name__": "__sftl_nan_search__", "__file__": filename, "__builtins__": builtins}
-    with _quiet():
+    with quiet():
         exec(code, ns)
     func = ns.get(entry)
     if not callable(func):
@@ -522,13 +522,13 @@ def load_entry_point(code: Any, filename: str, name: str, entry: str) -> tuple[d
     make = ns.get("example_inputs")
     if not callable(make):
         raise LookupError(f"{name} defines no example_inputs() (needed with --entry)")
-    with _quiet():
+    with quiet():
         inputs = make()
     return ns, func, inputs
 
 
 @contextlib.contextmanager
-def _quiet() -> Any:
+def quiet() -> Any:
     """The program's prints would drown the runner's one JSON line."""
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -536,7 +536,7 @@ def _quiet() -> Any:
 
 
 @contextlib.contextmanager
-def _alarm(deadline: float) -> Any:
+def alarm(deadline: float) -> Any:
     """Interrupt a run that outlives the search's deadline (an endless loop in the program)."""
     remaining = deadline - time.perf_counter()
 

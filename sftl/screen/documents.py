@@ -73,5 +73,5 @@ def prepare_many(items: Sequence[Any], workers: int | None = None) -> list[Doc]:
         return _prepare_chunk(items)
 
 
-def _as_docs(items: Iterable[Any]) -> list[Doc]:
+def as_docs(items: Iterable[Any]) -> list[Doc]:
     return [it if isinstance(it, Doc) else prepare(it) for it in items]

@@ -8,7 +8,7 @@ from typing import Any
 
 from sftl.errors import InputError
 from sftl.model import Category, Screening
-from sftl.screen.documents import Doc, _as_docs
+from sftl.screen.documents import Doc, as_docs
 from sftl.screen.rules import GCRDE_RULE_MIN, STRONG_GCRDE_MARGIN
 
 SECTION_WEIGHTS: dict[str, float] = {"title": 2.0, "description": 1.0, "output": 1.0, "code": 0.5, "template": 0.0}
@@ -117,7 +117,7 @@ class KeywordScreener:
         """Learn IDF (log(|D| / (1 + df))) of the keyword terms on a corpus."""
         import numpy as np
 
-        docs = _as_docs(texts)
+        docs = as_docs(texts)
         if not docs:
             raise InputError("cannot fit the screener on an empty corpus")
         counts, _ = self._counts(docs)
@@ -125,7 +125,7 @@ class KeywordScreener:
 
     def present_terms(self, texts: Iterable[Any]) -> list[list[int]]:
         """Per report, the indices (into vocabulary()) of the keyword terms it contains: its share of df."""
-        counts, _ = self._counts(_as_docs(texts))
+        counts, _ = self._counts(as_docs(texts))
         return [sorted(int(j) for j in counts.getrow(i).indices) for i in range(counts.shape[0])]
 
     def fit_frequencies(self, document_frequency: Any, n_docs: int) -> KeywordScreener:
@@ -216,10 +216,10 @@ class KeywordScreener:
         return out
 
     def predict(self, texts: Iterable[Any]) -> list[str]:
-        return [s.category.value for s in self.screen_docs(_as_docs(texts))]
+        return [s.category.value for s in self.screen_docs(as_docs(texts))]
 
     def raw_scores(self, texts: Iterable[Any]) -> dict[str, list[float]]:
-        scores = self.keyword_scores(_as_docs(texts))
+        scores = self.keyword_scores(as_docs(texts))
         return {k: [float(x) for x in v] for k, v in scores.items()}
 
 

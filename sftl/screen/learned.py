@@ -8,7 +8,7 @@ from typing import Any
 
 from sftl.errors import InputError
 from sftl.model import Category, Screening
-from sftl.screen.documents import Doc, _as_docs, prepare
+from sftl.screen.documents import Doc, as_docs, prepare
 from sftl.screen.keywords import THRESHOLDS, KeywordScreener
 from sftl.screen.rules import GCRDE_RULE_MIN
 
@@ -74,7 +74,7 @@ class LearnedScreener:
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-        docs = _as_docs(items)
+        docs = as_docs(items)
         y = np.asarray([str(lbl) for lbl in labels])
         bad = sorted(set(y) - set(CLASSES))
         if bad:
@@ -148,10 +148,10 @@ class LearnedScreener:
         return tuple(words)
 
     def predict(self, items: Iterable[Any]) -> list[str]:
-        return [s.category.value for s in self.screen_docs(_as_docs(items))]
+        return [s.category.value for s in self.screen_docs(as_docs(items))]
 
     def predict_proba(self, items: Iterable[Any]) -> Any:
-        return self.model_.predict_proba(self._features(_as_docs(items)))
+        return self.model_.predict_proba(self._features(as_docs(items)))
 
     # -- artefact -------------------------------------------------------------------------------
 

@@ -282,7 +282,7 @@ def _call_parts(line: str) -> list[str]:
     return parts
 
 
-def _default_and_gpu_call(code: str) -> bool:
+def default_and_gpu_call(code: str) -> bool:
     """Does the snippet make a call on GPU tensors that it also makes, unchanged otherwise, on CPU tensors?"""
     lines = [re.sub(r"\s+", "", ln) for ln in code.split("\n") if ln.strip()]
     plain = set(lines)
@@ -536,7 +536,7 @@ def gcrde_evidence(sections: Sections) -> tuple[float, tuple[str, ...], dict[str
     code_gpu = any(w in code for w in _GPU_WORDS) and _CODE_GPU.search(code) is not None
     if code_gpu and not code_cpu:
         # `f(x)` and `f(x.cuda())`: the same call on a default (CPU) tensor and on a GPU tensor
-        code_cpu = _default_and_gpu_call(sections.code)
+        code_cpu = default_and_gpu_call(sections.code)
     n_cpu, n_gpu = _devices(narrative)
     n_diff = _has("diff", narrative)
     out = sections.output.lower()

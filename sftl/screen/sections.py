@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sftl.extract import _clean, classify_block, doctest_to_script, segments
+from sftl.extract import classify_block, clean_text, doctest_to_script, segments
 
 # Lines of the PyTorch/TensorFlow issue templates and collect_env output: never evidence.
 _TEMPLATE_LINE = re.compile(
@@ -90,8 +90,8 @@ class Sections:
 def read_sections(title: str, body: str, error_line: str | None = None) -> Sections:
     """Split a report into title, description, code, output and template boilerplate."""
     problems: list[str] = []
-    title = _clean(title, "title", problems).replace("\n", " ")
-    body = _clean(body, "body", problems)
+    title = clean_text(title, "title", problems).replace("\n", " ")
+    body = clean_text(body, "body", problems)
     template: list[str] = []
     template.extend(_COMMENT.findall(body))  # template instructions live in HTML comments
     body = _COMMENT.sub("", body)

@@ -42,7 +42,7 @@ from sftl.sources.providers import (
     SourceProvider,
     WheelFilesIn,
     WheelSource,
-    _atomic_write,
+    atomic_write,
     iter_texts,
 )
 
@@ -90,7 +90,7 @@ class GitHubSource:
                 )
             else:
                 self._files = _tree_paths(self._github().get_tree(self.repo, self.ref))
-                _atomic_write(tree_file, json.dumps(self._files))
+                atomic_write(tree_file, json.dumps(self._files))
         return self._files
 
     def read_text(self, path: str) -> str | None:
@@ -110,7 +110,7 @@ class GitHubSource:
         if raw is None:
             return None
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
-        _atomic_write(local, text)
+        atomic_write(local, text)
         return text
 
     def fetch(self, prefixes: Sequence[str]) -> int:
@@ -236,7 +236,7 @@ def register_tree(settings: Settings, framework: str, version: str, root: str | 
     if not any(p.startswith(("aten/", "tensorflow/", "torch/")) for p in tree.list_files()[:5000]):
         raise InputError(f"{tree.root} does not look like a {framework} repository (no aten/, torch/ or tensorflow/)")
     entry = trees_dir(settings) / f"{framework}-{version}.json"
-    _atomic_write(entry, json.dumps({"framework": framework, "version": version, "path": str(tree.root.resolve())}))
+    atomic_write(entry, json.dumps({"framework": framework, "version": version, "path": str(tree.root.resolve())}))
     return entry
 
 

@@ -8,8 +8,8 @@ from sftl.errors import InputError
 from sftl.releases import normalize_framework
 
 FRAMEWORKS = ("pytorch", "tensorflow")
-_PACKAGES = {"pytorch": ("torch",), "tensorflow": ("tensorflow-cpu", "tensorflow")}
-_IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
+PACKAGES = {"pytorch": ("torch",), "tensorflow": ("tensorflow-cpu", "tensorflow")}
+IMPORT_NAMES = {"pytorch": "torch", "tensorflow": "tensorflow"}
 
 
 def wheel_packages(framework: str, version: str) -> tuple[str, ...]:
@@ -21,7 +21,7 @@ def wheel_packages(framework: str, version: str) -> tuple[str, ...]:
     (`tensorflow-cpu`) is the fallback; the Python files are the same in all of them.
     """
     if framework != "tensorflow":
-        return _PACKAGES[framework]
+        return PACKAGES[framework]
     m = re.match(r"(\d+)\.(\d+)", version)
     if m is not None and (int(m.group(1)), int(m.group(2))) <= (2, 0):
         return ("tensorflow-gpu", "tensorflow", "tensorflow-cpu")

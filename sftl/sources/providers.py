@@ -14,7 +14,7 @@ from typing import BinaryIO, Protocol, TypeVar
 
 from sftl.errors import InputError, SourceError
 from sftl.releases import normalize_framework
-from sftl.sources.frameworks import _IMPORT_NAMES, _PACKAGES, repo_path
+from sftl.sources.frameworks import IMPORT_NAMES, PACKAGES, repo_path
 
 T = TypeVar("T")
 
@@ -130,7 +130,7 @@ class LocalTree:
         if path is None:
             return
         try:
-            _atomic_write(path, json.dumps({"root": str(self.root.resolve()), "dirs": stamps, "files": files}))
+            atomic_write(path, json.dumps({"root": str(self.root.resolve()), "dirs": stamps, "files": files}))
         except OSError:
             pass  # a cache: a read-only cache dir only costs time
 
@@ -270,14 +270,14 @@ def _find_site_dir(framework: str) -> Path:
     """The site-packages holding the framework in this interpreter, found without importing it."""
     import importlib.util
 
-    spec = importlib.util.find_spec(_IMPORT_NAMES[framework])
+    spec = importlib.util.find_spec(IMPORT_NAMES[framework])
     if spec is None or not spec.submodule_search_locations:
         raise SourceError(f"{framework} is not installed in this Python ({sys.executable})")
     return Path(next(iter(spec.submodule_search_locations))).parent
 
 
 def _installed_version(site_dir: Path, framework: str) -> str | None:
-    for package in _PACKAGES[framework] + (("tensorflow-gpu", "tf-nightly") if framework == "tensorflow" else ()):
+    for package in PACKAGES[framework] + (("tensorflow-gpu", "tf-nightly") if framework == "tensorflow" else ()):
         pattern = package.replace("-", "_") + "-*.dist-info"
         for info in sorted(site_dir.glob(pattern)):
             return info.name[len(package) + 1 : -len(".dist-info")]
@@ -538,7 +538,7 @@ def iter_texts(source: SourceProvider, paths: Iterable[str]) -> Iterable[tuple[s
             yield path, text
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")

@@ -35,8 +35,8 @@ from sftl.errors import SourceError
 from sftl.localize.gcrde.cues import Cues, Divergence, divergent_side, report_cues
 from sftl.localize.gcrde.index import prepare_index
 from sftl.localize.gcrde.ops import OpRef, apis_from_code, torch_op_names, torch_ops
-from sftl.localize.gcrde.pytorch import _localize_pytorch
-from sftl.localize.gcrde.tensorflow import _localize_tensorflow, tf_raw_ops
+from sftl.localize.gcrde.pytorch import localize_pytorch
+from sftl.localize.gcrde.tensorflow import localize_tensorflow, tf_raw_ops
 from sftl.model import Extraction, Issue, Localization, Outcome
 
 if TYPE_CHECKING:
@@ -70,9 +70,9 @@ def localize_gcrde(
     framework = _framework(issue, extraction, source)
     try:
         if framework == "tensorflow":
-            loc = _localize_tensorflow(issue, extraction, source, method, top, divergent_op)
+            loc = localize_tensorflow(issue, extraction, source, method, top, divergent_op)
         else:
-            loc = _localize_pytorch(issue, extraction, source, method, top, divergent_op)
+            loc = localize_pytorch(issue, extraction, source, method, top, divergent_op)
     except SourceError as exc:
         return Localization(label, (), Outcome.SKIPPED, f"source unavailable: {exc}")
     description = getattr(source, "description", "")

@@ -43,7 +43,7 @@ class _Evidence:
         return "; ".join(seen)
 
 
-class _Board:
+class Board:
     def __init__(self) -> None:
         self.files: dict[str, _Evidence] = defaultdict(_Evidence)
         # path -> (function, body) of the op's kernels defined there: where its launchers are called
@@ -73,7 +73,7 @@ class _Board:
 _SPECIAL_LAYOUTS = ("quantized", "sparse", "nested", "mkldnn", "cudnn", "miopen", "transformers", "ao_sparse")
 
 
-def _rank(board: _Board, side_weight: dict[Side | None, float], top: int, label: str,
+def rank_board(board: Board, side_weight: dict[Side | None, float], top: int, label: str,
           path_side: object, context: str = "") -> list[Suspect]:
     ranked: list[tuple[float, str, Side | None, str]] = []
     low = context.lower()
@@ -98,7 +98,7 @@ def _unit(raw: float) -> float:
     return round(min(1.0, max(0.0, raw / _SCORE_SCALE)), 4)
 
 
-def _side_weights(div: Divergence, cues: Cues | None = None) -> dict[Side | None, float]:
+def side_weights(div: Divergence, cues: Cues | None = None) -> dict[Side | None, float]:
     if cues is not None and cues.cross_device:
         # the CPU agrees with the default GPU: CPU code is out; device-generic code (structured meta,
         # TensorIterator set-up) still decides which device runs the kernel
@@ -108,9 +108,9 @@ def _side_weights(div: Divergence, cues: Cues | None = None) -> dict[Side | None
 
 
 
-_TFIDF = "TF-IDF back-off"
+TFIDF = "TF-IDF back-off"
 
 
-def _lead(ev: _Evidence, reason: str) -> None:
+def lead_reason(ev: _Evidence, reason: str) -> None:
     """Put a reason first in the file's explanation without changing its score (reasons sort by score, stably)."""
     ev.reasons.insert(0, (max((r[0] for r in ev.reasons), default=ev.score), reason))

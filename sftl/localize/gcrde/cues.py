@@ -220,7 +220,7 @@ _NAN_CUE = re.compile(
     r"(?:the\s+)?nans?\b|nan[- ]propagation",
     re.I,
 )
-_COMPARING_OPS = re.compile(r"max|min|arg(?:max|min)|clamp|clip|sort|topk|median|kthvalue|mode|nan\w*|cummax|cummin")
+COMPARING_OPS = re.compile(r"max|min|arg(?:max|min)|clamp|clip|sort|topk|median|kthvalue|mode|nan\w*|cummax|cummin")
 
 
 @dataclass(frozen=True)
@@ -255,6 +255,6 @@ def report_cues(issue: Issue, extraction: Extraction) -> Cues:
 
 
 
-_LAUNCHER = re.compile(r"kernel|launch|loop", re.I)
-_OWN_NAN = re.compile(r"isnan\s*\(|\b(\w+)\s*!=\s*\1\b")
-_LIFT = 1.05  # a cue-supported file ranks this much above the op's best kernel file
+LAUNCHER = re.compile(r"kernel|launch|loop", re.I)
+OWN_NAN = re.compile(r"isnan\s*\(|\b(\w+)\s*!=\s*\1\b")
+LIFT = 1.05  # a cue-supported file ranks this much above the op's best kernel file

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from sftl.localize import _native as nat
-from sftl.localize.gcrde.board import _Board
-from sftl.localize.gcrde.ops import OpRef, _dunder_free
+from sftl.codegraph import native as nat
+from sftl.localize.gcrde.board import Board
+from sftl.localize.gcrde.ops import OpRef, dunder_free
 from sftl.model import Extraction, Issue, Side
 
 VEC_DIR = "aten/src/ATen/cpu/vec/"
@@ -24,7 +24,7 @@ _DTYPE = re.compile(
     r"\b(?:torch\.)?(u?int(?:8|16|32|64)|float(?:16|32|64)|half|bfloat16|complex(?:32|64|128)|cfloat|cdouble|chalf"
     r"|float8\w*|bool)\b", re.I)
 _COMPLEX_LITERAL = re.compile(r"(?<![\w.])\d+(?:\.\d*)?(?:e[-+]?\d+)?j\b|\bcomplex\s*\(|\+\s*\d*\.?\d*j\b", re.I)
-_FAMILY = {"complex32": "complex", "complex64": "complex", "complex128": "complex", "cfloat": "complex",
+FAMILY = {"complex32": "complex", "complex64": "complex", "complex128": "complex", "cfloat": "complex",
            "cdouble": "complex", "chalf": "complex", "float16": "half", "half": "half", "bfloat16": "bfloat16"}
 _JIT_RARE = re.compile(r"^(?:uint(?:16|32|64)|complex32|chalf|float8\w*)$")
 _LIFT = 1.03
@@ -41,23 +41,23 @@ def report_dtypes(issue: Issue, extraction: Extraction) -> set[str]:
     return found
 
 
-def _best(board: _Board, side: Side, headers: bool = False) -> tuple[str, float] | None:
+def _best(board: Board, side: Side, headers: bool = False) -> tuple[str, float] | None:
     cands = [(p, ev.score) for p, ev in board.files.items()
              if nat.path_side(p) == side and (headers or not p.endswith((".h", ".cuh", ".hpp")))]
     return max(cands, key=lambda x: x[1]) if cands else None
 
 
-def add_vec_headers(board: _Board, ops: list[OpRef], dtypes: set[str], side: Side, files: list[str],
+def add_vec_headers(board: Board, ops: list[OpRef], dtypes: set[str], side: Side, files: list[str],
                     read: object) -> list[str]:
     """CPU side: the vectorized headers of the report's dtype family that define the op's method."""
-    families = {_FAMILY[d] for d in dtypes if d in _FAMILY}
+    families = {FAMILY[d] for d in dtypes if d in FAMILY}
     if side != Side.CPU or not families or not ops:
         return []
     best = _best(board, Side.CPU)
     if best is None:
         return []
     heaviest = max(o.weight for o in ops)
-    names = [_dunder_free(o.name).strip("_") for o in ops if o.weight >= 0.7 * heaviest]
+    names = [dunder_free(o.name).strip("_") for o in ops if o.weight >= 0.7 * heaviest]
     methods = [re.compile(r"\b" + re.escape(n) + r"\s*\(\s*\)\s*const\b") for n in names if len(n) >= 2]
     added = []
     for path in files:
@@ -78,7 +78,7 @@ def add_vec_headers(board: _Board, ops: list[OpRef], dtypes: set[str], side: Sid
     return [f"{len(added)} CPU vectorized {'/'.join(sorted(families))} header(s) define the op"] if added else []
 
 
-def add_jiterator(board: _Board, dtypes: set[str], side: Side, texts: dict[str, str], files: list[str]) -> list[str]:
+def add_jiterator(board: Board, dtypes: set[str], side: Side, texts: dict[str, str], files: list[str]) -> list[str]:
     """CUDA side, a jiterator-built kernel and a dtype the jiterator must name: its code generation."""
     rare = sorted(d for d in dtypes if _JIT_RARE.match(d))
     if side != Side.CUDA or not rare or JIT_UTILS not in files:

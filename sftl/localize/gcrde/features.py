@@ -11,10 +11,10 @@ import difflib
 import re
 from collections import deque
 
-from sftl.localize import _native as nat
-from sftl.localize.gcrde.board import _TFIDF, _Board
-from sftl.localize.gcrde.dtypes import _FAMILY
-from sftl.localize.gcrde.ops import OpRef, _dunder_free
+from sftl.codegraph import native as nat
+from sftl.localize.gcrde.board import TFIDF, Board
+from sftl.localize.gcrde.dtypes import FAMILY
+from sftl.localize.gcrde.ops import OpRef, dunder_free
 from sftl.localize.gcrde.roles import ROLES, role
 from sftl.model import Side, Suspect
 
@@ -30,7 +30,7 @@ _TFIDF_OF = re.compile(r"\((\d\.\d+) of best\)")
 _STEM_NOISE = re.compile(r"kernels?|cuda|cpu|impl|utils?|ops?|_", re.I)
 
 
-def _distances(board: _Board) -> dict[str, int]:
+def _distances(board: Board) -> dict[str, int]:
     """Calls from the files defining the op's dispatch kernels: 0 there, 1 for what they call, and so on."""
     forward: dict[str, set[str]] = {}
     for dst, sources in board.edges.items():
@@ -52,14 +52,14 @@ def _compact(name: str) -> str:
     return _STEM_NOISE.sub("", name).lower()
 
 
-def candidate_features(board: _Board, suspects: list[Suspect], texts: dict[str, str], side: Side, confident: bool,
+def candidate_features(board: Board, suspects: list[Suspect], texts: dict[str, str], side: Side, confident: bool,
                        ops: list[OpRef], dtypes: set[str]) -> dict[str, dict[str, float]]:
     """Features of each ranked suspect, in `FEATURES` order (a dict per path)."""
     dist = _distances(board)
     top = max((s.score for s in suspects), default=0.0) or 1.0
     heaviest = max((o.weight for o in ops), default=1.0)
-    names = [_dunder_free(o.name).strip("_") for o in ops if o.weight >= 0.7 * heaviest][:3]
-    families = {_FAMILY[d] for d in dtypes if d in _FAMILY}
+    names = [dunder_free(o.name).strip("_") for o in ops if o.weight >= 0.7 * heaviest][:3]
+    families = {FAMILY[d] for d in dtypes if d in FAMILY}
     out: dict[str, dict[str, float]] = {}
     for rank, s in enumerate(suspects, 1):
         ev = board.files.get(s.path)
@@ -77,7 +77,7 @@ def candidate_features(board: _Board, suspects: list[Suspect], texts: dict[str, 
         f["registers_stub"] = float(any("REGISTER_DISPATCH" in x for x in reasons))
         f["math"] = float(any("math" in x for x in reasons))
         f["lifted"] = float(any(x.startswith(("holds the", "vectorized", "the jiterator")) for x in reasons))
-        f["included_only"] = float(bool(reasons) and all(x.startswith(("header included by", _TFIDF)) for x in reasons))
+        f["included_only"] = float(bool(reasons) and all(x.startswith(("header included by", TFIDF)) for x in reasons))
         fr = [float(m.group(1)) for x in reasons if (m := _TFIDF_OF.search(x))]
         f["tfidf"] = max(fr, default=0.0)
         d = dist.get(s.path)

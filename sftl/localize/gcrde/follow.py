@@ -6,20 +6,20 @@ import re
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from sftl.localize import _native as nat
+from sftl.codegraph import native as nat
 from sftl.localize.gcrde.board import (
-    _Board,
+    Board,
 )
 from sftl.localize.gcrde.ops import (
-    _TORCH_INCIDENTAL,
-    _dunder_free,
+    TORCH_INCIDENTAL,
+    dunder_free,
 )
 from sftl.model import Side
 
 if TYPE_CHECKING:
     pass
 
-_FOLLOW_SKIP = _TORCH_INCIDENTAL | {"resize_", "resize_output", "empty_strided", "new_empty", "is_same_size",
+_FOLLOW_SKIP = TORCH_INCIDENTAL | {"resize_", "resize_output", "empty_strided", "new_empty", "is_same_size",
                                     "copy", "select", "narrow", "as_strided", "alias", "result_type", "sizes",
                                     "scalar_type", "options", "is_contiguous", "sum", "mul", "add", "sub", "div",
                                     "_unsafe_view", "expect_contiguous", "defined", "numel", "dim"}
@@ -39,9 +39,9 @@ def _entries(natives: dict[str, list[nat.NativeFunction]] | None, name: str) -> 
     return out
 
 
-def _follow_op(
+def follow_op(
     name: str, weight: float, origin: str, natives: dict[str, list[nat.NativeFunction]] | None,
-    index: nat.KernelIndex, board: _Board, followed: set[str], depth: int,
+    index: nat.KernelIndex, board: Board, followed: set[str], depth: int,
 ) -> None:
     """Add evidence for every file that defines or registers a kernel of this op."""
     key = name
@@ -101,7 +101,7 @@ def _follow_op(
                     called = _op_name(called, natives)
                     if called in _FOLLOW_SKIP or called == name or (natives and called not in natives):
                         continue
-                    _follow_op(called, weight * 0.85, f"{name} calls {called}", natives, index, board, followed,
+                    follow_op(called, weight * 0.85, f"{name} calls {called}", natives, index, board, followed,
                                depth + 1)
             if fside in (Side.CPU, Side.CUDA):  # cuda/Activation.cpp gelu_out_cuda -> GeluCUDAKernelImpl
                 _follow_cross_file(kernel, d, fside, kw * 0.92, index, board)
@@ -110,7 +110,7 @@ def _follow_op(
             for path in index.mentions(kernel, limit=6):
                 board.add(path, kw * 0.5, f"names {kernel} ({keys}) for {name}, maybe macro-generated")
     # stubs named after the op (e.g. histc -> histogramdd_stub is found above; add_stub, rshift_stub directly)
-    base = _dunder_free(name).rstrip("_")
+    base = dunder_free(name).rstrip("_")
     for stub in dict.fromkeys((f"{base}_stub", f"{name.rstrip('_')}_stub")):
         for reg_path, fn in index.registrations.get(stub, ()):
             board.add(reg_path, weight * 0.85, f"REGISTER_DISPATCH({stub}, {fn}) for {name}")
@@ -125,7 +125,7 @@ def _follow_op(
 _HELPER = re.compile(r"\b(\w*(?:kernel|launch|template)\w*)\s*(?:<[^;(){}]*>)?\s*\(")
 
 
-def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex, board: _Board) -> None:
+def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex, board: Board) -> None:
     """A registered stub function often forwards to a launcher in another file (max_all_launch_kernel)."""
     if not fn:
         return
@@ -152,18 +152,18 @@ def _follow_helpers(fn: str, reg_path: str, score: float, index: nat.KernelIndex
                     board.add(hd.path, score * 0.95, f"defines {helper}, called by {fn}")
                     board.edge(d.path, hd.path, "calls")
                     # a device source's helper (norm_launch_kernel -> NormOps), not a launcher header's internals
-                    if nat.path_side(hd.path) in (Side.CPU, Side.CUDA) and not hd.path.endswith(_HEADERS):
+                    if nat.path_side(hd.path) in (Side.CPU, Side.CUDA) and not hd.path.endswith(HEADERS):
                         _follow_math(helper, hd, score * 0.9, index, board)
 
 
-_HEADERS = (".h", ".cuh", ".hpp")
-_CALL_T = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;(){}]*>)?\s*\(")
+HEADERS = (".h", ".cuh", ".hpp")
+CALL_T = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;(){}]*>)?\s*\(")
 # symbols named like launchers/plumbing are followed elsewhere (or not at all): not "the math"
 _NOT_MATH = re.compile(r"kernel|launch|loop|dispatch|stub|impl|template|^(?:TORCH|AT|C10|CUDA|HIP)_|_t$|^std$", re.I)
 _MATH_RARE = 8  # a symbol in more kernel files than this is shared plumbing, not one op's math
 
 
-def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.KernelIndex, board: _Board) -> None:
+def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.KernelIndex, board: Board) -> None:
     """The headers defining the math a device kernel runs: its functor/lambda's calc_*/jiterator strings/ops structs.
 
     A fix to a numerical divergence often lands where the math is written (cuda/Math.cuh's
@@ -175,16 +175,16 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
     """
     bodies = [d.body[:20000]]
     text = index.texts.get(d.path, "")
-    for helper in dict.fromkeys(m.group(1) for m in _CALL_T.finditer(d.body[:20000])):  # -> norm_kernel_cuda_impl<T>(
+    for helper in dict.fromkeys(m.group(1) for m in CALL_T.finditer(d.body[:20000])):  # -> norm_kernel_cuda_impl<T>(
         if helper != caller and len(helper) >= 4 and not helper.isupper() and text.count(helper) > 1:
             hd = index.definition_in(helper, d.path)
             if hd is not None and hd.start != d.start:
                 bodies.append(hd.body[:20000])
         if len(bodies) > 6:
             break
-    headers = [h for h in index.includes.get(d.path, ()) if h.endswith(_HEADERS)]
+    headers = [h for h in index.includes.get(d.path, ()) if h.endswith(HEADERS)]
     for h in list(headers):
-        headers += [g for g in index.includes.get(h, ()) if g.endswith(_HEADERS) and g not in headers]
+        headers += [g for g in index.includes.get(h, ()) if g.endswith(HEADERS) and g not in headers]
     kside = nat.path_side(d.path)
     other = {Side.CPU: Side.CUDA, Side.CUDA: Side.CPU}.get(kside) if kside is not None else None
     if kside == Side.CUDA:  # what default CUDA builds run: not the `#else` of `#if AT_USE_JITERATOR()`
@@ -197,7 +197,7 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
         holders = index.files_with(sym)
         if not holders or len(holders) > _MATH_RARE:
             continue
-        definers = [h for h in holders if h.endswith(_HEADERS) and h != d.path and nat.path_side(h) != other
+        definers = [h for h in holders if h.endswith(HEADERS) and h != d.path and nat.path_side(h) != other
                     and index.defines(h, sym)]
         included = [h for h in definers if h in headers]
         # the kernel file's own includes first; else (reached through a header outside ATen/native, e.g.
@@ -229,7 +229,7 @@ def _follow_math(caller: str, d: nat.Definition, score: float, index: nat.Kernel
 _PP = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
 
 
-def _jiterator_fallbacks(text: str) -> list[tuple[int, int]]:
+def jiterator_fallbacks(text: str) -> list[tuple[int, int]]:
     """Spans of the `#else` branches of `#if AT_USE_JITERATOR()` blocks: code CUDA builds run only
     without the jiterator (ROCm, old toolkits), so not the math a default CUDA build runs."""
     spans: list[tuple[int, int]] = []
@@ -251,7 +251,7 @@ def _jiterator_fallbacks(text: str) -> list[tuple[int, int]]:
 def _without_jiterator_fallback(body: str) -> str:
     if "AT_USE_JITERATOR" not in body:
         return body
-    for start, end in sorted(_jiterator_fallbacks(body), reverse=True):
+    for start, end in sorted(jiterator_fallbacks(body), reverse=True):
         body = body[:start] + body[end:]
     return body
 
@@ -259,13 +259,13 @@ def _without_jiterator_fallback(body: str) -> str:
 def _cuda_fallback_only(index: nat.KernelIndex, sym: str) -> bool:
     """Whether every CUDA kernel file naming `sym` names it only in a jiterator fallback branch
     (calc_i0e in UnarySpecialOpsKernel.cu, whose default path runs i0e_string)."""
-    users = [p for p in index.files_with(sym) if nat.path_side(p) == Side.CUDA and not p.endswith(_HEADERS)]
+    users = [p for p in index.files_with(sym) if nat.path_side(p) == Side.CUDA and not p.endswith(HEADERS)]
     if not users:
         return False
     pattern = re.compile(r"\b" + re.escape(sym) + r"\b")
     for path in users:
         text = index.texts.get(path, "")
-        spans = _jiterator_fallbacks(text) if "AT_USE_JITERATOR" in text else []
+        spans = jiterator_fallbacks(text) if "AT_USE_JITERATOR" in text else []
         for m in pattern.finditer(text):
             line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
             if line.count('"') % 2 or line.lstrip().startswith("//"):
@@ -295,7 +295,7 @@ def _op_name(called: str, natives: dict[str, list[nat.NativeFunction]] | None) -
 
 
 def _follow_cross_file(
-    kernel: str, d: nat.Definition, side: Side, score: float, index: nat.KernelIndex, board: _Board
+    kernel: str, d: nat.Definition, side: Side, score: float, index: nat.KernelIndex, board: Board
 ) -> None:
     """A device kernel calling a same-device function defined in another file."""
     for helper in nat.local_calls(d.body)[:30]:
@@ -312,7 +312,7 @@ def _follow_cross_file(
                 board.edge(d.path, hd.path, "calls")
 
 
-def _add_headers(index: nat.KernelIndex, board: _Board) -> None:
+def add_headers(index: nat.KernelIndex, board: Board) -> None:
     """Shared headers (Loops.cuh, Reduce.cuh, THCNumerics.cuh) included by the suspect kernel files."""
     parents = sorted(board.files.items(), key=lambda kv: -kv[1].score)[:12]
     header_hits: dict[str, list[tuple[float, str]]] = defaultdict(list)

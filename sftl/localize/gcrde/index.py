@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sftl.localize import _native as nat
+from sftl.codegraph import native as nat
 
 if TYPE_CHECKING:
     from sftl.sources import SourceProvider
@@ -32,7 +32,7 @@ _YAML_MEMO: weakref.WeakKeyDictionary[object, tuple[dict[str, list[nat.NativeFun
 )
 
 
-def _natives(source: SourceProvider) -> tuple[dict[str, list[nat.NativeFunction]] | None, str]:
+def release_natives(source: SourceProvider) -> tuple[dict[str, list[nat.NativeFunction]] | None, str]:
     """The release's native_functions.yaml entries, or None and what is wrong with the file."""
     try:
         return _YAML_MEMO[source]
@@ -57,8 +57,8 @@ def _natives(source: SourceProvider) -> tuple[dict[str, list[nat.NativeFunction]
 def prepare_index(source: SourceProvider) -> int:
     """Build (and cache on disk, where the provider allows) the kernel index of a PyTorch tree; files indexed."""
     files = source.list_files()
-    _natives(source)
-    index = _kernel_index(source, files)
+    release_natives(source)
+    index = kernel_index(source, files)
     return len(index.texts)
 
 
@@ -92,7 +92,7 @@ def _parse_natives_cached(source: SourceProvider, text: str) -> dict[str, list[n
 _NATIVES_FORMAT = "sftl-natives-1"
 
 
-def _kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
+def kernel_index(source: SourceProvider, files: list[str]) -> nat.KernelIndex:
     try:
         hit = _INDEX_MEMO.get(source)
     except TypeError:  # a provider that cannot be weakly referenced: no memo

@@ -25,7 +25,7 @@ class OpRef:
     origin: str  # e.g. "torch.nn.Conv2d in the snippet"
 
 
-_TORCH_INCIDENTAL = frozenset(
+TORCH_INCIDENTAL = frozenset(
     """tensor Tensor as_tensor from_numpy randn rand randint rand_like randn_like manual_seed seed
     zeros ones empty full zeros_like ones_like empty_like full_like cuda to cpu numpy item tolist print
     device dtype float double half long int bool byte char short size shape dim numel clone detach
@@ -116,7 +116,7 @@ _ACRONYMS = (("PReLU", "Prelu"), ("RReLU", "Rrelu"), ("ReLU", "Relu"), ("GELU", 
              ("RNN", "Rnn"), ("CTC", "Ctc"), ("NLL", "Nll"), ("BCE", "Bce"), ("MSE", "Mse"), ("KLDiv", "KlDiv"))
 
 
-def _snake(name: str) -> str:
+def to_snake(name: str) -> str:
     for acronym, word in _ACRONYMS:
         name = name.replace(acronym, word)
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
@@ -137,14 +137,14 @@ def torch_op_names(api: str) -> tuple[str, ...]:
     low = [p.lower() for p in parts]
     if "distributions" in low and len(parts) >= 2:
         key = f"{parts[-2].lower()}.{leaf.lower()}"
-        return _TORCH_ALIASES.get(key, (_snake(leaf),))
+        return _TORCH_ALIASES.get(key, (to_snake(leaf),))
     if "linalg" in low[:-1]:
         return (f"linalg_{leaf}", leaf)
     if "fft" in low[:-1]:
         return (f"fft_{leaf}",)
     if "special" in low[:-1]:
         return (f"special_{leaf}", leaf)
-    snake = _snake(leaf) if leaf[:1].isupper() else leaf
+    snake = to_snake(leaf) if leaf[:1].isupper() else leaf
     if leaf[:1].isupper() and "nn" in low:  # a module: nn.BatchNorm2d -> batch_norm, nn.MSELoss -> mse_loss
         base = _NORM_SUFFIX.sub(r"\1d", snake)
         candidates = [base]
@@ -186,13 +186,13 @@ def apis_from_code(code: str, framework: str) -> list[str]:
 
 
 _WORDS = re.compile(r"[A-Za-z_][\w.]*")
-_ENGLISH = frozenset(
+ENGLISH = frozenset(
     "bug cuda cpu gpu the and with when for not result results wrong different output tensor tensors "
     "issue error nan inf value values float double device using use large small".split()
 )
 
 
-def _title_tokens(title: str) -> set[str]:
+def title_tokens(title: str) -> set[str]:
     out: set[str] = set()
     for tok in _WORDS.findall(title):
         tok = tok.strip("._")
@@ -200,15 +200,15 @@ def _title_tokens(title: str) -> set[str]:
             continue
         out.add(tok.lower())
         out.update(p.lower() for p in tok.split(".") if p)
-        out.add(_snake(tok.split(".")[-1]))
+        out.add(to_snake(tok.split(".")[-1]))
     return out
 
 
-def _dunder_free(name: str) -> str:
+def dunder_free(name: str) -> str:
     return name.strip("_") if name.startswith("__") else name
 
 
-def _api_list(extraction: Extraction, framework: str) -> list[str]:
+def api_list(extraction: Extraction, framework: str) -> list[str]:
     apis = list(extraction.apis)
     if not apis and extraction.snippet is not None:
         apis = apis_from_code(extraction.snippet.code, framework)
@@ -256,7 +256,7 @@ def torch_ops(
     first (`pyresolve`), the built-in table after. `focus` (sftl's method; off for the published one):
     the op the title names (also inflected: 'indexing') dominates, and the snippet's own `mode=` picks.
     """
-    title = _title_tokens(issue.title)
+    title = title_tokens(issue.title)
     ops: dict[str, OpRef] = {}
     unknown: list[str] = []
 
@@ -280,7 +280,7 @@ def torch_ops(
         for name in torch_op_names(api):
             for hit in known(name):
                 put(hit, 1.0, f"{divergent_op} diverged in replay")
-    apis = _api_list(extraction, "pytorch")
+    apis = api_list(extraction, "pytorch")
     snippet = extraction.snippet.code if extraction.snippet else ""
     written_mode = next((m.group(1) for m in _MODE_ARG.finditer(snippet)), None)
     real = 0
@@ -293,12 +293,12 @@ def torch_ops(
             read = python_ops(api, source, written_mode)
             # the release's own calls decide which ops; the table's order (the usual 2-d kernel first) and the
             # name of the API rank them, the body's order does not (a helper arange() comes before the op)
-            read = _by_table(read, names, _snake(leaf))
+            read = _by_table(read, names, to_snake(leaf))
             names = tuple(dict.fromkeys((*read, *names)))
         in_title = leaf not in _NEVER_SUBJECT and (
             leaf.strip("_").lower() in title or any(n.strip("_") in title or (focus and _inflected(n, title)) for n in names)
         )
-        incidental = leaf in _TORCH_INCIDENTAL and not in_title
+        incidental = leaf in TORCH_INCIDENTAL and not in_title
         if focus and not in_title and not incidental and _only_comparing(leaf, snippet):
             incidental = True  # (out_cpu - out_gpu.cpu()).abs().max(): reading the difference, not the op under test
         base = 0.15 if incidental else 0.9 - 0.04 * min(real, 5)
@@ -316,7 +316,7 @@ def torch_ops(
         if not resolved and not incidental:
             unknown.append(api)
             # old releases bound many ops through TH (THCTensor_(rshift)), outside the yaml: keep the name
-            put(_dunder_free(names[0]) if names else leaf, base * 0.7, api + " (not in native_functions.yaml)")
+            put(dunder_free(names[0]) if names else leaf, base * 0.7, api + " (not in native_functions.yaml)")
     titled = {n for n, o in ops.items() if "(named in the title)" in o.origin or "diverged in replay" in o.origin}
     if titled and not divergent_op and focus:
         # the op the title names is the one under test: the snippet's other calls build its input or read its
@@ -337,7 +337,7 @@ def torch_ops(
                 ops[name] = OpRef(name, op.weight * 0.6, op.origin)
     if yaml_names is not None:  # ops named in the title though missing from the snippet ("arange cuda bug")
         for tok in title:
-            if tok in yaml_names and tok not in ops and tok not in _ENGLISH and tok not in _TORCH_INCIDENTAL and (
+            if tok in yaml_names and tok not in ops and tok not in ENGLISH and tok not in TORCH_INCIDENTAL and (
                 len(tok) >= 5 or "_" in tok
             ):
                 put(tok, 0.8, f"{tok} named in the title")

@@ -6,10 +6,10 @@ import difflib
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from sftl.localize import _native as nat
+from sftl.codegraph import native as nat
 from sftl.localize.gcrde.board import (
-    _Board,
-    _rank,
+    Board,
+    rank_board,
 )
 from sftl.localize.gcrde.ops import (
     torch_ops,
@@ -19,7 +19,7 @@ from sftl.model import Extraction, Issue, Localization, Outcome, Side
 if TYPE_CHECKING:
     pass
 
-def _paper_pytorch(
+def paper_pytorch(
     issue: Issue, extraction: Extraction, natives: dict[str, list[nat.NativeFunction]], files: list[str],
     top: int, divergent_op: str | None,
 ) -> Localization:
@@ -38,7 +38,7 @@ def _paper_pytorch(
         folder, _, base = path.rpartition("/")
         if folder + "/" in dirs and "." in base:
             names[base.split(".")[0]].append(path)
-    board = _Board()
+    board = Board()
     for op in ops:
         for entry in natives.get(op.name, ()):
             for dkey, kernel in entry.dispatch.items():
@@ -53,7 +53,7 @@ def _paper_pytorch(
     if not board.files:
         return Localization(label, (), Outcome.ABSTAINED,
                             "no kernel file name is close to the dispatch kernels of " + ", ".join(o.name for o in ops))
-    suspects = _rank(board, {Side.CPU: 1.0, Side.CUDA: 1.0, Side.SHARED: 1.0}, top, label, nat.path_side)
+    suspects = rank_board(board, {Side.CPU: 1.0, Side.CUDA: 1.0, Side.SHARED: 1.0}, top, label, nat.path_side)
     return Localization(label, tuple(suspects), Outcome.LOCATED, "ops: " + ", ".join(o.name for o in ops[:5]))
 
 

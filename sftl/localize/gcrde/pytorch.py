@@ -7,21 +7,21 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from sftl.codegraph import native as nat
 from sftl.errors import SourceError
-from sftl.localize import _native as nat
 from sftl.localize import legacy
 from sftl.localize.gcrde.board import (
-    _TFIDF,
-    _Board,
-    _lead,
-    _rank,
-    _side_weights,
+    TFIDF,
+    Board,
+    lead_reason,
+    rank_board,
+    side_weights,
 )
 from sftl.localize.gcrde.cues import (
-    _COMPARING_OPS,
-    _LAUNCHER,
-    _LIFT,
-    _OWN_NAN,
+    COMPARING_OPS,
+    LAUNCHER,
+    LIFT,
+    OWN_NAN,
     Cues,
     Divergence,
     accumulation_side,
@@ -31,23 +31,23 @@ from sftl.localize.gcrde.cues import (
 from sftl.localize.gcrde.dtypes import add_jiterator, add_vec_headers, report_dtypes
 from sftl.localize.gcrde.features import candidate_features
 from sftl.localize.gcrde.follow import (
-    _CALL_T,
-    _HEADERS,
-    _add_headers,
-    _follow_op,
+    CALL_T,
+    HEADERS,
+    add_headers,
+    follow_op,
 )
 from sftl.localize.gcrde.index import (
-    _kernel_index,
-    _natives,
+    kernel_index,
+    release_natives,
 )
 from sftl.localize.gcrde.ops import (
-    _ENGLISH,
+    ENGLISH,
     OpRef,
-    _dunder_free,
-    _title_tokens,
+    dunder_free,
+    title_tokens,
     torch_ops,
 )
-from sftl.localize.gcrde.paper import _paper_pytorch
+from sftl.localize.gcrde.paper import paper_pytorch
 from sftl.localize.gcrde.release import apply_release_names, apply_release_stubs
 from sftl.localize.gcrde.roles import put_math_first
 from sftl.model import Extraction, Issue, Localization, Outcome, Side
@@ -57,44 +57,44 @@ if TYPE_CHECKING:
 
 RANK_POOL = 30  # candidates the features are computed over (the learned ranker of every suspect reads them)
 
-def _localize_pytorch(
+def localize_pytorch(
     issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
 ) -> Localization:
     label = method
     files = source.list_files()
-    natives, yaml_problem = _natives(source)
+    natives, yaml_problem = release_natives(source)
     if method == "paper":
         if natives is None:
             return Localization(label, (), Outcome.ABSTAINED, yaml_problem)
-        return _paper_pytorch(issue, extraction, natives, files, top, divergent_op)
+        return paper_pytorch(issue, extraction, natives, files, top, divergent_op)
 
     kernel_files = nat.kernel_paths(files)
     if not any(f.endswith((".cpp", ".cu", ".cc", ".c")) for f in kernel_files):
         # a wheel ships ATen headers (torch/include) but no kernel sources: ranking headers alone misleads,
         # except an old release's TH/THC generic headers, which name the files defining the op (legacy.py)
         ops, _ = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op, source)
-        board = _Board()
+        board = Board()
         if any(legacy.library(f) for f in kernel_files) and legacy.add_evidence(
-                ops, _kernel_index(source, files), source, natives, board.add):
-            ranked = _rank(board, _side_weights(divergent_side(issue, extraction)), top, label, nat.path_side)
+                ops, kernel_index(source, files), source, natives, board.add):
+            ranked = rank_board(board, side_weights(divergent_side(issue, extraction)), top, label, nat.path_side)
             return Localization(label, tuple(ranked), Outcome.LOCATED, f"ops: {', '.join(o.name for o in ops[:5])}; "
                                 f"{legacy.HEADERS_ONLY}: {source.description}")
         return Localization(
             label, (), Outcome.SKIPPED,
             _no_kernels_reason(source, extraction),
         )
-    index = _kernel_index(source, files)
+    index = kernel_index(source, files)
     ops, unknown = torch_ops(issue, extraction, set(natives) if natives else None, divergent_op, source)
     div = divergent_side(issue, extraction)
     heaviest = max((o.weight for o in ops), default=0.0)
     div = accumulation_side(issue, extraction, [o.name for o in ops if o.weight >= 0.7 * heaviest], div)
-    board = _Board()
+    board = Board()
     followed: set[str] = set()
     for op in ops:
-        _follow_op(op.name, op.weight, op.origin, natives, index, board, followed, depth=0)
+        follow_op(op.name, op.weight, op.origin, natives, index, board, followed, depth=0)
     # TH/THC-era releases: cwrap/nn.yaml/legacy dispatch -> THCTensor_(x) and its functors (legacy.py)
     legacy.add_evidence(ops, index, source, natives, board.add)
-    _add_headers(index, board)
+    add_headers(index, board)
     role_notes = put_math_first(board, index.texts)
     dtypes = report_dtypes(issue, extraction)
     role_notes += add_vec_headers(board, ops, dtypes, div.side, files, source.read_text)
@@ -103,24 +103,24 @@ def _localize_pytorch(
     if div.side == Side.CPU and not div.stated and not cues.value_dependent:
         # a precision gap of a long float accumulation: the math the kernel sums with is where it is decided
         cues = replace(cues, value_dependent="the precision of a long float accumulation")
-    cue_notes = role_notes + _apply_cues(cues, div, ops, index, board, _side_weights(div, cues))
+    cue_notes = role_notes + _apply_cues(cues, div, ops, index, board, side_weights(div, cues))
     structural = bool(board.files)
     # back-off: TF-IDF over contents with the op names, their kernels, and the title's identifiers
-    terms = [o.name for o in ops if o.weight > 0.3] + [_dunder_free(o.name) for o in ops if o.weight > 0.3]
-    terms += [t for t in _title_tokens(issue.title) if t not in _ENGLISH and len(t) > 3]
+    terms = [o.name for o in ops if o.weight > 0.3] + [dunder_free(o.name) for o in ops if o.weight > 0.3]
+    terms += [t for t in title_tokens(issue.title) if t not in ENGLISH and len(t) > 3]
     tfidf = index.tfidf(terms)
     if tfidf:
         best = max(tfidf.values())
         for path, s in sorted(tfidf.items(), key=lambda x: -x[1])[: max(top * 3, 30)]:
-            board.add(path, 0.3 * s / best, f"{_TFIDF} over contents ({s / best:.2f} of best)")
+            board.add(path, 0.3 * s / best, f"{TFIDF} over contents ({s / best:.2f} of best)")
     context = " ".join([issue.title, issue.body, *extraction.apis,
                         extraction.snippet.code if extraction.snippet else ""])
     # a newer stand-in tree over the report's own release: that release's binding of the op decides (legacy.py)
-    era_notes = _prefer_report_release(ops, div, source, board, _side_weights(div, cues))
+    era_notes = _prefer_report_release(ops, div, source, board, side_weights(div, cues))
     # the release's own kernel files, named by its compiled libraries, over a tree of another release (release.py)
     era_notes += apply_release_names(board, ops, div.side, source, files)
-    era_notes += apply_release_stubs(board, index, source, _side_weights(div, cues))
-    pool = _rank(board, _side_weights(div, cues), max(top, RANK_POOL), label, nat.path_side, context)
+    era_notes += apply_release_stubs(board, index, source, side_weights(div, cues))
+    pool = rank_board(board, side_weights(div, cues), max(top, RANK_POOL), label, nat.path_side, context)
     feats = candidate_features(board, pool, index.texts, div.side, div.confident, ops, dtypes)
     pool = [replace(s, features=feats[s.path]) for s in pool]
     suspects = pool[:top]
@@ -142,7 +142,7 @@ def _localize_pytorch(
     return Localization(label, tuple(suspects), Outcome.LOCATED, "; ".join([f"ops: {opnames}", lead, *notes]))
 
 
-def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProvider, board: _Board,
+def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProvider, board: Board,
                            weights: dict[Side | None, float]) -> list[str]:
     """Rank TH/THC evidence above native files only a newer layer holds, when the report's release bound the op to TH.
 
@@ -180,7 +180,7 @@ def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProv
         if moved:
             break
 
-    def effective(path: str) -> tuple[float, float, float]:  # (rank score, side weight, hits bonus) as _rank sees it
+    def effective(path: str) -> tuple[float, float, float]:  # (rank score, side weight, hits bonus) as rank_board sees it
         ev = board.files[path]
         w = weights.get(ev.side or nat.path_side(path), 0.2)
         bonus = 0.02 * min(ev.hits - 1, 3)
@@ -188,7 +188,7 @@ def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProv
 
     # TH/THC files the op's bindings reached (a TF-IDF hit on a leftover THC header of the newer tree is none)
     th_files = [p for p, ev in board.files.items() if (lib := legacy.library(p)) is not None and lib[1] == side
-                and any(not r.startswith(_TFIDF) for _, r in ev.reasons)]
+                and any(not r.startswith(TFIDF) for _, r in ev.reasons)]
     if not th_files:
         return [th.note() + "; no TH/THC file of the op was found to rank instead"]
     ceiling = max(effective(p)[0] for p in th_files)
@@ -210,20 +210,20 @@ def _prefer_report_release(ops: list[OpRef], div: Divergence, source: SourceProv
         if shrink < 1.0:
             ev.score = max(0.0, (eff * shrink - bonus) / max(w, 1e-6))
         short = path.removeprefix("aten/src/ATen/native/")
-        _lead(ev, f"{th.note()}; the newer tree's ({release}) {short} postdates it")
+        lead_reason(ev, f"{th.note()}; the newer tree's ({release}) {short} postdates it")
     for path in th_files:
-        _lead(board.files[path], th.note() + "; ranked above the newer tree's native kernels")
+        lead_reason(board.files[path], th.note() + "; ranked above the newer tree's native kernels")
     return [f"{th.note()}: TH/THC evidence ranks above {len(later)} native file(s) only the newer tree holds"]
 
 
 
-def _apply_cues(cues: Cues, div: Divergence, ops: list[OpRef], index: nat.KernelIndex, board: _Board,
+def _apply_cues(cues: Cues, div: Divergence, ops: list[OpRef], index: nat.KernelIndex, board: Board,
                 weights: dict[Side | None, float]) -> list[str]:
     """Move evidence along the op's path where the report's cues say the fault lies; notes for the reason."""
 
     def lift(path: str) -> float:  # evidence that ranks `path` just above the best kernel, after side weights
         ev = board.files[path]
-        return best * _LIFT / max(weights.get(ev.side or nat.path_side(path), 0.2), 0.2)
+        return best * LIFT / max(weights.get(ev.side or nat.path_side(path), 0.2), 0.2)
 
     notes: list[str] = []
     if cues.cross_device:
@@ -237,7 +237,7 @@ def _apply_cues(cues: Cues, div: Divergence, ops: list[OpRef], index: nat.Kernel
                 ev.score *= 0.8
         return notes
     side = div.side
-    best = max((ev.score for p, ev in board.files.items() if not p.endswith(_HEADERS) and
+    best = max((ev.score for p, ev in board.files.items() if not p.endswith(HEADERS) and
                 (ev.side or nat.path_side(p)) == side), default=0.0)
     if best <= 0:
         return notes
@@ -249,15 +249,15 @@ def _apply_cues(cues: Cues, div: Divergence, ops: list[OpRef], index: nat.Kernel
             board.add(path, lift(path), f"{own}, and {cues.value_dependent}", side=board.files[path].side)
         if lifted:
             notes.append(f"{cues.value_dependent}: {own} ranks above the kernel")
-    if cues.nan and any(_COMPARING_OPS.search(o.name) for o in ops if o.weight >= 0.5):
-        kernels = [p for p, ev in board.files.items() if not p.endswith(_HEADERS) and ev.score >= 0.75 * best
+    if cues.nan and any(COMPARING_OPS.search(o.name) for o in ops if o.weight >= 0.5):
+        kernels = [p for p, ev in board.files.items() if not p.endswith(HEADERS) and ev.score >= 0.75 * best
                    and (ev.side or nat.path_side(p)) == side]
-        if kernels and not any(_OWN_NAN.search(index.texts.get(p, "")) for p in kernels):
+        if kernels and not any(OWN_NAN.search(index.texts.get(p, "")) for p in kernels):
             lifted = []
             for path, ev in list(board.files.items()):
-                if path.endswith(_HEADERS) and nat.path_side(path) in (side, Side.SHARED) and \
+                if path.endswith(HEADERS) and nat.path_side(path) in (side, Side.SHARED) and \
                         any("math" in r and "used by" in r for _, r in ev.reasons) and \
-                        _OWN_NAN.search(index.texts.get(path, "")):
+                        OWN_NAN.search(index.texts.get(path, "")):
                     board.add(path, lift(path), f"its comparison functors decide NaNs, and {cues.nan}",
                               side=ev.side)
                     lifted.append(path)
@@ -267,11 +267,11 @@ def _apply_cues(cues: Cues, div: Divergence, ops: list[OpRef], index: nat.Kernel
     return notes
 
 
-def _add_launch_path(index: nat.KernelIndex, board: _Board) -> bool:
+def _add_launch_path(index: nat.KernelIndex, board: Board) -> bool:
     """Credit the CUDA launcher headers the op's CUDA kernels call (gpu_kernel_with_scalars in Loops.cuh,
     gpu_reduce_kernel in Reduce.cuh), and the launchers those call in turn (gpu_kernel_impl in CUDALoops.cuh)."""
     kernels = sorted(((p, ev.score) for p, ev in board.files.items()
-                      if nat.path_side(p) == Side.CUDA and not p.endswith(_HEADERS)), key=lambda x: -x[1])
+                      if nat.path_side(p) == Side.CUDA and not p.endswith(HEADERS)), key=lambda x: -x[1])
     if not kernels:
         return False
     best = kernels[0][1]
@@ -283,7 +283,7 @@ def _add_launch_path(index: nat.KernelIndex, board: _Board) -> bool:
         texts = [b for _, b in board.bodies.get(path, ())]
         for attempt in (texts, [index.texts.get(path, "")]):  # the op's kernel bodies, else its whole file
             found = False
-            for name in dict.fromkeys(m.group(1) for t in attempt for m in _CALL_T.finditer(t[:30000])):
+            for name in dict.fromkeys(m.group(1) for t in attempt for m in CALL_T.finditer(t[:30000])):
                 d = _launcher_def(name, path, index)
                 if d is None:
                     continue
@@ -293,11 +293,11 @@ def _add_launch_path(index: nat.KernelIndex, board: _Board) -> bool:
                 todo, seen = [(name, d)], {name}
                 while todo and len(seen) < 12:  # through same-header wrappers to the launch in another header
                     outer, od = todo.pop()
-                    for inner in dict.fromkeys(m.group(1) for m in _CALL_T.finditer(od.body[:20000])):
+                    for inner in dict.fromkeys(m.group(1) for m in CALL_T.finditer(od.body[:20000])):
                         if inner in seen:
                             continue
                         seen.add(inner)
-                        same = index.definition_in(inner, od.path) if _LAUNCHER.search(inner) else None
+                        same = index.definition_in(inner, od.path) if LAUNCHER.search(inner) else None
                         dd = same or _launcher_def(inner, od.path, index)
                         if dd is None or dd.path == path:
                             continue
@@ -314,26 +314,26 @@ def _add_launch_path(index: nat.KernelIndex, board: _Board) -> bool:
         files = list(dict.fromkeys(f.rsplit("/", 1)[-1] for _, f, _, _ in uses))
         names = list(dict.fromkeys(n for n, _, _, _ in uses))
         calls = sum(c for _, _, _, c in uses)
-        board.add(header, top * (_LIFT + 0.03) + 0.01 * min(len(files) - 1, 3) + 0.005 * min(calls - 1, 4),
+        board.add(header, top * (LIFT + 0.03) + 0.01 * min(len(files) - 1, 3) + 0.005 * min(calls - 1, 4),
                   f"defines {', '.join(names[:3])}, the launcher {', '.join(files[:3])} call", side=Side.CUDA)
     for header, inner_uses in deep.items():
         if header in direct:
             continue
         names = list(dict.fromkeys(n for n, _ in inner_uses))
         callers = list(dict.fromkeys(c for _, c in inner_uses))
-        board.add(header, best * _LIFT, f"defines {', '.join(names[:3])}, called by the launcher "
+        board.add(header, best * LIFT, f"defines {', '.join(names[:3])}, called by the launcher "
                   f"{', '.join(callers[:3])}", side=Side.CUDA)
     return bool(direct)
 
 
 def _launcher_def(name: str, caller_path: str, index: nat.KernelIndex) -> nat.Definition | None:
     """The CUDA header defining a launcher-like function (`*kernel*`, `launch*`, `*loop*`), if one does."""
-    if len(name) < 6 or not _LAUNCHER.search(name) or name.isupper() or name.startswith(("C10_", "AT_", "TORCH_")):
+    if len(name) < 6 or not LAUNCHER.search(name) or name.isupper() or name.startswith(("C10_", "AT_", "TORCH_")):
         return None
     if index.definition_in(name, caller_path) is not None:
         return None  # the kernel file's own helper
     defs = [d for d in index.definitions(name, limit=4, tensorish=False)
-            if d.path.endswith(_HEADERS) and nat.path_side(d.path) == Side.CUDA]
+            if d.path.endswith(HEADERS) and nat.path_side(d.path) == Side.CUDA]
     if not defs or len({d.path for d in defs}) > 2:
         return None
     return defs[0]

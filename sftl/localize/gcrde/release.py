@@ -32,9 +32,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sftl.localize import _native as nat
-from sftl.localize.gcrde.board import _TFIDF, _Board, _lead
-from sftl.localize.gcrde.ops import OpRef, _dunder_free
+from sftl.codegraph import native as nat
+from sftl.localize.gcrde.board import TFIDF, Board, lead_reason
+from sftl.localize.gcrde.ops import OpRef, dunder_free
 from sftl.model import Side
 from sftl.sources import inventory
 
@@ -61,12 +61,12 @@ def _stem(path: str) -> str:
 def _on_path(reasons: list[tuple[float, str]]) -> bool:
     """Evidence from following the op (its kernel defined or registered, a function it calls), not a header
     include or the TF-IDF back-off."""
-    return any(not r.startswith(("header included by", _TFIDF)) for _, r in reasons)
+    return any(not r.startswith(("header included by", TFIDF)) for _, r in reasons)
 
 
-def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any, files: list[str]) -> list[str]:
+def apply_release_names(board: Board, ops: list[OpRef], side: Side, source: Any, files: list[str]) -> list[str]:
     """Add the release's own kernel files the tree lacks, move the tree's CUDA files the release lacks; notes."""
-    tree_release = _tree_release(source)
+    tree_release = tree_release_of(source)
     if tree_release is None or not board.files or not ops:
         return []
     named, release = inventory.release_named(source)
@@ -90,7 +90,7 @@ def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any
         stem = _stem(path)
         target: tuple[str, str] | None = None  # (the tree's file it stands for, why)
         for o in main:
-            op = _compact(_dunder_free(o.name))
+            op = _compact(dunder_free(o.name))
             if len(op) < 4 or op not in _compact(stem):
                 continue
             best = _best_of_op(board, o.name, pside)
@@ -136,7 +136,7 @@ def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any
         if path in named or path in added or ev.score + bonus(ev) < ceiling:
             continue
         ev.score = max(0.0, ceiling * _BELOW - bonus(ev))
-        _lead(ev, f"not named by {short}'s compiled libraries, which name {len(named_cuda)} of this tree's "
+        lead_reason(ev, f"not named by {short}'s compiled libraries, which name {len(named_cuda)} of this tree's "
               f"native/cuda files: most likely split off or added after {short}")
         moved.append(path)
     if moved:
@@ -145,15 +145,15 @@ def apply_release_names(board: _Board, ops: list[OpRef], side: Side, source: Any
     return notes
 
 
-def _best_of_op(board: _Board, op: str, side: Side | None) -> str | None:
+def _best_of_op(board: Board, op: str, side: Side | None) -> str | None:
     """The best file of one side whose evidence follows `op` itself."""
     tag = f" for {op}"
     cands = [p for p, ev in board.files.items() if nat.path_side(p) == side and not p.endswith((".h", ".cuh"))
-             and any(tag in r and not r.startswith(_TFIDF) for _, r in ev.reasons)]
+             and any(tag in r and not r.startswith(TFIDF) for _, r in ev.reasons)]
     return max(cands, key=lambda p: board.files[p].score) if cands else None
 
 
-def _tree_release(source: Any) -> str | None:
+def tree_release_of(source: Any) -> str | None:
     """The release of the tree whose C++ the source reads, when it is not the report's; else None."""
     report = inventory.base_release(getattr(source, "version", None))
     for layer in inventory.layers(source):
@@ -202,7 +202,7 @@ def _release_lacks(stub: str, index: nat.KernelIndex, layers: list[Any], memo: d
     return stub not in memo["all"]
 
 
-def apply_release_stubs(board: _Board, index: nat.KernelIndex, source: Any,
+def apply_release_stubs(board: Board, index: nat.KernelIndex, source: Any,
                         weights: dict[Side | None, float]) -> list[str]:
     """A file reached only through a dispatch stub the report's release did not declare goes just below the file that
     defines the op's kernel and calls the stub there (bicubic's CPU code was in UpSampleBicubic2d.cpp before
@@ -246,7 +246,7 @@ def apply_release_stubs(board: _Board, index: nat.KernelIndex, source: Any,
         ev.score = max(rest, (ceiling * _BELOW - 0.02 * min(ev.hits - 1, 3)) / max(w, 1e-6))
         release = getattr(source, "era_release", None) or getattr(source, "version", "")
         whose = f"{release}'s own headers" if indexed is None else f"{release}'s headers ({indexed.origin})"
-        _lead(ev, f"registers {', '.join(sorted(stubs))}, which {whose} do not declare: the op's "
+        lead_reason(ev, f"registers {', '.join(sorted(stubs))}, which {whose} do not declare: the op's "
               f"code then sat in {caller.removeprefix(NATIVE)}, which calls the stub now")
         moved.append(path)
     if not moved:

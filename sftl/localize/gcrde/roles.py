@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from sftl.localize import _native as nat
-from sftl.localize.gcrde.board import _Board
+from sftl.codegraph import native as nat
+from sftl.localize.gcrde.board import Board
 from sftl.model import Side
 
 KERNEL = "kernel"
@@ -75,11 +75,11 @@ def _thin(text: str) -> bool:
     return code_lines(text) < _THIN_LINES and not _DEVICE_CODE.search(text)
 
 
-def roles_of(board: _Board, texts: dict[str, str]) -> dict[str, str]:
+def roles_of(board: Board, texts: dict[str, str]) -> dict[str, str]:
     return {path: role(path, texts.get(path, "")) for path in board.files}
 
 
-def put_math_first(board: _Board, texts: dict[str, str]) -> list[str]:
+def put_math_first(board: Board, texts: dict[str, str]) -> list[str]:
     """Rank the file holding a device's math above the file that only forwards to it; notes for the reason."""
     roles = roles_of(board, texts)
     notes: list[str] = []

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sftl.localize.gcrde.board import (
-    _Board,
-    _rank,
-    _side_weights,
+    Board,
+    rank_board,
+    side_weights,
 )
 from sftl.localize.gcrde.cues import (
-    _COMPARING_OPS,
-    _LIFT,
-    _OWN_NAN,
+    COMPARING_OPS,
+    LIFT,
+    OWN_NAN,
     Cues,
     Divergence,
     divergent_side,
@@ -26,9 +26,9 @@ from sftl.localize.gcrde.cues import (
 )
 from sftl.localize.gcrde.ops import (
     OpRef,
-    _api_list,
-    _snake,
-    _title_tokens,
+    api_list,
+    title_tokens,
+    to_snake,
 )
 from sftl.model import Extraction, Issue, Localization, Outcome, Side, Suspect
 from sftl.sources.inventory import indexed, named_paths, release_libraries, release_wheel
@@ -106,7 +106,7 @@ def tf_raw_ops(api: str, source: SourceProvider | None = None) -> tuple[str, ...
     leaf = parts[-1]
     if leaf[:1].isupper() and len(parts) >= 2 and parts[-2] in ("raw_ops",):
         return (leaf,)
-    snake = _snake(leaf) if leaf[:1].isupper() else leaf
+    snake = to_snake(leaf) if leaf[:1].isupper() else leaf
     if snake in _TF_OPS:
         return _TF_OPS[snake]
     base = snake[len("reduce_"):] if snake.startswith("reduce_") else snake
@@ -224,13 +224,13 @@ def _tf_gen_ops(source: SourceProvider) -> dict[str, str]:
 _TF_KERNEL_DIR = "tensorflow/core/kernels/"
 
 
-def _localize_tensorflow(
+def localize_tensorflow(
     issue: Issue, extraction: Extraction, source: SourceProvider, method: str, top: int, divergent_op: str | None
 ) -> Localization:
     label = method
-    title = _title_tokens(issue.title)
+    title = title_tokens(issue.title)
     ops: dict[str, OpRef] = {}
-    for api in ([divergent_op] if divergent_op else []) + _api_list(extraction, "tensorflow"):
+    for api in ([divergent_op] if divergent_op else []) + api_list(extraction, "tensorflow"):
         if api.startswith(_TF_NAMESPACE_SKIP):
             continue
         leaf = api.split(".")[-1]
@@ -244,7 +244,7 @@ def _localize_tensorflow(
         return Localization(label, (), Outcome.ABSTAINED, "no TensorFlow operation found in the report")
     ordered = sorted(ops.values(), key=lambda o: -o.weight)
     files = [f for f in source.list_files() if f.startswith(_TF_KERNEL_DIR)]
-    board = _Board()
+    board = Board()
     div = divergent_side(issue, extraction)
     texts: dict[str, str] = {}
     if method == "sftl":
@@ -269,9 +269,9 @@ def _localize_tensorflow(
         return Localization(label, (), Outcome.ABSTAINED,
                             f"no kernel file for {', '.join(o.name for o in ordered[:5])} in {source.description}"
                             + (f" nor among the {len(binary.kernels)} kernel files its libraries name" if binary else ""))
-    weights: dict[Side | None, float] = (_side_weights(div, cues if inferred or by_binary else None)
+    weights: dict[Side | None, float] = (side_weights(div, cues if inferred or by_binary else None)
                                          if method == "sftl" else {s: 1.0 for s in Side})
-    suspects = _rank(board, weights, top, label, _tf_side)
+    suspects = rank_board(board, weights, top, label, _tf_side)
     if method == "sftl":
         suspects = _as_release_paths(suspects, source)
     how = "REGISTER_KERNEL_BUILDER in contents" if registered and not inferred else (
@@ -326,7 +326,7 @@ def _tf_side(path: str) -> Side | None:
     return Side.PYTHON if path.endswith(".py") else Side.SHARED
 
 
-def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: _Board) -> None:
+def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: Board) -> None:
     for op in ops:
         builder = re.compile(r'Name\(\s*"' + re.escape(op.name) + r'"\s*\)')
         cwise = re.compile(r'REGISTER\d*\(\s*\w+\s*,\s*(CPU|GPU)\s*,\s*"' + re.escape(op.name) + r'"')
@@ -372,13 +372,13 @@ def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: _Board) ->
                                   f"declares functor::{name}, the math {path.rsplit('/', 1)[-1]} registers for {op.name}")
 
 
-def _tf_names(ops: list[OpRef], files: list[str], board: _Board, fuzzy_only: bool) -> None:
+def _tf_names(ops: list[OpRef], files: list[str], board: Board, fuzzy_only: bool) -> None:
     """Without contents: x_op.cc, x_op_gpu.cu.cc, cwise_op_x.cc, fuzzy-matched against the listing."""
     stems: dict[str, list[str]] = defaultdict(list)
     for path in files:
         stems[path.rsplit("/", 1)[-1].split(".")[0]].append(path)
     for op in ops:
-        snake = _snake(op.name)
+        snake = to_snake(op.name)
         predicted = [f"{snake}_op", f"{snake}_op_gpu", f"cwise_op_{snake}", f"cwise_op_gpu_{snake}", f"{snake}_ops",
                      f"reduction_ops_{snake}"] if not fuzzy_only else [f"{snake}_op", f"{snake}_op_gpu"]
         for pred in predicted:
@@ -426,7 +426,7 @@ def _tf_compact(stem: str) -> str:
 def _tf_declaring(op: str, texts: dict[str, str]) -> list[tuple[str, float, str, str]]:
     """Headers declaring `op`'s functor: (path, strength, why, cwise functor name or "")."""
     base = re.sub(r"(?:V\d+|Native)$", "", op)
-    snake = _snake(base)
+    snake = to_snake(base)
     compact = snake.replace("_", "")
     family = next((stem for rx, stem in _TF_FAMILIES if rx.match(op)), None)
     hits: list[tuple[str, float, str, str]] = []
@@ -458,14 +458,14 @@ def _tf_declaring(op: str, texts: dict[str, str]) -> list[tuple[str, float, str,
     return hits
 
 
-def _tf_inferred(header: str, op: str, functor: str) -> list[tuple[str, Side | None]]:
+def tf_inferred(header: str, op: str, functor: str) -> list[tuple[str, Side | None]]:
     """The implementation files TensorFlow's layout puts beside a declaring header, with their side."""
     folder, stem = header.rsplit("/", 1)[0] + "/", _tf_stem(header)
     if stem == "cwise_ops":  # cwise_op_floor_div.cc, cwise_op_gpu_floor_div.cu.cc; only through a functor's name
         return [(f"{folder}cwise_op_gpu_{functor}.cu.cc", Side.CUDA),
                 (f"{folder}cwise_op_{functor}.cc", Side.SHARED)] if functor else []
     if stem == "reduction_ops":  # one .cc per reduction (reduction_ops_mean.cc); GPU files go by dtype
-        return [(f"{folder}reduction_ops_{_snake(op)}.cc", Side.SHARED)]
+        return [(f"{folder}reduction_ops_{to_snake(op)}.cc", Side.SHARED)]
     m = _TF_IMPL_STEM.match(stem)
     if m is None:
         return []
@@ -482,7 +482,7 @@ def _tf_gpu_companions(header: str, texts: dict[str, str]) -> list[str]:
             and _tf_stem(p).startswith(prefix + "_") and "gpu" in _tf_stem(p)]
 
 
-def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board: _Board, cues: Cues) -> bool:
+def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board: Board, cues: Cues) -> bool:
     """Rank the headers declaring each op's functor and the implementation files they name by convention."""
     found = False
     declared = {p: d for p, t in texts.items() if (d := tf_gpu_declarations(p, t))}
@@ -501,7 +501,7 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
             w = op.weight * strength
             name = header.rsplit("/", 1)[-1]
             board.add(header, w * 0.94, f"{name}: {why} [{op.origin}]")
-            for path, side in _tf_inferred(header, op.name, functor):
+            for path, side in tf_inferred(header, op.name, functor):
                 if path in known or (side is Side.CUDA and gpu_in_header):
                     continue  # listed, so not inferred (never the case in a wheel); or registered in a header
                 score = w if side is Side.CUDA else w * 0.97
@@ -514,14 +514,14 @@ def _tf_headers(ops: list[OpRef], texts: dict[str, str], known: set[str], board:
                     # the GPU kernels are written in the header; the inferred .cu.cc only instantiates them
                     board.add(comp, w * 1.01, f"{comp.rsplit('/', 1)[-1]} holds the GPU kernels (device code) of "
                               f"{op.name}; the .cu.cc beside it only instantiates them", Side.CUDA)
-            if cues.nan and _COMPARING_OPS.search(_snake(op.name)):
+            if cues.nan and COMPARING_OPS.search(to_snake(op.name)):
                 # the headers whose code handles NaN (isnan, x != x, a NaN-propagating functor) hold the comparison
                 for path in [header, *comps]:
-                    if _OWN_NAN.search(texts[path]) or "NaN" in texts[path]:
-                        board.add(path, w * _LIFT, f"{cues.nan}: {path.rsplit('/', 1)[-1]} handles NaN for {op.name}",
+                    if OWN_NAN.search(texts[path]) or "NaN" in texts[path]:
+                        board.add(path, w * LIFT, f"{cues.nan}: {path.rsplit('/', 1)[-1]} handles NaN for {op.name}",
                                   Side.CUDA if path in comps else None)
             elif cues.value_dependent and functor:
-                board.add(header, w * _LIFT, f"{cues.value_dependent}: the math is the functor in {name}")
+                board.add(header, w * LIFT, f"{cues.value_dependent}: the math is the functor in {name}")
         _tf_gpu_headers_of(op, declared, op.weight * top, board)
     return found
 
@@ -534,7 +534,7 @@ def tf_gpu_declarations(path: str, text: str) -> tuple[str, ...]:
     return tuple(sorted(set(_TF_DECL.findall(text))))
 
 
-def _tf_gpu_headers_of(op: OpRef, declared: Mapping[str, Sequence[str]], weight: float, board: _Board,
+def _tf_gpu_headers_of(op: OpRef, declared: Mapping[str, Sequence[str]], weight: float, board: Board,
                        whence: str = "") -> bool:
     """GPU headers named otherwise whose device code declares types named after the op: the GPU transpose's
     tiles live in conv_2d_gpu.h (BatchNarrowMatrixTransposeDispatcher, TransposeElemType), not in a transpose file.
@@ -616,7 +616,7 @@ def _tf_op_words(stem: str) -> str:
 
 def _tf_op_keys(op: str, gen_names: dict[str, str]) -> set[str]:
     """The compact names a kernel file of `op` may carry: the op's (version suffix off), its gen_*_ops function's."""
-    keys = {_tf_op_words(_snake(re.sub(r"(?:V\d+|Native)$", "", op)))}
+    keys = {_tf_op_words(to_snake(re.sub(r"(?:V\d+|Native)$", "", op)))}
     for fname, raw in gen_names.items():
         if raw == op:
             keys.add(_tf_op_words(re.sub(r"_v\d+$", "", fname.strip("_"))))
@@ -650,7 +650,7 @@ def _tf_name_match(op: str, keys: set[str], path: str) -> tuple[float, str]:
 
 
 def _tf_binary_named(
-    ops: list[OpRef], binary: _BinaryLayer, listed: set[str], board: _Board, div: Divergence, gen_names: dict[str, str]
+    ops: list[OpRef], binary: _BinaryLayer, listed: set[str], board: Board, div: Divergence, gen_names: dict[str, str]
 ) -> bool:
     """Rank the kernel files the release's libraries name by how their names match each op; with a CPU-only build,
     the op's GPU files are inferred beside its named .cc (first when the report surely blames CUDA)."""

@@ -6,28 +6,28 @@ import ast
 import re
 from dataclasses import dataclass
 
-from sftl.localize.mme.evidence import Missing, _Ev
+from sftl.localize.mme.evidence import FrameEvidence, Missing
 from sftl.localize.nw import nw_similarity
 from sftl.localize.pycode import ClassRef, Code, dotted, module_of
 
 
 @dataclass
-class _Candidate:
+class OwnerCandidate:
     cls: ClassRef
     why: str
     weight: float  # how directly the evidence ties this class to the failing object
 
 
-def _receiver_classes(code: Code, path: str, line: int | None, source_line: str, name: str) -> list[_Candidate]:
+def receiver_classes(code: Code, path: str, line: int | None, source_line: str, name: str) -> list[OwnerCandidate]:
     """The class of the object whose `.name` was read on that line, inferred statically."""
     m = re.search(rf"([A-Za-z_][\w.]*)\s*\.\s*{re.escape(name)}\b", source_line)
     if not m or line is None:
         return []
     recv = m.group(1)
     klass, func = code.enclosing(path, line)
-    out: list[_Candidate] = []
+    out: list[OwnerCandidate] = []
     if recv in ("self", "cls") and klass is not None:
-        out.append(_Candidate(ClassRef(path, klass), f"the method {klass.name}.{func.name if func else '?'} reads self.{name}", 1.0))
+        out.append(OwnerCandidate(ClassRef(path, klass), f"the method {klass.name}.{func.name if func else '?'} reads self.{name}", 1.0))
         return out
     annotation: ast.expr | None = None
     value: ast.expr | None = None
@@ -66,7 +66,7 @@ def _receiver_classes(code: Code, path: str, line: int | None, source_line: str,
         for cand in _type_names(expr):
             ref = code.resolve_name(path, cand)
             if ref is not None:
-                out.append(_Candidate(ref, f"{recv} in {path} is {how} {cand}", 0.9))
+                out.append(OwnerCandidate(ref, f"{recv} in {path} is {how} {cand}", 0.9))
     return out
 
 
@@ -94,9 +94,9 @@ def _type_names(expr: ast.expr) -> list[str]:
     return [name] if name and name != "None" else []
 
 
-def _owner_candidates(code: Code, ev: _Ev, owner: str) -> list[_Candidate]:
+def owner_candidates(code: Code, ev: FrameEvidence, owner: str) -> list[OwnerCandidate]:
     """Definitions of a class named `owner`: on the traceback, imported by it, then anywhere in the tree."""
-    out: list[_Candidate] = []
+    out: list[OwnerCandidate] = []
     seen: set[ClassRef] = set()
     tb_files = []
     for _, _, p in ev.framework_frames:
@@ -107,12 +107,12 @@ def _owner_candidates(code: Code, ev: _Ev, owner: str) -> list[_Candidate]:
             ref = ClassRef(p, code.classes(p)[owner])
             if ref not in seen:
                 seen.add(ref)
-                out.append(_Candidate(ref, f"class {owner} is defined in {p}, on the traceback", 0.8))
+                out.append(OwnerCandidate(ref, f"class {owner} is defined in {p}, on the traceback", 0.8))
     for p in reversed(tb_files):
         found = code.resolve_name(p, owner)
         if found is not None and found not in seen:
             seen.add(found)
-            out.append(_Candidate(found, f"{p} (on the traceback) imports {owner} from {module_of(found.path)}", 0.7))
+            out.append(OwnerCandidate(found, f"{p} (on the traceback) imports {owner} from {module_of(found.path)}", 0.7))
     if out:
         return out
     for p in code.grep(rf"^\s*class\s+{re.escape(owner)}\b"):
@@ -123,7 +123,7 @@ def _owner_candidates(code: Code, ev: _Ev, owner: str) -> list[_Candidate]:
                 seen.add(ref)
                 # generated and test code rarely holds the class a report is about
                 odd = bool(re.search(r"(_generated|_pb2|/tests?/|/testing/|_test\.py$)", p))
-                out.append(_Candidate(ref, f"class {owner} is defined in {p}", 0.2 if odd else 0.5))
+                out.append(OwnerCandidate(ref, f"class {owner} is defined in {p}", 0.2 if odd else 0.5))
     if len(out) > 1:
         # several classes share the name (torch.nn.Module, torch.jit.annotations.Module): the one its
         # package re-exports is the public class a report means; namesakes step back a little (evidence
@@ -138,8 +138,8 @@ def _owner_candidates(code: Code, ev: _Ev, owner: str) -> list[_Candidate]:
     return out
 
 
-def _reweighted(c: _Candidate, weight: float, why: str) -> _Candidate:
-    return _Candidate(c.cls, why, weight)
+def _reweighted(c: OwnerCandidate, weight: float, why: str) -> OwnerCandidate:
+    return OwnerCandidate(c.cls, why, weight)
 
 
 def _exported_as(code: Code, cls: ClassRef) -> str | None:
@@ -154,7 +154,7 @@ def _exported_as(code: Code, cls: ClassRef) -> str | None:
     return None
 
 
-def _defines(code: Code, mro: list[ClassRef], name: str, class_level: bool = False) -> ClassRef | None:
+def defining_class(code: Code, mro: list[ClassRef], name: str, class_level: bool = False) -> ClassRef | None:
     for k in mro:
         if name in code.members(k, class_level):
             return k
@@ -165,7 +165,7 @@ def _tokens(name: str) -> set[str]:
     return {t for t in re.split(r"_+|(?<=[a-z])(?=[A-Z])", name.lower()) if t}
 
 
-def _member_similarity(members: frozenset[str], name: str) -> tuple[float, str]:
+def member_similarity(members: frozenset[str], name: str) -> tuple[float, str]:
     best, which = 0.0, ""
     want = _tokens(name)
     for m in members:
@@ -179,7 +179,7 @@ def _member_similarity(members: frozenset[str], name: str) -> tuple[float, str]:
     return best, which
 
 
-def _class_evidence(code: Code, k: ClassRef, name: str, suggestion: str | None) -> tuple[float, list[str]]:
+def class_evidence(code: Code, k: ClassRef, name: str, suggestion: str | None) -> tuple[float, list[str]]:
     """How strongly the class `k` itself is expected to define `name`, with the reasons in words."""
     score = 0.0
     why: list[str] = []
@@ -191,7 +191,7 @@ def _class_evidence(code: Code, k: ClassRef, name: str, suggestion: str | None) 
     if suggestion and suggestion in own:
         score += 1.5
         why.append(f"{k.name} defines {suggestion!r}, the interpreter's suggestion")
-    sim, which = _member_similarity(own, name)
+    sim, which = member_similarity(own, name)
     if sim >= 0.3:
         score += 2.0 * sim
         why.append(f"{k.name} defines the similar {which!r} (similarity {sim:.2f})")
@@ -206,7 +206,7 @@ def _class_evidence(code: Code, k: ClassRef, name: str, suggestion: str | None) 
     return score, why
 
 
-def _sibling_votes(code: Code, name: str, mro: list[ClassRef]) -> tuple[dict[ClassRef, int], int]:
+def sibling_votes(code: Code, name: str, mro: list[ClassRef]) -> tuple[dict[ClassRef, int], int]:
     """Other classes whose code reads `self.<name>`: votes for the ancestors they share with the owner
     when they expect to inherit the name, and a count of those that define it themselves."""
     in_mro = set(mro)
@@ -225,7 +225,7 @@ def _sibling_votes(code: Code, name: str, mro: list[ClassRef]) -> tuple[dict[Cla
             if name in code.members(ref):
                 own += 1
                 continue
-            definer = _defines(code, smro, name)
+            definer = defining_class(code, smro, name)
             if definer is not None and definer not in in_mro:
                 continue  # it gets the name from a mixin of its own
             for k in shared:
@@ -312,7 +312,7 @@ def _edit_distance(a: str, b: str) -> int:
     return prev[-1]
 
 
-def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing: Missing, version: str) -> str:
+def user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing: Missing, version: str) -> str:
     """User code asked for a name no class in the owner's hierarchy has: a user error unless the
     framework's own code expects the name ("abstain: <why>" or a note for the located reason)."""
     name = missing.name
@@ -324,7 +324,7 @@ def _user_call_verdict(code: Code, owner: ClassRef, mro: list[ClassRef], missing
     refs = [k for k in mro if code.self_refs(k, name)]
     if refs:
         return f"called from user code, but {refs[0].name}'s own methods use self.{name}: the framework lost it"
-    votes, _ = _sibling_votes(code, name, mro)
+    votes, _ = sibling_votes(code, name, mro)
     if sum(votes.values()) >= 2:
         return f"called from user code, but other subclasses of {max(votes, key=lambda k: votes[k]).name} use self.{name}: the framework lost it"
     supers = _super_callers(code, name, mro)
@@ -467,5 +467,5 @@ def _typed_call_sites(code: Code, name: str, mro: list[ClassRef], loose: bool = 
     return best
 
 
-def _is_dynamic_name(name: str) -> bool:
+def is_dynamic_name(name: str) -> bool:
     return (name.startswith("__") and name.endswith("__")) or bool(re.search(r"[a-z_]\d+$", name))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sftl.localize.pycode import FRAMEWORK_PACKAGES, Code
 from sftl.model import Extraction, Frame, Issue, Localization, Outcome, Side, Suspect, Traceback
 
-_BUILTIN_OWNERS = {
+BUILTIN_OWNERS = {
     "NoneType", "int", "float", "str", "bytes", "list", "dict", "tuple", "set", "bool", "function",
     "method", "builtin_function_or_method", "module", "type", "object", "generator", "property",
 }  # fmt: skip
@@ -126,7 +126,7 @@ def guess_framework(extraction: Extraction, issue: Issue) -> str | None:
 
 
 @dataclass
-class _Ev:
+class FrameEvidence:
     """Framework frames (innermost last) with their repository paths."""
 
     frames: list[tuple[int, Frame, str | None]]  # (1-based frame number, frame, repo path or None)
@@ -145,9 +145,9 @@ class _Ev:
         return self.frames[-1] if self.frames else None
 
 
-def _evidence(
+def read_evidence(
     extraction: Extraction, framework: str | None, issue: Issue | None = None, scan: bool = False, keep_frames: bool = False
-) -> _Ev | None:
+) -> FrameEvidence | None:
     """The frames and the error message; `scan`: when the reported error is not a missing-name error
     (a compiler error wrapping it, a cut traceback), the last line of the report that is one;
     `keep_frames`: frames without any error message (a traceback cut before its last line) still count."""
@@ -180,16 +180,16 @@ def _evidence(
         if found:
             message = found[-1]
     if not message:
-        return _Ev(frames, "") if keep_frames and frames else None
-    return _Ev(frames, message)
+        return FrameEvidence(frames, "") if keep_frames and frames else None
+    return FrameEvidence(frames, message)
 
 
-def _suspect(path: str, score: float, reason: str) -> Suspect:
+def make_suspect(path: str, score: float, reason: str) -> Suspect:
     side = Side.PYTHON if path.endswith(".py") else None
     return Suspect(path=path, score=round(max(0.0, min(1.0, score)), 3), side=side, reason=reason)
 
 
-def _dedupe(items: list[Suspect], top: int) -> tuple[Suspect, ...]:
+def dedupe(items: list[Suspect], top: int) -> tuple[Suspect, ...]:
     best: dict[str, Suspect] = {}
     for s in items:
         if s.path not in best or s.score > best[s.path].score:
@@ -198,11 +198,11 @@ def _dedupe(items: list[Suspect], top: int) -> tuple[Suspect, ...]:
     return tuple(ranked[:top])
 
 
-def _frame_line(code: Code, path: str, frame: Frame) -> int | None:
+def frame_line(code: Code, path: str, frame: Frame) -> int | None:
     return code.find_line(path, frame.line, frame.source)
 
 
-def _frame_source(code: Code, path: str | None, frame: Frame) -> str:
+def frame_source(code: Code, path: str | None, frame: Frame) -> str:
     if frame.source:
         return frame.source
     if path and frame.line:
@@ -213,14 +213,14 @@ def _frame_source(code: Code, path: str | None, frame: Frame) -> str:
     return ""
 
 
-def _located(suspects: list[Suspect], top: int, min_score: float = 0.35) -> Localization:
-    ranked = _dedupe(suspects, top)
+def localization_of(suspects: list[Suspect], top: int, min_score: float = 0.35) -> Localization:
+    ranked = dedupe(suspects, top)
     if not ranked or ranked[0].score < min_score:
         return Localization("sftl", ranked, Outcome.ABSTAINED, "no confident suspect")
     return Localization("sftl", ranked, Outcome.LOCATED, f"{ranked[0].path}: {ranked[0].reason}")
 
 
-def _user_frame(ev: _Ev) -> bool:
+def user_frame(ev: FrameEvidence) -> bool:
     """True when the code that asked for the missing name is the user's, not the framework's.
 
     With no frames at all (only the error line was pasted) nobody can tell, so the same caution applies.
@@ -229,13 +229,13 @@ def _user_frame(ev: _Ev) -> bool:
     return raising is None or raising[2] is None
 
 
-def _caller(code: Code, ev: _Ev, name: str) -> tuple[int, Frame, str, int | None] | None:
+def calling_frame(code: Code, ev: FrameEvidence, name: str) -> tuple[int, Frame, str, int | None] | None:
     """The innermost framework frame whose line refers to the missing name."""
     rx = re.compile(rf"(\.|\bimport\s+|['\"]){re.escape(name)}\b")
     for num, frame, path in reversed(ev.framework_frames):
         if frame.function in ("__getattr__", "__getattribute__"):
             continue
-        text = _frame_source(code, path, frame)
+        text = frame_source(code, path, frame)
         if rx.search(text):
-            return num, frame, path, _frame_line(code, path, frame)
+            return num, frame, path, frame_line(code, path, frame)
     return None

@@ -16,7 +16,7 @@ import re
 import sys
 import warnings
 
-from sftl.localize.mme.evidence import Missing, _Ev, _frame_source, _suspect
+from sftl.localize.mme.evidence import FrameEvidence, Missing, frame_source, make_suspect
 from sftl.localize.pycode import FRAMEWORK_PACKAGES, Code
 from sftl.model import Frame, Issue, Suspect
 
@@ -57,7 +57,7 @@ def stdlib_status(module: str, name: str) -> str:
     return "present" if hasattr(mod, name) else "absent"
 
 
-def foreign_package(missing: Missing, ev: _Ev, issue: Issue | None, framework: str | None) -> str | None:
+def foreign_package(missing: Missing, ev: FrameEvidence, issue: Issue | None, framework: str | None) -> str | None:
     """The third-party (or standard-library) package the missing name's owner belongs to, when the report shows one."""
     own = set(FRAMEWORK_PACKAGES.get(framework or "", ())) | {p for pkgs in FRAMEWORK_PACKAGES.values() for p in pkgs}
     if missing.owner_module:
@@ -79,7 +79,7 @@ def foreign_package(missing: Missing, ev: _Ev, issue: Issue | None, framework: s
     return None
 
 
-def raised_in(ev: _Ev, package: str) -> bool:
+def raised_in(ev: FrameEvidence, package: str) -> bool:
     """Was the error raised inside `package` (its frames innermost), on behalf of the framework code that called it?"""
     if not ev.frames:
         return False
@@ -123,7 +123,7 @@ def _import_time_use(code: Code, path: str, pattern: re.Pattern[str]) -> tuple[b
 
 def rank_referrers(
     code: Code,
-    ev: _Ev,
+    ev: FrameEvidence,
     issue: Issue | None,
     owner: str,
     name: str,
@@ -142,16 +142,16 @@ def rank_referrers(
     fw = [(n, f, p) for n, f, p in reversed(ev.framework_frames) if f.function not in ("__getattr__", "__getattribute__")]
     if fw:
         def refers(n: int, f: Frame, p: str) -> bool:
-            line = _frame_source(code, p, f)
+            line = frame_source(code, p, f)
             return bool((rx.pattern and rx.search(line)) or re.search(rf"\.{re.escape(name)}\b", line))
 
         referring = next(((n, f, p) for n, f, p in fw if refers(n, f, p)), None)
         first = referring or fw[0]
         n, f, p = first
         how = f"refers to {owner}.{name}" if referring else f"is the innermost framework frame, the last before {owner}'s code"
-        out.append(_suspect(p, 0.8, f"traceback frame {n} ({f.function}) {how}; {why_missing}: the framework's use is the fault"))
+        out.append(make_suspect(p, 0.8, f"traceback frame {n} ({f.function}) {how}; {why_missing}: the framework's use is the fault"))
         for rank, (n2, f2, p2) in enumerate(x for x in fw if x is not first):
-            out.append(_suspect(p2, 0.3 / (rank + 1), f"traceback frame {n2} ({f2.function}) leads to the reference"))
+            out.append(make_suspect(p2, 0.3 / (rank + 1), f"traceback frame {n2} ({f2.function}) leads to the reference"))
         return out
     files = code.grep(reference) if reference else []
     how = f"refers to {owner}.{name}"
@@ -179,5 +179,5 @@ def rank_referrers(
         if guarded and how.startswith("refers"):
             score -= 0.15
             why.append("every reference is guarded")
-        out.append(_suspect(path, score, "; ".join(why)))
+        out.append(make_suspect(path, score, "; ".join(why)))
     return out

@@ -5,18 +5,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from sftl.localize.mme.attribute import _attribute, _attribute_patterns
+from sftl.localize.mme.attribute import attribute_patterns, locate_attribute
 from sftl.localize.mme.evidence import (
-    _Ev,
-    _evidence,
-    _frame_source,
-    _located,
-    _suspect,
+    FrameEvidence,
+    frame_source,
     guess_framework,
+    localization_of,
+    make_suspect,
     parse_missing,
+    read_evidence,
 )
 from sftl.localize.mme.foreign import foreign_package
-from sftl.localize.mme.modules import _import_name, _module_attribute, _no_module
+from sftl.localize.mme.modules import import_name, module_attribute, no_module
 from sftl.localize.pycode import Code
 from sftl.model import Extraction, Issue, Localization, Outcome, Suspect
 from sftl.sources import LayeredSource, PythonFilesOf, SourceProvider
@@ -49,7 +49,7 @@ def localize_sftl(
 ) -> Localization:
     """Our method: resolve the owner's definition and hierarchy, cover every MME variant, abstain on user errors."""
     framework = (source.framework if source else None) or guess_framework(extraction, issue)
-    ev = _evidence(extraction, framework, issue, scan=True, keep_frames=True)
+    ev = read_evidence(extraction, framework, issue, scan=True, keep_frames=True)
     if ev is None:
         return Localization("sftl", (), Outcome.ABSTAINED, "no traceback or error line to read")
     missing = parse_missing(ev.message)
@@ -69,7 +69,7 @@ def localize_sftl(
     guessed = extraction.environment.version is None and missing.kind in ("attribute", "type-attribute")
     if guessed and missing.owner and not foreign_package(missing, ev, issue, framework):
         # one pass over the files for this check and the searches the attribute ranker makes
-        code.defer_prefetch(_attribute_patterns(missing.owner, missing.name, missing.suggestion))
+        code.defer_prefetch(attribute_patterns(missing.owner, missing.name, missing.suggestion))
         later = _release_that_has(code, source, missing.owner)
         if later is not None:
             note = (
@@ -84,20 +84,20 @@ def localize_sftl(
         if missing.kind == "no-module":
             missing = replace(missing, name=missing.module or missing.name)
     if missing.kind in ("attribute", "type-attribute", "overload"):
-        loc = _attribute(code, ev, missing, version, top, issue, framework)
+        loc = locate_attribute(code, ev, missing, version, top, issue, framework)
     elif missing.kind == "module-attribute":
-        loc = _module_attribute(code, ev, missing, version, top, framework, issue)
+        loc = module_attribute(code, ev, missing, version, top, framework, issue)
     elif missing.kind == "no-module":
-        loc = _no_module(code, ev, missing, version, top, framework)
+        loc = no_module(code, ev, missing, version, top, framework)
     else:
-        loc = _import_name(code, ev, missing, version, top, framework)
+        loc = import_name(code, ev, missing, version, top, framework)
     return replace(loc, reason=loc.reason + note) if note else loc
 
 
 _MISSING_WORDS = re.compile(r"(?i)attributeerror|importerror|modulenotfounderror|has no attribute|no module named|cannot import")
 
 
-def _cut_traceback(code: Code, ev: _Ev, issue: Issue) -> Localization | None:
+def _cut_traceback(code: Code, ev: FrameEvidence, issue: Issue) -> Localization | None:
     """A traceback cut before its error line, read from its frames' source lines and the title: the innermost
     framework frame whose line reads a name the title names (the title saying it is a missing-name error)."""
     title = issue.title[:300]  # a title is short; a pasted wall of text is no title to read names from
@@ -109,13 +109,13 @@ def _cut_traceback(code: Code, ev: _Ev, issue: Issue) -> Localization | None:
     names = [n for n in names if not _MISSING_WORDS.fullmatch(n)]
     frames = [(n, f, p) for n, f, p in reversed(ev.framework_frames) if f.function not in ("__getattr__", "__getattribute__")]
     for num, frame, path in frames:
-        line = _frame_source(code, path, frame)
+        line = frame_source(code, path, frame)
         for name in names:
             if re.search(rf"(\.|\bimport\s+|\bimport\b.*\b){re.escape(name)}\b", line):
-                out = [_suspect(path, 0.5, f"the traceback ends before its error line; the title names {name}, which traceback frame {num} ({frame.function}) reads: `{line.strip()[:80]}`")]
+                out = [make_suspect(path, 0.5, f"the traceback ends before its error line; the title names {name}, which traceback frame {num} ({frame.function}) reads: `{line.strip()[:80]}`")]
                 for rank, (n2, f2, p2) in enumerate(x for x in frames if x[0] != num):
-                    out.append(_suspect(p2, 0.2 / (rank + 1), f"traceback frame {n2} ({f2.function}) leads to it"))
-                return _located(out, 10)
+                    out.append(make_suspect(p2, 0.2 / (rank + 1), f"traceback frame {n2} ({f2.function}) leads to it"))
+                return localization_of(out, 10)
     return None
 
 

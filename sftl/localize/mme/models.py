@@ -12,7 +12,7 @@ import builtins
 import re
 import types
 
-from sftl.localize.mme.evidence import _Ev, _suspect
+from sftl.localize.mme.evidence import FrameEvidence, make_suspect
 from sftl.localize.pycode import Code
 from sftl.model import Suspect
 
@@ -27,12 +27,12 @@ _TYPES: dict[str, type] = {
 }
 
 
-def _python_type(owner: str) -> type | None:
+def python_type(owner: str) -> type | None:
     found = _TYPES.get(owner) or getattr(builtins, owner, None)
     return found if isinstance(found, type) else None
 
 
-def model_suspects(code: Code, ev: _Ev, owner: str, name: str) -> list[Suspect]:
+def model_suspects(code: Code, ev: FrameEvidence, owner: str, name: str) -> list[Suspect]:
     """Files defining the framework's model of Python's `owner` type, under the packages on the traceback."""
     if not ev.framework_frames:
         return []
@@ -46,7 +46,7 @@ def model_suspects(code: Code, ev: _Ev, owner: str, name: str) -> list[Suspect]:
     files = [p for p in code.grep(pattern) if any(p.startswith(pkg) for pkg in packages)]
     if not files:
         return []
-    real = _python_type(owner)
+    real = python_type(owner)
     has = real is not None and hasattr(real, name)
     out = []
     for rank, path in enumerate(files[:3]):
@@ -58,5 +58,5 @@ def model_suspects(code: Code, ev: _Ev, owner: str, name: str) -> list[Suspect]:
         else:
             why = f"{path} models Python's {owner} ({what}) for the traced program; its model may need {name}"
             score = 0.3
-        out.append(_suspect(path, score / (1 + 0.3 * rank), why))
+        out.append(make_suspect(path, score / (1 + 0.3 * rank), why))
     return out

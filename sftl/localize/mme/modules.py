@@ -7,7 +7,15 @@ import re
 import sys
 
 from sftl.extract import stops_at_import
-from sftl.localize.mme.evidence import Missing, _caller, _Ev, _frame_source, _located, _suspect, _user_frame
+from sftl.localize.mme.evidence import (
+    FrameEvidence,
+    Missing,
+    calling_frame,
+    frame_source,
+    localization_of,
+    make_suspect,
+    user_frame,
+)
 from sftl.localize.mme.foreign import is_stdlib, rank_referrers, stdlib_status
 from sftl.localize.mme.releases import module_history, neighbours
 from sftl.localize.pycode import FRAMEWORK_PACKAGES, Code
@@ -59,8 +67,8 @@ def _definers(code: Code, package: str, name: str) -> list[str]:
     return [p for p in code.grep(pat) if p.startswith(prefix)][:5]
 
 
-def _module_attribute(
-    code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None, issue: Issue | None = None
+def module_attribute(
+    code: Code, ev: FrameEvidence, missing: Missing, version: str, top: int, framework: str | None, issue: Issue | None = None
 ) -> Localization:
     module, name = missing.module or "", missing.name
     own = module.split(".")[0] in FRAMEWORK_PACKAGES.get(framework or "", ())
@@ -69,7 +77,7 @@ def _module_attribute(
     path, binds, sub = _module_defines(code, module, name)
     if path is None:
         return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not in the {version} source")
-    user = _user_frame(ev)
+    user = user_frame(ev)
     if missing.circular and not user:
         return _circular(code, ev, module, name, path, sub, top)
     if path.endswith(".pyi"):
@@ -79,35 +87,35 @@ def _module_attribute(
         # bound only under a module-level `if` (a platform/build check): absent where it is false
         if user:
             return Localization("sftl", (), Outcome.ABSTAINED, f"{module} binds {name} only when `{condition}` ({path}); the user's build/platform does not meet it")
-        caller = _caller(code, ev, name)
-        out = [_suspect(path, 0.45, f"{module} binds {name} only when `{condition}`, and the condition was false at run time")]
+        caller = calling_frame(code, ev, name)
+        out = [make_suspect(path, 0.45, f"{module} binds {name} only when `{condition}`, and the condition was false at run time")]
         if caller is not None:
-            out.insert(0, _suspect(caller[2], 0.6, f"traceback frame {caller[0]} ({caller[1].function}) uses {module}.{name} without checking `{condition}`"))
-        return _located(out, top)
+            out.insert(0, make_suspect(caller[2], 0.6, f"traceback frame {caller[0]} ({caller[1].function}) uses {module}.{name} without checking `{condition}`"))
+        return localization_of(out, top)
     if binds:
         if user:
             return Localization("sftl", (), Outcome.ABSTAINED, f"{module}.{name} exists in {version} ({path}); the error comes from user code: a different installed version or a shadowed module")
-        out = [_suspect(path, 0.4, f"{module} binds {name} in {version}, yet it was missing at run time (import order or circular import)")]
+        out = [make_suspect(path, 0.4, f"{module} binds {name} in {version}, yet it was missing at run time (import order or circular import)")]
     elif sub is not None:
         if user:
             return Localization("sftl", (), Outcome.ABSTAINED, f"{module}.{name} is a submodule ({sub}) that {module} does not import; `import {module}.{name}` first (user error)")
-        out = [_suspect(path, 0.7, f"{module} ({path}) does not import its submodule {name} ({sub}), which the caller expects")]
+        out = [make_suspect(path, 0.7, f"{module} ({path}) does not import its submodule {name} ({sub}), which the caller expects")]
     else:
         defs = _definers(code, module, name)
         if user:
             hint = f"; {name} is defined in {', '.join(defs)}" if defs else ""
             return Localization("sftl", (), Outcome.ABSTAINED, f"{module} has no {name} in {version} and the error comes from user code: a removed or misspelled API{hint}")
-        out = [_suspect(path, 0.8, f"{module} ({path}) neither defines nor re-exports {name}")]
+        out = [make_suspect(path, 0.8, f"{module} ({path}) neither defines nor re-exports {name}")]
         for d in defs:
-            out.append(_suspect(d, 0.45, f"{d} defines {name}, but {module} does not re-export it"))
-    caller = _caller(code, ev, name)
+            out.append(make_suspect(d, 0.45, f"{d} defines {name}, but {module} does not re-export it"))
+    caller = calling_frame(code, ev, name)
     if caller is not None:
-        out.append(_suspect(caller[2], 0.35, f"traceback frame {caller[0]} ({caller[1].function}) reads {module}.{name}"))
+        out.append(make_suspect(caller[2], 0.35, f"traceback frame {caller[0]} ({caller[1].function}) reads {module}.{name}"))
         if not binds and sub is None:
             blame = _referrer_by_history(code, module, name, defs)
             if blame:
-                out.append(_suspect(caller[2], 0.9, f"traceback frame {caller[0]} ({caller[1].function}) reads {module}.{name}; {blame}: the reference is the fault"))
-    return _located(out, top)
+                out.append(make_suspect(caller[2], 0.9, f"traceback frame {caller[0]} ({caller[1].function}) reads {module}.{name}; {blame}: the reference is the fault"))
+    return localization_of(out, top)
 
 
 def _referrer_by_history(code: Code, module: str, name: str, defs: list[str]) -> str | None:
@@ -127,26 +135,26 @@ def _referrer_by_history(code: Code, module: str, name: str, defs: list[str]) ->
     return why
 
 
-def _importer(code: Code, ev: _Ev, module: str) -> tuple[int, Frame, str] | None:
+def _importer(code: Code, ev: FrameEvidence, module: str) -> tuple[int, Frame, str] | None:
     last = module.rsplit(".", 1)[-1]
     for num, frame, path in reversed(ev.framework_frames):
-        text = _frame_source(code, path, frame)
+        text = frame_source(code, path, frame)
         if "import" in text and (module in text or re.search(rf"\b{re.escape(last)}\b", text)):
             return num, frame, path
     fw = ev.framework_frames
     return fw[-1] if fw and ev.frames[-1][2] else None
 
 
-def _no_module(code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
+def no_module(code: Code, ev: FrameEvidence, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
     module = missing.module or missing.name
     packages = FRAMEWORK_PACKAGES.get(framework or "", ())
-    user = _user_frame(ev)
+    user = user_frame(ev)
     importer = _importer(code, ev, module)
     if module.split(".")[0] not in packages:
         if importer is None or user:
             return Localization("sftl", (), Outcome.ABSTAINED, f"{module} is not part of {framework or 'the framework'}: a missing dependency in the environment")
-        return _located(
-            [_suspect(importer[2], 0.5, f"traceback frame {importer[0]} imports the optional dependency {module} without a guard")],
+        return localization_of(
+            [make_suspect(importer[2], 0.5, f"traceback frame {importer[0]} imports the optional dependency {module} without a guard")],
             top,
         )
     if code.module_path(module) is not None or _compiled(code, module):
@@ -154,11 +162,11 @@ def _no_module(code: Code, ev: _Ev, missing: Missing, version: str, top: int, fr
     parent = module.rpartition(".")[0]
     if user or importer is None:
         return Localization("sftl", (), Outcome.ABSTAINED, f"{module} does not exist in {version} and user code imports it: a removed or renamed module")
-    out = [_suspect(importer[2], 0.8, f"traceback frame {importer[0]} imports {module}, which does not exist in {version}")]
+    out = [make_suspect(importer[2], 0.8, f"traceback frame {importer[0]} imports {module}, which does not exist in {version}")]
     parent_path = code.module_path(parent) if parent else None
     if parent_path:
-        out.append(_suspect(parent_path, 0.4, f"the package {parent} has no submodule {module.rsplit('.', 1)[-1]}"))
-    return _located(out, top)
+        out.append(make_suspect(parent_path, 0.4, f"the package {parent} has no submodule {module.rsplit('.', 1)[-1]}"))
+    return localization_of(out, top)
 
 
 def _compiled(code: Code, module: str) -> bool:
@@ -166,12 +174,12 @@ def _compiled(code: Code, module: str) -> bool:
     return any(code.text(base + ext) is not None for ext in (".pyi", "/__init__.pyi"))
 
 
-def _import_name(code: Code, ev: _Ev, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
+def import_name(code: Code, ev: FrameEvidence, missing: Missing, version: str, top: int, framework: str | None) -> Localization:
     module, name = missing.module or "", missing.name
     if not module:
         # old Pythons say only "cannot import name 'X'": the importing line names the module
         for _, frame, path in reversed(ev.frames):
-            m = re.search(rf"from\s+([\w.]+)\s+import\b.*\b{re.escape(name)}\b", _frame_source(code, path, frame))
+            m = re.search(rf"from\s+([\w.]+)\s+import\b.*\b{re.escape(name)}\b", frame_source(code, path, frame))
             if m:
                 module = m.group(1)
                 break
@@ -181,34 +189,34 @@ def _import_name(code: Code, ev: _Ev, missing: Missing, version: str, top: int, 
     if module.split(".")[0] not in FRAMEWORK_PACKAGES.get(framework or "", ()):
         return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not part of {framework or 'the framework'}")
     path, binds, sub = _module_defines(code, module, name)
-    user = _user_frame(ev)
+    user = user_frame(ev)
     importer = _importer(code, ev, module)
     if path is None:
         return Localization("sftl", (), Outcome.ABSTAINED, f"module {module} is not in the {version} source")
     if binds or sub is not None:
         if user and not missing.circular:
             return Localization("sftl", (), Outcome.ABSTAINED, f"{module} defines {name} in {version}; the error comes from user code: a different installed version")
-        out = [_suspect(path, 0.6, f"{module} defines {name} but was only partially initialized: a circular import")]
+        out = [make_suspect(path, 0.6, f"{module} defines {name} but was only partially initialized: a circular import")]
         if importer is not None:
-            out.append(_suspect(importer[2], 0.55, f"traceback frame {importer[0]} imports {name} from {module} during {module}'s own import"))
-        return _located(out, top)
+            out.append(make_suspect(importer[2], 0.55, f"traceback frame {importer[0]} imports {name} from {module} during {module}'s own import"))
+        return localization_of(out, top)
     defs = _definers(code, module.rpartition(".")[0] or module, name)
     if user:
         hint = f"; {name} is defined in {', '.join(defs)}" if defs else ""
         return Localization("sftl", (), Outcome.ABSTAINED, f"{module} has no {name} in {version} and user code imports it: a removed or renamed API{hint}")
-    out = [_suspect(path, 0.8, f"{module} ({path}) neither defines nor re-exports {name}")]
+    out = [make_suspect(path, 0.8, f"{module} ({path}) neither defines nor re-exports {name}")]
     if importer is not None:
-        out.append(_suspect(importer[2], 0.5, f"traceback frame {importer[0]} imports {name} from {module}"))
+        out.append(make_suspect(importer[2], 0.5, f"traceback frame {importer[0]} imports {name} from {module}"))
         blame = _referrer_by_history(code, module, name, defs)
         if blame:
-            out.append(_suspect(importer[2], 0.9, f"traceback frame {importer[0]} imports {name} from {module}; {blame}: the import is the fault"))
+            out.append(make_suspect(importer[2], 0.9, f"traceback frame {importer[0]} imports {name} from {module}; {blame}: the import is the fault"))
     for d in defs:
-        out.append(_suspect(d, 0.3, f"{d} defines {name}"))
-    return _located(out, top)
+        out.append(make_suspect(d, 0.3, f"{d} defines {name}"))
+    return localization_of(out, top)
 
 
 def _foreign_module_attribute(
-    code: Code, ev: _Ev, missing: Missing, top: int, framework: str | None, issue: Issue | None
+    code: Code, ev: FrameEvidence, missing: Missing, top: int, framework: str | None, issue: Issue | None
 ) -> Localization:
     """`module 'signal' has no attribute 'SIGKILL'` from framework code: the framework's reference is the fault."""
     module, name = missing.module or "", missing.name
@@ -216,7 +224,7 @@ def _foreign_module_attribute(
     # a trace that stops at an import statement was cut: the module being imported, whose frames are not
     # shown, asked for the name, and it may be the framework's; the framework's references to it then decide
     cut_in_import = stops_at_import([f for _, f, _ in ev.frames])
-    if not cut_in_import and ((ev.frames and not ev.framework_frames) or (ev.framework_frames and _user_frame(ev))):
+    if not cut_in_import and ((ev.frames and not ev.framework_frames) or (ev.framework_frames and user_frame(ev))):
         return Localization("sftl", (), Outcome.ABSTAINED, f"{not_ours}, and code outside the framework asked for {name}")
     if is_stdlib(module):
         status = stdlib_status(module, name)
@@ -237,11 +245,11 @@ def _foreign_module_attribute(
     ranked = rank_referrers(code, ev, issue, module, name, why, reference)
     if not ranked:
         return Localization("sftl", (), Outcome.ABSTAINED, f"{not_ours}, and no framework file refers to {module}.{name}")
-    return _located(ranked, top, min_score=0.5)
+    return localization_of(ranked, top, min_score=0.5)
 
 
 def _compiled_module_attribute(
-    code: Code, ev: _Ev, module: str, name: str, stub: str, declared: bool, user: bool, version: str, top: int
+    code: Code, ev: FrameEvidence, module: str, name: str, stub: str, declared: bool, user: bool, version: str, top: int
 ) -> Localization:
     """`module 'torch._C' has no attribute '_cuda_getDeviceCount'`: a compiled module has no Python source to fix.
 
@@ -255,18 +263,18 @@ def _compiled_module_attribute(
     )
     if user:
         return Localization("sftl", (), Outcome.ABSTAINED, f"{what}; the error comes from user code: the installed build lacks it")
-    caller = _caller(code, ev, name)
+    caller = calling_frame(code, ev, name)
     frames = [(n, f, p) for n, f, p in reversed(ev.framework_frames) if not p.endswith(".pyi")]
     referrer = (caller[0], caller[1], caller[2]) if caller is not None else (frames[0] if frames else None)
     if referrer is None:
         return Localization("sftl", (), Outcome.ABSTAINED, f"{what}; no framework frame calls it")
     n, f, p = referrer
-    out = [_suspect(p, 0.7, f"traceback frame {n} ({f.function}) uses {module}.{name} without checking the build; {what}")]
-    out.append(_suspect(stub, 0.1, f"the stub of {module}; the binding itself is C++"))
-    return _located(out, top)
+    out = [make_suspect(p, 0.7, f"traceback frame {n} ({f.function}) uses {module}.{name} without checking the build; {what}")]
+    out.append(make_suspect(stub, 0.1, f"the stub of {module}; the binding itself is C++"))
+    return localization_of(out, top)
 
 
-def _circular(code: Code, ev: _Ev, module: str, name: str, path: str, sub: str | None, top: int) -> Localization:
+def _circular(code: Code, ev: FrameEvidence, module: str, name: str, path: str, sub: str | None, top: int) -> Localization:
     """`partially initialized module 'torch' has no attribute 'optim'`: the import that closed the cycle.
 
     When `module.name` is itself a module still executing on the traceback (its frame's line is an
@@ -278,13 +286,13 @@ def _circular(code: Code, ev: _Ev, module: str, name: str, path: str, sub: str |
     closer = None
     if sub is not None:
         closer = next(
-            ((n, f, p) for n, f, p in reversed(frames) if p == sub and re.search(r"\bimport\b", _frame_source(code, p, f))), None
+            ((n, f, p) for n, f, p in reversed(frames) if p == sub and re.search(r"\bimport\b", frame_source(code, p, f))), None
         )
     if closer is not None:
         n, f, p = closer
-        out.append(_suspect(p, 0.8, f"{module}.{name} ({p}) was still initializing when its line at frame {n} imported code that reads {module}.{name}: that import closes the circular import"))
+        out.append(make_suspect(p, 0.8, f"{module}.{name} ({p}) was still initializing when its line at frame {n} imported code that reads {module}.{name}: that import closes the circular import"))
     if raising is not None and raising is not closer:
         n, f, p = raising
-        out.append(_suspect(p, 0.6 if closer else 0.7, f"traceback frame {n} ({f.function}) reads {module}.{name} while {module} is only partially initialized"))
-    out.append(_suspect(path, 0.35, f"{module} ({path}) binds {name} only after the import that needed it"))
-    return _located(out, top)
+        out.append(make_suspect(p, 0.6 if closer else 0.7, f"traceback frame {n} ({f.function}) reads {module}.{name} while {module} is only partially initialized"))
+    out.append(make_suspect(path, 0.35, f"{module} ({path}) binds {name} only after the import that needed it"))
+    return localization_of(out, top)

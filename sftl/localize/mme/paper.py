@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sftl.localize.mme.evidence import _dedupe, _evidence, _suspect, guess_framework, parse_missing
+from sftl.localize.mme.evidence import dedupe, guess_framework, make_suspect, parse_missing, read_evidence
 from sftl.localize.nw import nw_similarity
 from sftl.localize.pycode import ClassRef, Code, module_of
 from sftl.model import Extraction, Issue, Localization, Outcome, Suspect
@@ -14,7 +14,7 @@ def localize_paper(
 ) -> Localization:
     """The published method: NW similarity of imported modules to the owner, then a class check of the top 3."""
     framework = (source.framework if source else None) or guess_framework(extraction, issue)
-    ev = _evidence(extraction, framework, issue)
+    ev = read_evidence(extraction, framework, issue)
     if ev is None:
         return Localization("paper", (), Outcome.ABSTAINED, "no traceback or error line to read")
     missing = parse_missing(ev.message)
@@ -51,7 +51,7 @@ def localize_paper(
     for score, path, mod, mod_file in top3:
         classes = code.classes(mod_file)
         if not classes:
-            out.append(_suspect(mod_file, score * 0.5, f"{path} imports {mod}; NW {score:.2f} vs {owner}; no class to check"))
+            out.append(make_suspect(mod_file, score * 0.5, f"{path} imports {mod}; NW {score:.2f} vs {owner}; no class to check"))
             continue
         cname = max(classes, key=lambda c: nw_similarity(owner, c))
         cls = ClassRef(mod_file, classes[cname])
@@ -63,15 +63,15 @@ def localize_paper(
             else f"class {cname} defines {missing.name}"
         )
         out.append(
-            _suspect(
+            make_suspect(
                 mod_file,
                 (0.5 + 0.5 * score) if lacks else 0.3 * score,
                 f"traceback file {path} imports {mod.rsplit('.', 1)[-1]}; NW {score:.2f} vs {owner}; {verdict}",
             )
         )
     for rank, path in enumerate(reversed(suspects_files)):
-        out.append(_suspect(path, 0.1 / (rank + 1), "framework file on the traceback"))
-    suspects = _dedupe(out, top)
+        out.append(make_suspect(path, 0.1 / (rank + 1), "framework file on the traceback"))
+    suspects = dedupe(out, top)
     if not suspects or suspects[0].score < 0.5:
         return Localization("paper", suspects, Outcome.ABSTAINED, "no top-3 module has a class lacking the attribute")
     return Localization("paper", suspects, Outcome.LOCATED, f"{suspects[0].path}: {suspects[0].reason}")

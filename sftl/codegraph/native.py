@@ -204,11 +204,11 @@ class KernelIndex:
                     self.impl_funcs[m.group(1)].append(path)
             if "Tensor_(" in text:
                 for m in _TH_DEF.finditer(text):
-                    if _is_definition(text, m.end() - 1):
+                    if definition_brace(text, m.end() - 1):
                         self.th_defs[m.group(1)].append(path)
             if "THNN_(" in text:
                 for m in _THNN_DEF.finditer(text):
-                    if _is_definition(text, m.end() - 1) and path not in self.th_defs[m.group(1)]:
+                    if definition_brace(text, m.end() - 1) and path not in self.th_defs[m.group(1)]:
                         self.th_defs[m.group(1)].append(path)
             incs = []
             last = text.rfind("#include")
@@ -302,9 +302,9 @@ class KernelIndex:
             if not (prev.isalnum() or prev in "_.>" or nxt.isalnum() or nxt == "_"):
                 m = _AFTER_NAME.match(text, end)
                 if m is not None:
-                    brace = _is_definition(text, m.end() - 1)
+                    brace = definition_brace(text, m.end() - 1)
                     if brace is not None:
-                        found = Definition(path, start, _body(text, brace))
+                        found = Definition(path, start, braced_body(text, brace))
                         break
             start = text.find(name, end)
         memo[key] = found
@@ -358,9 +358,9 @@ class KernelIndex:
                 prev = text[m.start() - 1] if m.start() else " "
                 if prev.isalnum() or prev in "_.>":
                     continue
-                brace = _is_definition(text, m.end() - 1)
+                brace = definition_brace(text, m.end() - 1)
                 if brace is not None and (not tensorish or _TENSORISH.search(text, max(0, m.start() - 120), brace)):
-                    found.append(Definition(path, m.start(), _body(text, brace)))
+                    found.append(Definition(path, m.start(), braced_body(text, brace)))
                     per_file += 1
                     if per_file >= 6:  # overloads: std(self), std(self, dim, ...), ...
                         break
@@ -373,7 +373,7 @@ class KernelIndex:
             # (special_zeta_out(Scalar, Tensor) beside TORCH_IMPL_FUNC(special_zeta_out))
             if not any(d.path == path and d.start == max(pos, 0) for d in found):
                 brace = text.find("{", pos) if pos >= 0 else -1
-                found.append(Definition(path, max(pos, 0), _body(text, brace) if brace >= 0 else ""))
+                found.append(Definition(path, max(pos, 0), braced_body(text, brace) if brace >= 0 else ""))
         self._defs[memo_key] = found
         return found
 
@@ -492,7 +492,7 @@ def kernel_paths(files: Iterable[str]) -> list[str]:
     ]
 
 
-def _is_definition(text: str, open_paren: int) -> int | None:
+def definition_brace(text: str, open_paren: int) -> int | None:
     """Given the '(' after a name, the offset of the body's '{' when this is a definition."""
     depth = 0
     i = open_paren
@@ -518,7 +518,7 @@ def _is_definition(text: str, open_paren: int) -> int | None:
     return i + 1 + m.end() - 1
 
 
-def _body(text: str, brace: int, limit: int = 30000) -> str:
+def braced_body(text: str, brace: int, limit: int = 30000) -> str:
     depth = 0
     end = min(len(text), brace + limit)
     for i in range(brace, end):
