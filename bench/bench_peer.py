@@ -11,7 +11,8 @@ Usage: `python bench/bench_peer.py [--home DIR] [--out DIR] [--jobs N] [--method
 the prior's features), also evaluates the development rows (`bench/dev_labels.py`: the 49 real mme/gcrde rows and the 25 injected
 faults) keeping their features, and trains the ranker as the bundled one was (`sftl model fit` on the report rows,
 the development rows and the injected ones: judged on the later reports, the labelled earlier ones leave-one-out,
-then refitted on all of them: `sftl/data/candidate-ranker-v2.json`).
+then refitted on all of them: `sftl/data/candidate-ranker-v3.json`). The security advisories (`tfsa_given.jsonl`, C++
+fixes) are dated apart: those shipped before 2021-06 train, the later ones validate.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PEER = ROOT.parent / "shared" / "data" / "peer"
 SPLIT = "tensorflow=2019-01-01,pytorch=2025-07-01"
-SETS = {"rows": PEER / "peer_given.jsonl", "denchmark": PEER / "denchmark", "swebench": PEER / "pt-agent-bench.jsonl"}
+# the security advisories' fixes shipped 2019-10...2021-11, after every Denchmark report: dated apart, their
+# earlier ones train and the later ones validate
+ADVISORY_SPLIT = "2021-06-01"
+SETS = {"rows": PEER / "peer_given.jsonl", "denchmark": PEER / "denchmark", "swebench": PEER / "pt-agent-bench.jsonl",
+        "tfsa": PEER / "tfsa_given.jsonl"}
 
 
 def sftl_command() -> list[str]:
@@ -40,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("/work/cache/eval"))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--methods", default="sftl,bm25,vsm,paper")
-    ap.add_argument("--sets", default="rows,denchmark,swebench")
+    ap.add_argument("--sets", default="rows,denchmark,swebench,tfsa")
     ap.add_argument("--fit", type=Path, help="train the ranker on the report rows' earlier reports, write it here")
     args = ap.parse_args(argv)
     if not PEER.is_dir():
@@ -55,9 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     figures = {}
     for name in args.sets.split(","):
         out = args.out / f"peer-{name}"
-        cmd = [*sftl_command(), "eval", str(SETS[name]), "--method", args.methods, "--split-date", SPLIT,
+        split = f"tensorflow={ADVISORY_SPLIT}" if name == "tfsa" else SPLIT
+        cmd = [*sftl_command(), "eval", str(SETS[name]), "--method", args.methods, "--split-date", split,
                "--out", str(out), "--no-plots", "--jobs", str(args.jobs), "--json"]
-        if name == "rows" and args.fit:
+        if name in ("rows", "tfsa") and args.fit:
             cmd += ["--keep-features", "--history"]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -74,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         if made.returncode != 0:
             print(f"dev_labels failed: {made.stderr.strip()[-400:]}")
             return 1
-        kept = [args.out / "peer-rows"]
+        kept = [args.out / "peer-rows", args.out / "peer-tfsa"]
         for name, methods in (("dev_real", "sftl,bm25,paper"), ("dev_injected", "sftl,bm25,paper")):
             out = args.out / name.replace("_", "-")
             done = subprocess.run([*sftl_command(), "eval", str(labels / f"{name}.jsonl"), "--method", methods,
@@ -85,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: sftl eval failed ({done.returncode}): {done.stderr.strip()[-400:]}")
                 return 1
             kept.append(out)
-        fit = subprocess.run([*sftl_command(), "model", "fit", *map(str, kept), "--split-date", SPLIT,
+        fit = subprocess.run([*sftl_command(), "model", "fit", *map(str, kept), "--split-date",
+                              f"{SPLIT},peer-tfsa={ADVISORY_SPLIT}",
                               "--leave-one-out", "mme,gcrde", "--refit-all", "--out", str(args.fit)],
                              env=env, capture_output=True, text=True, check=False)
         print(fit.stdout or fit.stderr)

@@ -145,7 +145,7 @@ def test_candidates_carry_the_evidence_that_brought_them(tree: LocalTree, tmp_pa
     # the index is kept on disk: a process that has not built it reads it back, and scores the same
     from sftl.localize.candidates import corpus
 
-    corpus._MEMO.clear()
+    corpus.forget_memo()
     again = build_index(tree, tmp_path / "cache")
     assert again is not index and again.paths == index.paths
     assert list(again.scores(report.code_words)) == list(index.scores(report.code_words))

@@ -18,7 +18,7 @@ pytest.importorskip("sftl.screen")
 from sftl.pipeline import locate, report_json  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
-KEYS = ["issue", "category", "screening", "environment", "replay", "suspects", "outcome", "reason", "method"]
+KEYS = ["issue", "category", "screening", "environment", "replay", "suspects", "outcome", "reason", "method", "release"]
 
 
 def _issue(name: str) -> Issue:

@@ -370,6 +370,11 @@ def _remember(key: str, index: CorpusIndex) -> CorpusIndex:
     return index
 
 
+def forget_memo() -> None:
+    """Drop the indexes this process holds in memory (the next `build_index` reads the kept ones from disk)."""
+    _MEMO.clear()
+
+
 def default_cache_dir() -> Path:
     from sftl.config import load_settings
 
