@@ -1,4 +1,4 @@
-"""The only place untrusted code runs: a confined child process (no network, read-only system, hidden credentials, hard limits), or none at all."""
+"""The only place untrusted code runs: a confined child process (no network, an allowlisted read-only view, nobody, hard limits), or none at all."""
 
 from __future__ import annotations
 
