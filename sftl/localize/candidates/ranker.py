@@ -19,7 +19,7 @@ from typing import Any
 from sftl.localize.candidates.features import FEATURES
 
 FORMAT = "sftl-ranker-v1"
-BUNDLED = Path(__file__).resolve().parents[2] / "data" / "candidate-ranker-v2.json"
+BUNDLED = Path(__file__).resolve().parents[2] / "data" / "candidate-ranker-v3.json"
 
 
 @dataclass(frozen=True)
