@@ -89,7 +89,7 @@ def layer_facts(layer: SourceProvider, framework: str, cache: Path | None) -> di
     for p in paths:
         digest.update(p.encode())
     where = cache / f"layer-{digest.hexdigest()[:20]}.pkl" if cache is not None else None
-    loaded = _load(where)
+    loaded = load_kept(where)
     if isinstance(loaded, dict):
         return loaded
     facts: dict[str, FileFacts] = {}
@@ -102,7 +102,7 @@ def layer_facts(layer: SourceProvider, framework: str, cache: Path | None) -> di
         found = read_facts(path, text, framework)
         if found is not None:
             facts[path] = found
-    _save(where, facts)
+    save_kept(where, facts)
     return facts
 
 
@@ -113,7 +113,7 @@ def build_graph(source: SourceProvider, cache_dir: Path | None) -> CodeGraph:
     key = hashlib.sha1(f"{GRAPH_FORMAT}\0{FACTS_FORMAT}\0{source.description}\0{len(listed)}".encode()).hexdigest()[:20]
     cache = cache_dir / "codegraph" if cache_dir is not None else None
     kept = cache / f"graph-{key}.pkl" if cache is not None else None
-    loaded = _load(kept)
+    loaded = load_kept(kept)
     if isinstance(loaded, CodeGraph):
         return loaded
     layers = layers_of(source)
@@ -134,7 +134,7 @@ def build_graph(source: SourceProvider, cache_dir: Path | None) -> CodeGraph:
         if found is not None:
             merged[path] = found
     graph = compose(framework, merged, source.read_text(NATIVE_YAML) if framework == "pytorch" else None, known)
-    _save(kept, graph)
+    save_kept(kept, graph)
     return graph
 
 
@@ -315,7 +315,8 @@ def _name_ops(facts: dict[str, FileFacts], framework: str, known_ops: set[str]
     return kept_names, kept_defs
 
 
-def _load(where: Path | None) -> object:
+def load_kept(where: Path | None) -> object:
+    """What a kept pickle holds; None where there is none, or it is damaged or of an older sftl."""
     if where is None or not where.is_file():
         return None
     try:
@@ -325,7 +326,8 @@ def _load(where: Path | None) -> object:
         return None  # a damaged or older file is built again and overwritten
 
 
-def _save(where: Path | None, value: object) -> None:
+def save_kept(where: Path | None, value: object) -> None:
+    """Keep a value on disk whole or not at all (a temporary file, then renamed); a read-only cache is no error."""
     if where is None:
         return
     try:

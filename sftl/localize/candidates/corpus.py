@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sftl.codegraph.graph import load_kept, save_kept
 from sftl.localize.candidates.tokens import path_words, words
 
 if TYPE_CHECKING:
@@ -125,27 +126,15 @@ def _layer_key(layer: SourceProvider, paths: Sequence[str]) -> str:
 def _layer_records(layer: SourceProvider, framework: str, cache: Path | None) -> dict[str, FileRecord]:
     paths = sorted(p for p in layer.list_files() if is_source_path(p, framework))
     where = cache / f"layer-{_layer_key(layer, paths)}.pkl" if cache is not None else None
-    if where is not None and where.is_file():
-        try:
-            with where.open("rb") as fh:
-                loaded: dict[str, FileRecord] = pickle.load(fh)
-            return loaded
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError):
-            pass  # a damaged cache file is read again and overwritten
+    loaded = load_kept(where)
+    if isinstance(loaded, dict):
+        return loaded
     records: dict[str, FileRecord] = {}
     for path in paths:
         text = layer.read_text(path)
         if text is not None:
             records[path] = read_record(path, text)
-    if where is not None:
-        try:
-            where.parent.mkdir(parents=True, exist_ok=True)
-            tmp = where.with_name(f"{where.name}.tmp{os.getpid()}")
-            with tmp.open("wb") as fh:
-                pickle.dump(records, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, where)
-        except OSError:
-            pass  # a read-only cache costs time, not results
+    save_kept(where, records)
     return records
 
 

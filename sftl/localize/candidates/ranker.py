@@ -199,37 +199,51 @@ class CandidateRanker:
             "flat": {k: v.tolist() for k, v in self.ensemble.flat().items()},
             "model": self.booster.model_to_string(),
         }
-        target = Path(path)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n", encoding="utf-8")
-        tmp.replace(target)
+        write_model(path, payload)
 
     @classmethod
     def load(cls, path: str | Path) -> CandidateRanker:
-        from sftl.errors import InputError
-
-        try:
-            payload = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read the ranker model {path}: {exc}") from None
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-            raise InputError(f"{path} is not an sftl ranker model ({FORMAT})")
-        features = tuple(payload.get("features") or ())
-        unknown = [name for name in features if name not in FEATURES]
-        if not features or unknown:
-            raise InputError(f"{path} was trained on features this sftl does not compute ({', '.join(unknown[:3])}); "
-                             "retrain it (`sftl model fit`)")
+        payload, features, ensemble = read_model(path, FORMAT, FEATURES, "ranker model", "`sftl model fit`")
         params = payload.get("params") or {}
         model = cls(**{k: v for k, v in params.items() if k in ("n_estimators", "learning_rate", "num_leaves",
                                                                    "min_child_samples", "seed")}, features=features)
-        try:
-            model.ensemble = TreeEnsemble.from_flat(payload["flat"])
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{path} holds no trees; retrain it (`sftl model fit`)") from None
+        model.ensemble = ensemble
         model.gains = {str(k): float(v) for k, v in (payload.get("importances") or {}).items()}
         model.confidence = dict(payload.get("confidence") or {})
         model.provenance = payload.get("provenance") or {}
         return model
+
+
+def write_model(path: str | Path, payload: dict[str, Any]) -> None:
+    """A learned ranker's artefact, written whole or not at all (a temporary file, then renamed)."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n", encoding="utf-8")
+    tmp.replace(target)
+
+
+def read_model(path: str | Path, fmt: str, known: Sequence[str], what: str, retrain: str
+               ) -> tuple[dict[str, Any], tuple[str, ...], TreeEnsemble]:
+    """A learned ranker's artefact checked: its payload, the features it was trained on (each one this sftl
+    computes) and its trees; an InputError saying how to retrain it otherwise."""
+    from sftl.errors import InputError
+
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the {what} {path}: {exc}") from None
+    if not isinstance(payload, dict) or payload.get("format") != fmt:
+        raise InputError(f"{path} is not an sftl {what} ({fmt})")
+    features = tuple(payload.get("features") or ())
+    unknown = [name for name in features if name not in known]
+    if not features or unknown:
+        raise InputError(f"{path} was trained on features this sftl does not compute ({', '.join(unknown[:3])}); "
+                         f"retrain it ({retrain})")
+    try:
+        ensemble = TreeEnsemble.from_flat(payload["flat"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{path} holds no trees; retrain it ({retrain})") from None
+    return payload, features, ensemble
 
 
 def load_default(path: str | Path | None = None) -> CandidateRanker | None:

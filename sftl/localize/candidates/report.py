@@ -122,7 +122,16 @@ def _is_code(text: str) -> bool:
 
 def _frames(text: str, extraction: Extraction) -> tuple[str, ...]:
     """Framework files the report's tracebacks run through, innermost first, each once."""
-    found: list[str] = []
+    found = [path for path, _, _ in frame_locations(text, extraction)]
+    for m in CXX_FRAME.finditer(text):  # C++ locations in log lines and check failures
+        found.append(m.group(1))
+    return tuple(dict.fromkeys(found))
+
+
+def frame_locations(text: str, extraction: Extraction) -> list[tuple[str, int | None, str]]:
+    """The framework frames of a report's tracebacks as (path, line, function), innermost (the raising one) first:
+    the chained cause's too, and `File "..."` lines of logs the traceback parser did not take as one."""
+    found: list[tuple[str, int | None, str]] = []
     traces = parse_tracebacks(text)
     if extraction.traceback is not None and extraction.traceback not in traces:
         traces.insert(0, extraction.traceback)
@@ -136,14 +145,12 @@ def _frames(text: str, extraction: Extraction) -> tuple[str, ...]:
             for frame in reversed(t.frames):
                 path = frame.repo_path or map_frame_path(frame.path)
                 if path:
-                    found.append(path)
-    for m in FILE_LINE.finditer(text):  # frames in logs the traceback parser did not take as one
+                    found.append((path, frame.line, frame.function or ""))
+    for m in FILE_LINE.finditer(text):
         path = map_frame_path(m.group(1))
         if path:
-            found.append(path)
-    for m in CXX_FRAME.finditer(text):  # C++ locations in log lines and check failures
-        found.append(m.group(1))
-    return tuple(dict.fromkeys(found))
+            found.append((path, int(m.group(2)), m.group(3) or ""))
+    return found
 
 
 def _names(text: str, framework: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

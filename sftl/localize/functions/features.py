@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 
-from sftl.extract.tracebacks import map_frame_path, parse_tracebacks
 from sftl.localize.candidates.corpus import message_shingles
-from sftl.localize.candidates.report import FILE_LINE, ReportEvidence, snake_case
+from sftl.localize.candidates.report import ReportEvidence, frame_locations, snake_case
 from sftl.localize.candidates.tokens import IDENTIFIER, MAX_TOKEN, STOP_WORDS, WORD_PART, words
 from sftl.localize.functions.spans import Span, spans_of
-from sftl.model import Extraction, Issue, Traceback
+from sftl.model import Extraction, Issue
 
 FEATURES = (
     "frame_line", "frame_depth", "frame_name_here", "frame_name_any", "name_used", "name_dotted", "name_in_title",
@@ -64,26 +63,7 @@ class FunctionRow:
 
 def read_frames(issue: Issue, extraction: Extraction) -> tuple[FrameAt, ...]:
     """The report's framework frames with their lines, innermost (the raising one) first."""
-    found: list[tuple[str, int | None, str]] = []
-    text = f"{issue.title}\n{issue.body or ''}"
-    traces = parse_tracebacks(text)
-    if extraction.traceback is not None and extraction.traceback not in traces:
-        traces.insert(0, extraction.traceback)
-    for tb in traces:
-        chain: list[Traceback] = []
-        cur: Traceback | None = tb
-        while cur is not None:
-            chain.append(cur)
-            cur = cur.cause
-        for t in chain:
-            for frame in reversed(t.frames):
-                path = frame.repo_path or map_frame_path(frame.path)
-                if path:
-                    found.append((path, frame.line, frame.function or ""))
-    for m in FILE_LINE.finditer(text):
-        path = map_frame_path(m.group(1))
-        if path:
-            found.append((path, int(m.group(2)), m.group(3) or ""))
+    found = frame_locations(f"{issue.title}\n{issue.body or ''}", extraction)
     unique = list(dict.fromkeys(found))
     return tuple(FrameAt(p, line, fn, i) for i, (p, line, fn) in enumerate(unique, 1))
 

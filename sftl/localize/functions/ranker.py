@@ -8,13 +8,12 @@ learns, `predict` is pure (the saved trees walked with numpy: no LightGBM import
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sftl.localize.candidates.ranker import TreeEnsemble
+from sftl.localize.candidates.ranker import TreeEnsemble, read_model, write_model
 from sftl.localize.functions.features import FEATURES
 
 FORMAT = "sftl-function-ranker-v1"
@@ -90,32 +89,15 @@ class FunctionRanker:
             "flat": {k: v.tolist() for k, v in self.ensemble.flat().items()},
             "model": self.booster.model_to_string(),
         }
-        target = Path(path)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n", encoding="utf-8")
-        tmp.replace(target)
+        write_model(path, payload)
 
     @classmethod
     def load(cls, path: str | Path) -> FunctionRanker:
-        from sftl.errors import InputError
-
-        try:
-            payload = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read the function ranker {path}: {exc}") from None
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-            raise InputError(f"{path} is not an sftl function ranker ({FORMAT})")
-        features = tuple(payload.get("features") or ())
-        unknown = [name for name in features if name not in FEATURES]
-        if not features or unknown:
-            raise InputError(f"{path} was trained on function features this sftl does not compute "
-                             f"({', '.join(unknown[:3])}); retrain it (bench/bench_functions.py --refit)")
+        payload, features, ensemble = read_model(path, FORMAT, FEATURES, "function ranker",
+                                                 "bench/bench_functions.py --refit")
         params = payload.get("params") or {}
         model = cls(**{k: v for k, v in params.items() if k in PARAMS}, features=features)
-        try:
-            model.ensemble = TreeEnsemble.from_flat(payload["flat"])
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{path} holds no trees; retrain it (bench/bench_functions.py --refit)") from None
+        model.ensemble = ensemble
         model.gains = {str(k): float(v) for k, v in (payload.get("importances") or {}).items()}
         model.provenance = payload.get("provenance") or {}
         return model
