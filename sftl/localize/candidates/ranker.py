@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sftl.localize.candidates.features import FEATURES
 
 FORMAT = "sftl-ranker-v1"
+T = TypeVar("T")
 BUNDLED = Path(__file__).resolve().parents[2] / "data" / "candidate-ranker-v3.json"
 
 
@@ -251,21 +252,28 @@ def load_default(path: str | Path | None = None) -> CandidateRanker | None:
 
     Read once per process and file version (a batch of reports reads it once; a replaced file is read again).
     """
+    return load_artefact(CandidateRanker.load, path, BUNDLED)
+
+
+def load_artefact(load: Callable[[str], T], path: str | Path | None, bundled: Path) -> T | None:
+    """A learned artefact read with `load`: the one at `path` (its errors raised), else the bundled one (None when
+    it is missing or unreadable). Read once per process and file version: a replaced file is read again."""
     from sftl.errors import InputError
 
-    where = Path(path) if path else BUNDLED
+    where = Path(path) if path else bundled
     try:
         stamp = where.stat().st_mtime_ns
     except OSError:
         return None
     try:
-        return _load_once(str(where), stamp)
+        loaded: T = _load_once(load, str(where), stamp)
+        return loaded
     except InputError:
         if path:
             raise
         return None
 
 
-@functools.lru_cache(maxsize=4)
-def _load_once(path: str, stamp: int) -> CandidateRanker:
-    return CandidateRanker.load(path)
+@functools.lru_cache(maxsize=8)
+def _load_once(load: Callable[[str], Any], path: str, stamp: int) -> Any:
+    return load(path)

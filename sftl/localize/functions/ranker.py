@@ -7,13 +7,12 @@ learns, `predict` is pure (the saved trees walked with numpy: no LightGBM import
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sftl.localize.candidates.ranker import TreeEnsemble, read_model, write_model
+from sftl.localize.candidates.ranker import TreeEnsemble, load_artefact, read_model, write_model
 from sftl.localize.functions.features import FEATURES
 
 FORMAT = "sftl-function-ranker-v1"
@@ -105,21 +104,4 @@ class FunctionRanker:
 
 def load_function_ranker(path: str | Path | None = None) -> FunctionRanker | None:
     """The model at `path`, else the bundled one; None when there is none (functions then rank by BM25)."""
-    from sftl.errors import InputError
-
-    where = Path(path) if path else BUNDLED
-    try:
-        stamp = where.stat().st_mtime_ns
-    except OSError:
-        return None
-    try:
-        return _load_once(str(where), stamp)
-    except InputError:
-        if path:
-            raise
-        return None
-
-
-@functools.lru_cache(maxsize=4)
-def _load_once(path: str, stamp: int) -> FunctionRanker:
-    return FunctionRanker.load(path)
+    return load_artefact(FunctionRanker.load, path, BUNDLED)
