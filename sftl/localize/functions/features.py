@@ -246,7 +246,7 @@ def frame_features(span: Span, here: list[FrameAt], frame_names: dict[str, int],
         why["frame_name_here"] = f"frame {named_here[0].depth} of the traceback runs `{leaf}` in this file"
     if leaf in frame_names:
         feats["frame_name_any"] = 1.0 / frame_names[leaf]
-        why["frame_name_any"] = f"frame {frame_names[leaf]} of the traceback is in `{leaf}`"
+        why["frame_name_any"] = f"frame {frame_names[leaf]} of the traceback runs a function named `{leaf}` (in some file)"
 
 
 def name_features(span: Span, names: ReportNames, feats: dict[str, float], why: dict[str, str]) -> None:
