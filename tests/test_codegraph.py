@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sftl.cli import main
-from sftl.codegraph.facts import op_key, read_facts
+from sftl.codegraph.facts import kernel_devices, op_key, read_facts
 from sftl.codegraph.graph import build_graph, sizes_on_disk
 from sftl.codegraph.walk import walk
 from sftl.extract import extract
@@ -106,6 +106,16 @@ def test_tensorflow_registrations_are_read_per_layer_device_and_dtype() -> None:
                         ("tensorflow/python/ops/math_grad.py", "gradient")):
         facts = read_facts(path, TF_FILES[path], "tensorflow")
         assert facts is not None and op_key(facts.sites[0][1]) == "segmentsum" and facts.sites[0][0] == layer, path
+
+
+def test_elementwise_families_register_per_device() -> None:
+    text = ('REGISTER5(BinaryOp, CPU, "Add", functor::add, float, Eigen::half, double, int32, int64);\n'
+            'REGISTER3(BinaryOp, GPU, "Add", functor::add, float, Eigen::half, double);\n')
+    facts = read_facts("tensorflow/core/kernels/cwise_op_add_1.cc", text, "tensorflow")
+    assert facts is not None
+    assert {("kernel", "Add", "cpu"), ("kernel", "Add", "gpu")} <= set(facts.sites)
+    assert kernel_devices("tensorflow/core/kernels/cwise_op_add_1.cc", text, "Add") == {"cpu", "gpu"}
+    assert kernel_devices("tensorflow/core/kernels/cwise_op_add_1.cc", text, "Sub") == set()
 
 
 def test_a_python_function_s_ops_leave_out_its_docstring_examples() -> None:

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 # layers an op's code is found in; the walk reports which one a candidate file was reached through
 LAYERS = ("op_def", "kernel", "xla", "tflite", "gradient", "dataset", "meta", "decomposition", "lowering", "ref",
           "dispatch", "stub", "dynamo", "wrapper")
-FACTS_FORMAT = 4  # bump when what a file's facts hold changes
+FACTS_FORMAT = 5  # bump when what a file's facts hold changes
 
 TF_REGISTER_OP = re.compile(r'\bREGISTER_OP\(\s*"([A-Za-z_]\w*)"\s*\)')
 TF_KERNEL_NAME = re.compile(r'\bName\(\s*"([A-Za-z_]\w*)"\s*\)((?:\s*\\?\s*\.\s*\w+(?:<[^<>()]{0,80}>)?\([^()]{0,160}\))*)')
 # a family macro given the op's name first: REGISTER_CPU_KERNEL_SEGMENT("SegmentSum", ...), REGISTER_LINALG_OP("MatrixSolve", ...)
 TF_FAMILY_MACRO = re.compile(r'\b(REGISTER\w*|\w+_REGISTER\w*)\(\s*(?:\\\s*)?"([A-Z][A-Za-z0-9]+)"')
+# the elementwise families: REGISTER5(BinaryOp, CPU, "Add", functor::add, float, ...)
+TF_CWISE = re.compile(r'\bREGISTER\d*\(\s*\w+\s*,\s*(CPU|GPU)\s*,\s*"([A-Za-z_]\w*)"')
 TF_XLA_OP = re.compile(r'\bREGISTER_XLA_OP\(\s*Name\(\s*"([A-Za-z_]\w*)"')
 TFLITE_REGISTRATION = re.compile(r"\bTfLiteRegistration\s*\*\s*Register_([A-Z0-9_]+?)(?:_(?:REF|OPT|GENERIC_OPT|NEON_OPT|"
                                  r"GENERIC|MULTITHREADED_OPT|REFERENCE|QUANTIZED_REFERENCE|ONEDNN|VERSION\d*))?\s*\(\s*\)\s*\{")
@@ -118,6 +120,14 @@ class FileFacts:
     op_calls: tuple[tuple[str, str], ...] = ()  # PyTorch: (kernel function, op key of an at:: op it calls)
 
 
+def kernel_devices(path: str, text: str, op: str) -> set[str]:
+    """The devices a file registers kernels of one op for ('cpu', 'gpu'; '' where the registration does not say)."""
+    facts = read_facts(path, text, "tensorflow")
+    key = op_key(op)
+    return {device for layer, name, device in (facts.sites if facts else ())
+            if layer in ("kernel", "dataset") and op_key(name) == key}
+
+
 def device_of(path: str, chain: str = "") -> str:
     """The device a registration (its `.Device(...)` chain) or a file's folder is for."""
     if "DEVICE_GPU" in chain or "DEVICE_DEFAULT" in chain and "gpu" in path:
@@ -161,6 +171,8 @@ def _tensorflow_cxx(path: str, text: str) -> FileFacts:
                 continue
             layer = "dataset" if m.group(1).endswith("Dataset") or "/data/" in path else "kernel"
             sites.append((layer, m.group(1), device_of(path, m.group(2) or "")))
+        for m in TF_CWISE.finditer(text):
+            sites.append(("kernel", m.group(2), m.group(1).lower()))
         for m in TF_FAMILY_MACRO.finditer(text):
             if m.group(1) in ("REGISTER_OP", "REGISTER_XLA_OP"):
                 continue

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from sftl.codegraph.facts import kernel_devices
 from sftl.localize.gcrde.board import (
     Board,
     rank_board,
@@ -330,23 +331,16 @@ def _tf_registrations(ops: list[OpRef], texts: dict[str, str], board: Board) -> 
     for op in ops:
         builder = re.compile(r'Name\(\s*"' + re.escape(op.name) + r'"\s*\)')
         cwise = re.compile(r'REGISTER\d*\(\s*\w+\s*,\s*(CPU|GPU)\s*,\s*"' + re.escape(op.name) + r'"')
-        # a family's own registration macro with the op's name first: REGISTER_LINALG_OP_GPU("MatrixSolve", ...)
-        macro = re.compile(r'\bREGISTER_(?!OP\b)(\w+)\(\s*"' + re.escape(op.name) + r'"')
         for path, text in texts.items():
             if f'"{op.name}"' not in text:
                 continue
-            devices = set()
+            # which devices it registers the op's kernels for: the code graph's reading of registrations
+            devices = {d.upper() or "?" for d in kernel_devices(path, text, op.name)}
             functors: set[str] = set()  # the functor::X the registrations run (their math, in a header)
             for m in builder.finditer(text):
-                window = text[m.end(): m.end() + 200]
-                dm = re.search(r"DEVICE_(CPU|GPU)", window)
-                devices.add(dm.group(1) if dm else "?")
-                functors.update(re.findall(r"functor::(\w+)", window.split(";", 1)[0]))
+                functors.update(re.findall(r"functor::(\w+)", text[m.end(): m.end() + 200].split(";", 1)[0]))
             for m in cwise.finditer(text):
-                devices.add(m.group(1))
                 functors.update(re.findall(r"functor::(\w+)", text[m.end(): m.end() + 300].split(";", 1)[0]))
-            for m in macro.finditer(text):
-                devices.add("GPU" if "GPU" in m.group(1) else "CPU" if "CPU" in m.group(1) else "?")
             if not devices:
                 continue
             where = "/".join(sorted(devices))
