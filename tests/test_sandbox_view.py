@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -130,6 +131,9 @@ def hostile(files: tuple[Path, ...]) -> str:
     )
 
 
+SCRATCH_PREFIX = "sftl-run-"  # the sandbox's scratch folders (sftl/sandbox.py)
+
+
 def toward(folder: str, shown: list[Path]) -> set[str]:
     """The names a listing of `folder` may show: the next step toward each folder bound into the view."""
     base = Path(folder)
@@ -153,8 +157,10 @@ def test_a_hostile_snippet_finds_no_planted_secret_and_sees_only_the_allowlist(b
     for place in (*SYSTEM_PLACES, "/var", "/home", "/root", "/run", str(ROOT.parent), str(ROOT), str(Path.home())):
         if place == "/etc":
             continue
-        # absent (ENOENT), or holding nothing but the way to the environment (a venv in the checkout)
-        assert seen[place] == 2 or set(seen[place]) <= toward(place, shown), (place, seen[place])
+        # absent (ENOENT), or holding nothing but the way to the environment (a venv in the checkout) and, where the
+        # place is the temporary folder (a checkout in /tmp), the run's own scratch folder in its fresh /tmp
+        own = {n for n in seen[place] if n.startswith(SCRATCH_PREFIX)} if place == tempfile.gettempdir() else set()
+        assert seen[place] == 2 or set(seen[place]) <= toward(place, shown) | own, (place, seen[place])
     assert seen["/etc/machine-id"] == 2 and seen["/etc/shadow"] == 2
     assert all(seen[str(f)] == 2 for f in files)  # every planted file: no such file, not "permission denied"
 

@@ -45,7 +45,9 @@ def test_triage_over_a_hostile_server_reports_every_issue(hostile_env: None, tmp
             gh.inject(listing, status=200, body=b'[{"number": 1, "title": "cut sh', times=1),
             gh.inject(listing, status=502, times=1),
             gh.inject(listing, status=403, headers={"Retry-After": "1"}, body=b'{"message": "secondary rate limit"}'),
-            gh.inject(listing, delay=40.0, times=1),  # stalls far past the client's timeout
+            # stalls far past the client's timeout (0.5 s) and past anything the rest of the run takes on a loaded
+            # machine, so finishing well inside it shows the client cut the stall, with no race on the machine's speed
+            gh.inject(listing, delay=600.0, times=1),
             gh.inject(r"/issues/2/comments$", status=200, body=b'[{"id": 90, "bo', times=1),
         ]
         out, err = io.StringIO(), io.StringIO()
@@ -53,7 +55,7 @@ def test_triage_over_a_hostile_server_reports_every_issue(hostile_env: None, tmp
         code = main(["--api-url", gh.url, "triage", REPO, "--jobs", "1", "--out", str(tmp_path / "r")], out=out, err=err)
         elapsed = time.monotonic() - started
     assert code == 0, err.getvalue()
-    assert elapsed < 30, err.getvalue() + "the 40 s stall was not cut by the client's timeout"
+    assert elapsed < 300, err.getvalue() + "the 600 s stall was not cut by the client's timeout"
     assert all(f.times == 0 for f in faults)  # every fault was met, and retried past
     html = (tmp_path / "r" / "triage.html").read_text("utf-8")
     for n in range(1, len(BODIES) + 1):
