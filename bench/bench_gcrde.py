@@ -334,9 +334,15 @@ def ensure_tree(version: str) -> Path:
     SRC.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="apt-src-", dir=SRC))
     (work / "lists" / "partial").mkdir(parents=True)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from real_sources import apt_mirror  # the mirror this machine's apt already uses, never one written here
+
+    mirror = apt_mirror()
+    if mirror is None:
+        raise SystemExit("no Debian mirror in this machine's apt sources; fetch the trees with bench/real_sources.py")
     (work / "sources.list").write_text(
-        "deb-src [trusted=yes] http://deb.debian.org/debian trixie main\n"
-        "deb-src [trusted=yes] http://deb.debian.org/debian bookworm main\n"
+        f"deb-src [trusted=yes] {mirror} trixie main\n"
+        f"deb-src [trusted=yes] {mirror} bookworm main\n"
     )
     opts = [f"-o=Dir::Etc::SourceList={work}/sources.list", "-o=Dir::Etc::SourceParts=/dev/null",
             f"-o=Dir::State::Lists={work}/lists"]
