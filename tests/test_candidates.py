@@ -78,6 +78,11 @@ def write_tree(root: Path) -> Path:
         "tensorflow/g3doc/conv2d.md": "conv2d data_format NHWC conv2d",
         "tensorflow/core/kernels/BUILD": "conv_ops conv2d",
     }
+    return write_files(root, files)
+
+
+def write_files(root: Path, files: dict[str, str]) -> Path:
+    """A tree under `root` holding these files (repository-relative path -> text)."""
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

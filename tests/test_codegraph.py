@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+from test_candidates import write_files
 
 from sftl.cli import main
 from sftl.codegraph.facts import kernel_devices, op_key, read_facts
@@ -69,22 +70,14 @@ TORCH_FILES = {
 }
 
 
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
 @pytest.fixture()
 def tf_tree(tmp_path: Path) -> LocalTree:
-    return LocalTree(write(tmp_path / "tf", TF_FILES), "tensorflow", "2.4.0")
+    return LocalTree(write_files(tmp_path / "tf", TF_FILES), "tensorflow", "2.4.0")
 
 
 @pytest.fixture()
 def torch_tree(tmp_path: Path) -> LocalTree:
-    return LocalTree(write(tmp_path / "pt", TORCH_FILES), "pytorch", "2.4.0")
+    return LocalTree(write_files(tmp_path / "pt", TORCH_FILES), "pytorch", "2.4.0")
 
 
 def test_one_key_for_every_spelling_of_an_op() -> None:

@@ -52,13 +52,18 @@ def only(caps: Capabilities, backend: str) -> Capabilities:
     return replace(caps, bwrap=None)
 
 
+def confined(backend: str, settings, machine: Capabilities, limits: Limits) -> Sandbox:
+    """A sandbox on one backend with these limits, or a skip saying which guard this machine cannot give."""
+    caps = only(machine, backend)
+    missing = [g for g in guards(caps, limits) if not g.held]
+    if missing:
+        pytest.skip(f"{backend}: this machine cannot give {', '.join(g.name for g in missing)}")
+    return Sandbox(settings, limits, caps=caps)
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def box(request, settings, machine) -> Sandbox:
-    caps = only(machine, request.param)
-    missing = [g for g in guards(caps, LIMITS) if not g.held]
-    if missing:
-        pytest.skip(f"{request.param}: this machine cannot give {', '.join(g.name for g in missing)}")
-    return Sandbox(settings, LIMITS, caps=caps)
+    return confined(request.param, settings, machine, LIMITS)
 
 
 def _tag() -> str:

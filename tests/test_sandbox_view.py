@@ -16,10 +16,10 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from test_sandbox import BACKENDS, confined, only
 
 from sftl.config import load_settings
 from sftl.errors import SandboxError
@@ -41,7 +41,6 @@ from sftl.sandbox import (
 ROOT = Path(__file__).resolve().parent.parent
 PY = Path(sys.executable)
 MARK = "MARK-hostile-started"
-BACKENDS = ("bubblewrap", "unshare")
 LIMITS = Limits(timeout=60, memory=2 << 30, max_procs=64, output=2_000_000)
 SYSTEM_PLACES = ("/opt", "/srv", "/var/lib", "/etc", "/mnt")
 PLACES = (*SYSTEM_PLACES, str(ROOT.parent), str(ROOT), str(Path.home()))
@@ -57,24 +56,9 @@ def machine(settings) -> Capabilities:
     return probe(settings)
 
 
-def only(caps: Capabilities, backend: str) -> Capabilities:
-    """This machine's capabilities with one backend alone, or a skip saying why it is not here."""
-    if backend == "bubblewrap":
-        if not caps.bwrap:
-            pytest.skip(f"bubblewrap is not available here: {'; '.join(caps.why)}")
-        return caps
-    if not caps.unshare:
-        pytest.skip(f"user namespaces (unshare) do not work here: {'; '.join(caps.why)}")
-    return replace(caps, bwrap=None)
-
-
 @pytest.fixture(scope="module", params=BACKENDS)
 def box(request, settings, machine) -> Sandbox:
-    caps = only(machine, request.param)
-    missing = [g for g in guards(caps, LIMITS) if not g.held]
-    if missing:
-        pytest.skip(f"{request.param}: this machine cannot give {', '.join(g.name for g in missing)}")
-    return Sandbox(settings, LIMITS, caps=caps)
+    return confined(request.param, settings, machine, LIMITS)
 
 
 @pytest.fixture
