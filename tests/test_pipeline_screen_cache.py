@@ -22,7 +22,7 @@ BODIES = (
 )
 
 
-def _corpus(n: int) -> list[Issue]:
+def screen_corpus(n: int) -> list[Issue]:
     issues = []
     for i in range(n):
         comments = ()
@@ -44,7 +44,7 @@ def _fresh_idf(store: Store, issue: Issue) -> np.ndarray:
 
 def test_kept_terms_give_the_fresh_fit_and_follow_edits(tmp_path: Path) -> None:
     store = Store(load_settings(home=tmp_path).db_path)
-    issues = _corpus(45)
+    issues = screen_corpus(45)
     for issue in issues:
         store.upsert_issue(issue)
     store.upsert_issue(Issue(repo="o/r", number=999, title="a pull request", body="No module named 'y'",
@@ -69,10 +69,10 @@ def test_kept_terms_give_the_fresh_fit_and_follow_edits(tmp_path: Path) -> None:
 
 def test_too_small_a_store_fits_nothing(tmp_path: Path) -> None:
     store = Store(load_settings(home=tmp_path).db_path)
-    issues = _corpus(MIN_SCREEN_CORPUS - 1)
+    issues = screen_corpus(MIN_SCREEN_CORPUS - 1)
     for issue in issues[:-1]:
         store.upsert_issue(issue)
     assert corpus_screener(issues[-1], store) is None
     store.upsert_issue(issues[-1])
-    store.upsert_issue(_corpus(MIN_SCREEN_CORPUS + 1)[-1])
+    store.upsert_issue(screen_corpus(MIN_SCREEN_CORPUS + 1)[-1])
     assert corpus_screener(issues[-1], store) is not None

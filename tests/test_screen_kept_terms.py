@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_pipeline_screen_cache import _corpus
+from test_pipeline_screen_cache import screen_corpus
 
 from sftl.config import load_settings
 from sftl.pipeline import corpus_screener
@@ -20,7 +20,7 @@ def test_damaged_kept_keyword_terms_are_ignored_and_rebuilt(tmp_path: Path, dama
     from sftl.store import Store
 
     store = Store(load_settings(home=tmp_path).db_path)
-    issues = _corpus(40)
+    issues = screen_corpus(40)
     for issue in issues:
         store.upsert_issue(issue)
     assert corpus_screener(issues[0], store) is not None
@@ -42,7 +42,7 @@ def test_a_kept_terms_row_that_is_no_object_is_rebuilt(tmp_path: Path, raw: str)
 
     db = load_settings(home=tmp_path).db_path
     store = Store(db)
-    issues = _corpus(40)
+    issues = screen_corpus(40)
     for issue in issues:
         store.upsert_issue(issue)
     assert corpus_screener(issues[0], store) is not None
