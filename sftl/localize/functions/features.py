@@ -6,23 +6,27 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import os
+import pickle
 import re
+import zlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path
 
 from sftl.localize.candidates.corpus import message_shingles
 from sftl.localize.candidates.report import ReportEvidence, frame_locations, snake_case
 from sftl.localize.candidates.tokens import IDENTIFIER, MAX_TOKEN, STOP_WORDS, WORD_PART, words
-from sftl.localize.functions.spans import Span, spans_of
+from sftl.localize.functions.spans import SPANS_VERSION, Span, spans_of
 from sftl.model import Extraction, Issue
 
 FEATURES = (
     "frame_line", "frame_depth", "frame_name_here", "frame_name_any", "name_used", "name_dotted", "name_in_title",
     "class_named", "kernel_named", "name_parts_share", "message_overlap", "message_any",
     "bm25_all", "bm25_title", "bm25_code", "bm25_error", "bm25_all_rank", "bm25_title_rank", "bm25_error_rank",
-    "bm25_names", "uses_names", "quotes_code", "callee_of_evidence", "caller_of_evidence", "sibling_of_evidence", "size_log", "size_share", "position", "functions_log",
+    "bm25_names", "uses_names", "quotes_code", "callee_of_evidence", "caller_of_evidence", "sibling_of_evidence",
+    "export_named", "reach_distance", "bm25_neighbour", "size_log", "size_share", "position", "functions_log",
     "private", "dunder", "method", "kernel", "registration", "nesting", "python",
 )
 K1, B = 1.2, 0.75
@@ -84,31 +88,86 @@ def normal_line(line: str) -> str:
 
 @dataclass(frozen=True)
 class FileFunctions:
-    """A file's functions with what scoring reads of each: word bags and message fingerprints (built once per text)."""
+    """A file's functions with what scoring reads of each, whatever the report: word bags, message fingerprints,
+    the names its decorators export it under and the calls between them (built once per text, kept on disk)."""
 
     spans: tuple[Span, ...]
-    bags: tuple[Counter[str], ...]
+    lengths: tuple[int, ...]  # per function, how many words it holds
+    postings: dict[str, list[tuple[int, int]]]  # word -> (function, count): the functions' word bags inverted
     shingles: tuple[frozenset[int], ...]
     literals: tuple[tuple[str, ...], ...]
     lines: int
-    postings: dict[str, list[tuple[int, int]]]
-    normal_lines: tuple[str, ...]
+    line_digests: frozenset[int]  # CRC-32 of the file's normalized lines long enough to be quoted
+    decorators: tuple[frozenset[str], ...]  # per function, the words of its decorators (`@tf_export("where")`)
+    calls: tuple[frozenset[int], ...]  # per function, the functions of the file it calls
+    callers: tuple[frozenset[int], ...]  # per function, those calling it
+
+    def holders(self, word: str) -> frozenset[int]:
+        """The functions whose words hold `word`."""
+        return frozenset(i for i, _ in self.postings.get(word, ()))
+
+
+# raised whenever what `FileFunctions` keeps changes, so readings kept on disk by an older sftl are not read
+READINGS_VERSION = 1
 
 
 def file_functions(path: str, text: str, cache_dir: Path | None = None) -> FileFunctions:
-    """What scoring reads of a file's functions, built once per text in a process (`cache_dir`: the parse kept)."""
+    """What scoring reads of a file's functions, built once per text in a process; with `cache_dir`, kept there by
+    the text's hash, so the next `sftl locate` reading the file neither parses nor tokenizes it again."""
     digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
     return _file_functions(digest, path.rsplit(".", 1)[-1], path, text, cache_dir)
 
 
 @functools.lru_cache(maxsize=64)
 def _file_functions(digest: str, suffix: str, path: str, text: str, cache_dir: Path | None) -> FileFunctions:
+    where = (cache_dir / "functions" / f"readings-v{SPANS_VERSION}.{READINGS_VERSION}" / digest[:2] / f"{digest}.pickle"
+             if cache_dir is not None else None)
+    if where is not None:
+        kept = read_reading(where, text)
+        if kept is not None:
+            return kept
     spans = spans_of(path, text, cache_dir)
     bags = tuple(span_bags(spans, text))
     literals = tuple(tuple(x for x in s.literals() if len(x.split()) >= 2) for s in spans)
     shingles = tuple(frozenset(message_shingles("\n".join(lits))) for lits in literals)
-    return FileFunctions(spans, bags, shingles, literals, text.count("\n") + 1, postings_of(bags),
-                         tuple(normal_line(line) for line in text.splitlines()))
+    calls = call_graph(spans, bags)
+    called_by: list[list[int]] = [[] for _ in spans]
+    for i, out in enumerate(calls):
+        for j in out:
+            called_by[j].append(i)
+    callers = tuple(frozenset(c) for c in called_by)
+    digests = frozenset(zlib.crc32(n.encode()) for n in map(normal_line, text.splitlines()) if len(n) >= QUOTED_LINE)
+    reading = FileFunctions(spans, tuple(sum(b.values()) for b in bags), postings_of(bags), shingles, literals,
+                            text.count("\n") + 1, digests, tuple(decorator_words(s) for s in spans), calls, callers)
+    if where is not None:
+        keep_reading(where, reading)
+    return reading
+
+
+def keep_reading(where: Path, reading: FileFunctions) -> None:
+    """The reading on disk, the spans without their bodies (the text holds them); an unwritable cache only costs
+    the next run the reading."""
+    bare = replace(reading, spans=tuple(replace(s, text="") for s in reading.spans))
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(bare, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.replace(where)
+    except OSError:
+        pass
+
+
+def read_reading(where: Path, text: str) -> FileFunctions | None:
+    """A reading kept for this text, its spans' bodies cut from the text again; None when none is kept or it does
+    not read (sftl's own cache: written by `keep_reading` only)."""
+    try:
+        kept = pickle.loads(where.read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        return None
+    if not isinstance(kept, FileFunctions):
+        return None
+    lines = text.splitlines()
+    return replace(kept, spans=tuple(replace(s, text="\n".join(lines[s.start - 1:s.end])) for s in kept.spans))
 
 
 def span_bags(spans: tuple[Span, ...], text: str) -> list[Counter[str]]:
@@ -134,14 +193,13 @@ def ident_words(ident: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def bm25(bags: tuple[Counter[str], ...], query: list[str],
-         postings: dict[str, list[tuple[int, int]]] | None = None) -> list[float]:
-    """BM25 of each bag for the query's words (idf over the file's functions); `postings`: term -> (bag, count)."""
-    if not bags or not query:
-        return [0.0] * len(bags)
-    posting = postings if postings is not None else postings_of(bags)
-    n = len(bags)
-    lengths = [sum(b.values()) for b in bags]
+def bm25(lengths: tuple[int, ...], postings: dict[str, list[tuple[int, int]]], query: list[str]) -> list[float]:
+    """BM25 of each function for the query's words (idf over the file's functions), from the functions' lengths in
+    words and the postings (term -> (function, count))."""
+    if not lengths or not query:
+        return [0.0] * len(lengths)
+    posting = postings
+    n = len(lengths)
     avg = (sum(lengths) / n) or 1.0
     norm = [K1 * (1 - B + B * length / avg) for length in lengths]
     out = [0.0] * n
@@ -197,9 +255,8 @@ def gather_functions(evidence: FunctionEvidence, path: str, text: str,
     here = [f for f in evidence.frames if f.path == path or path.endswith("/" + f.path)]
     # each function name at its innermost frame (frames come innermost first; the first of a name is kept)
     frame_names = {f.function.rsplit(".", 1)[-1]: f.depth for f in reversed(evidence.frames) if f.function}
-    pasted = [0]  # prefix sums of the file's lines the report quotes
-    for line in ff.normal_lines:
-        pasted.append(pasted[-1] + int(len(line) >= QUOTED_LINE and line in evidence.quoted_lines))
+    pasted = pasted_lines(text, evidence.quoted_lines, ff.line_digests)
+    holders = {w: ff.holders(w) for w in names.used}
     longest = max(s.end - s.start + 1 for s in ff.spans)
     python = float(path.endswith((".py", ".pyi")))
     rows = []
@@ -208,13 +265,14 @@ def gather_functions(evidence: FunctionEvidence, path: str, text: str,
         why: dict[str, str] = {}
         frame_features(span, here, frame_names, feats, why)
         name_features(span, names, feats, why)
+        export_features(span, ff.decorators[i], names, feats, why)
         message_features(i, ff, evidence, feats, why)
         for key, (value, reason) in lexical[i].items():
             feats[key] = value
             if reason:
                 why[key] = reason
         if names.used:
-            feats["uses_names"] = len(names.used & ff.bags[i].keys()) / len(names.used)
+            feats["uses_names"] = sum(i in held for held in holders.values()) / len(names.used)
         copied = pasted[min(span.end, len(pasted) - 1)] - pasted[min(span.start - 1, len(pasted) - 1)]
         if copied:
             feats["quotes_code"] = math.log1p(copied)
@@ -301,7 +359,7 @@ def lexical_scores(rep: ReportEvidence, ff: FileFunctions) -> list[dict[str, tup
         "title": list(rep.title_words), "code": list(rep.code_words), "error": list(rep.error_words),
         "names": [w for n in (*rep.leaf_names, *rep.names) for w in words(n.replace(".", " "))],
     }
-    lexical = {name: bm25(ff.bags, q, ff.postings) for name, q in queries.items()}
+    lexical = {name: bm25(ff.lengths, ff.postings, q) for name, q in queries.items()}
     best = {name: max(v) or 1.0 for name, v in lexical.items()}
     rank = {name: rank_of(lexical[name]) for name in ("all", "title", "error")}
     out: list[dict[str, tuple[float, str]]] = []
@@ -321,28 +379,113 @@ def lexical_scores(rep: ReportEvidence, ff: FileFunctions) -> list[dict[str, tup
 
 
 STRUCTURAL = ("frame_line", "frame_name_here", "name_used", "name_dotted", "message_overlap", "message_any",
-              "kernel_named")
+              "kernel_named", "export_named")
+REACH_HOPS = 3  # calls followed from a function the report points at: further, most of a file is reached
 
 
 def with_neighbours(rows: list[FunctionRow], ff: FileFunctions) -> list[FunctionRow]:
     """Evidence one call away: a function that a function with structural evidence calls (the helper a named
-    public function delegates to), one that calls such a function, and a method of the same class."""
+    public function delegates to), one that calls such a function, and a method of the same class; the calls
+    from those functions followed up to `REACH_HOPS` deep; the best lexical score among a function's callers and
+    callees."""
+    lexical = [r.features.get("bm25_all", 0.0) for r in rows]
+    for j, r in enumerate(rows):
+        near = [lexical[k] for k in ff.calls[j] | ff.callers[j]]
+        if near and max(near) > 0:
+            r.features["bm25_neighbour"] = max(near)
     named = [i for i, r in enumerate(rows) if any(r.features.get(f) for f in STRUCTURAL)]
     if not named:
         return rows
+    for j, (hops, origin) in reached(named, ff.calls).items():
+        rows[j].features["reach_distance"] = 1.0 / (1 + hops)
+        if hops > 1:  # one call away is said by callee_of_evidence
+            rows[j].evidence["reach_distance"] = f"{hops} calls from `{rows[origin].span.leaf}`"
     leaves = {i: rows[i].span.leaf for i in named}
+    named_holders = {i: ff.holders(leaves[i].lower()) for i in named}
     owners = {rows[i].span.parts[:-1] for i in named if len(rows[i].span.parts) > 1}
     for j, r in enumerate(rows):
         leaf = r.span.leaf.lower()
-        callers = [i for i in named if i != j and leaf in ff.bags[i]]
+        held = ff.holders(leaf)
+        callers = [i for i in named if i != j and i in held]
         if callers:
             r.features["callee_of_evidence"] = 1.0
             r.evidence["callee_of_evidence"] = f"called by `{leaves[callers[0]]}`"
-        if any(i != j and leaves[i].lower() in ff.bags[j] for i in named):
+        if any(i != j and j in named_holders[i] for i in named):
             r.features["caller_of_evidence"] = 1.0
         if len(r.span.parts) > 1 and r.span.parts[:-1] in owners and j not in named:
             r.features["sibling_of_evidence"] = 1.0
     return rows
+
+
+def pasted_lines(text: str, quoted: frozenset[str], digests: frozenset[int]) -> list[int]:
+    """Prefix sums over the file's lines of those the report quotes (normalized); all zero, without reading the
+    lines one by one, when no quoted line's digest is among the file's lines' (`digests`)."""
+    if not any(zlib.crc32(q.encode()) in digests for q in quoted):
+        return [0] * (text.count("\n") + 2)
+    out = [0]
+    for line in text.splitlines():
+        n = normal_line(line)
+        out.append(out[-1] + int(len(n) >= QUOTED_LINE and n in quoted))
+    return out
+
+
+def call_graph(spans: tuple[Span, ...], bags: tuple[Counter[str], ...]) -> tuple[frozenset[int], ...]:
+    """Per function, the functions of the same file it calls: those whose name its words hold (a name of four
+    letters or more, dunders apart: `run` or `__init__` would join everything)."""
+    by_name: dict[str, list[int]] = {}
+    for i, span in enumerate(spans):
+        leaf = span.leaf.lower()
+        if len(leaf) >= 4 and not leaf.startswith("__"):
+            by_name.setdefault(leaf, []).append(i)
+    return tuple(frozenset(j for name, js in by_name.items() if name in bag for j in js if j != i)
+                 for i, bag in enumerate(bags))
+
+
+def reached(seeds: list[int], calls: tuple[frozenset[int], ...], hops: int = REACH_HOPS) -> dict[int, tuple[int, int]]:
+    """Each function reached from the seeds by calls: the fewest calls it takes (a seed: 0) and the seed."""
+    seen = {i: (0, i) for i in seeds}
+    frontier = list(seeds)
+    for depth in range(1, hops + 1):
+        nxt: list[int] = []
+        for i in frontier:
+            for j in sorted(calls[i]):
+                if j not in seen:
+                    seen[j] = (depth, seen[i][1])
+                    nxt.append(j)
+        frontier = nxt
+    return seen
+
+
+def decorator_words(span: Span) -> frozenset[str]:
+    """The names a Python function's decorators give it, lower-cased: `@tf_export("math.add", v1=[...])` -> math,
+    add; `@register_meta([aten.zero.default])` -> aten, zero, default. The name a public API exports it under."""
+    if not span.text.lstrip().startswith("@"):  # undecorated, or not Python
+        return frozenset()
+    head: list[str] = []
+    for line in span.text.splitlines():
+        if DEF_LINE.match(line):
+            break
+        head.append(line)
+    text = "\n".join(head)
+    return frozenset(w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text) if len(w) > 2) - DECORATOR_WORDS
+
+
+DEF_LINE = re.compile(r"^\s*(?:async\s+)?def\s")
+# words of decorators that name no API: the decorators' own names and the namespaces they take
+DECORATOR_WORDS = frozenset({"tf_export", "keras_export", "estimator_export", "export", "register_meta",
+                             "register_decomposition", "register_lowering", "aten", "prims", "default", "out", "self",
+                             "deprecated", "staticmethod", "classmethod", "property", "setter", "functools", "wraps",
+                             "doc_controls", "dispatch", "add_dispatch_support", "v1", "v2", "compat"})
+
+
+def export_features(span: Span, decorators: frozenset[str], names: ReportNames, feats: dict[str, float],
+                    why: dict[str, str]) -> None:
+    """A decorator that exports or registers the function under a name the report uses (`@tf_export("where")`
+    on `where_v2`, `@register_meta(aten.zero)` on `meta_zero`)."""
+    shared = sorted(w for w in decorators if w in names.lower or w in names.used)
+    if shared:
+        feats["export_named"] = 1.0
+        why["export_named"] = f"exported or registered as `{shared[0]}`, which the report names"
 
 
 def rank_of(values: list[float]) -> list[int]:
