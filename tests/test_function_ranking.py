@@ -34,10 +34,10 @@ def unrelated_helper(a, b):
 '''
 
 
-def evidence(body: str, title: str = "interpolate fails") -> FunctionEvidence:
-    issue = Issue(repo="pytorch/pytorch", number=1, title=title, body=body)
-    extraction = Extraction(None, None, Environment(framework="pytorch"))
-    return function_evidence(read_report(issue, extraction, "pytorch"), issue, extraction)
+def evidence(body: str, title: str = "interpolate fails", framework: str = "pytorch") -> FunctionEvidence:
+    issue = Issue(repo=f"{framework}/{framework}", number=1, title=title, body=body)
+    extraction = Extraction(None, None, Environment(framework=framework))
+    return function_evidence(read_report(issue, extraction, framework), issue, extraction)
 
 
 TRACE = '''```
@@ -180,3 +180,76 @@ def test_only_the_first_suspects_files_are_read_and_a_bad_one_names_no_function(
     assert source.read == paths[:5]  # the sixth is never opened
     assert [len(s.functions) for s in got] == [4, 0, 0, 0, 0, 0]
     assert [s.path for s in got] == paths and got[0].functions[0].name in ("interpolate", "_resize")
+
+
+CHAIN = '''\
+@tf_export("where", v1=[])
+def where_v2(condition, x=None, y=None, name=None):
+    return _select(condition, x, y)
+
+
+def _select(condition, x, y):
+    return _broadcast_select(condition, x, y)
+
+
+def _broadcast_select(condition, x, y):
+    return _shape_check(condition)
+
+
+def _shape_check(condition):
+    return condition
+
+
+def _never_called(a, b):
+    return a
+'''
+
+
+def test_a_decorator_export_keywords_and_the_calls_from_it_become_features() -> None:
+    body = "```python\nimport tensorflow as tf\nout = tf.where(cond, fill_value=0, broadcast_shapes=True)\n```"
+    rows = {r.span.name: r for r in gather_functions(evidence(body, title="tf.where is wrong", framework="tensorflow"),
+                                                     "tensorflow/python/ops/array_ops.py", CHAIN)}
+    where = rows["where_v2"]
+    assert where.features["export_named"] == 1.0  # named `where_v2`, exported as `where`
+    assert where.evidence["export_named"] == "exported or registered as `where`, which the report names"
+    assert where.features["reach_distance"] == 1.0  # the function the report points at
+    # the calls from it, followed: one call, two, three; an uncalled function is not reached
+    assert rows["_select"].features["reach_distance"] == 0.5
+    assert rows["_broadcast_select"].features["reach_distance"] == pytest.approx(1 / 3)
+    assert rows["_broadcast_select"].evidence["reach_distance"] == "2 calls from `where_v2`"
+    assert rows["_shape_check"].features["reach_distance"] == 0.25
+    assert "reach_distance" not in rows["_never_called"].features
+    # a keyword the report passes among the parameters: only the one that takes it
+    assert "keywords_taken" not in where.features
+    fills = gather_functions(evidence(body.replace("fill_value", "condition"), framework="tensorflow"), "tensorflow/python/ops/array_ops.py",
+                             CHAIN)
+    taking = {r.span.name: r.features.get("keywords_taken", 0.0) for r in fills}
+    assert taking["where_v2"] == 0.5 and taking["_shape_check"] == 0.5 and taking["_never_called"] == 0.0
+    # the neighbour's lexical score: a function called by one the report's words match
+    assert all(r.features.get("bm25_neighbour", 0.0) >= 0 for r in rows.values())
+
+
+def test_without_a_decorator_nothing_is_exported_and_without_evidence_nothing_is_reached() -> None:
+    undecorated = CHAIN.replace('@tf_export("where", v1=[])\n', "")
+    rows = gather_functions(evidence("tf.where of some words", framework="tensorflow"), "m.py", undecorated)
+    assert not any(r.features.get("export_named") or r.features.get("reach_distance") for r in rows)
+
+
+def test_a_files_reading_is_kept_on_disk_and_read_back_the_same(tmp_path: Path) -> None:
+    from sftl.localize.functions import features
+
+    text = CHAIN + FILE
+    first = features.file_functions("pkg/mod.py", text, tmp_path)
+    kept = list((tmp_path / "functions").rglob("*.pickle"))
+    assert len(kept) == 1
+    features._file_functions.cache_clear()  # a new process: nothing in memory
+    again = features.file_functions("pkg/mod.py", text, tmp_path)
+    assert again is not first and again == first  # spans with their bodies, postings, calls, decorators
+    assert again.spans[0].text.startswith("@tf_export") and again.decorators[0] >= {"where"}
+    kept[0].write_bytes(b"not a pickle")  # a damaged cache entry is read again from the text
+    features._file_functions.cache_clear()
+    assert features.file_functions("pkg/mod.py", text, tmp_path) == first
+    # a quoted line found through the kept digests of the file's lines
+    quoted = evidence("```\n    return _broadcast_select(condition, x, y)\n```")
+    rows = {r.span.name: r for r in gather_functions(quoted, "pkg/mod.py", text, tmp_path)}
+    assert rows["_select"].features["quotes_code"] > 0 and "quotes_code" not in rows["where_v2"].features
