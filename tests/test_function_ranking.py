@@ -253,3 +253,12 @@ def test_a_files_reading_is_kept_on_disk_and_read_back_the_same(tmp_path: Path) 
     quoted = evidence("```\n    return _broadcast_select(condition, x, y)\n```")
     rows = {r.span.name: r for r in gather_functions(quoted, "pkg/mod.py", text, tmp_path)}
     assert rows["_select"].features["quotes_code"] > 0 and "quotes_code" not in rows["where_v2"].features
+
+
+def test_the_reason_names_the_export_and_the_calls_that_reach_a_function() -> None:
+    body = "```python\nimport tensorflow as tf\nout = tf.where(cond)\n```"
+    got = {f.name: f.reason for f in rank_functions(evidence(body, title="tf.where is wrong", framework="tensorflow"),
+                                                    "tensorflow/python/ops/array_ops.py", CHAIN, model=None)}
+    assert "exported or registered as `where`, which the report names" in got["where_v2"]
+    assert "called by `where_v2`" in got["_select"]
+    assert "2 calls from `where_v2`" in got["_broadcast_select"]
