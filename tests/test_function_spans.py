@@ -100,6 +100,97 @@ def test_a_file_that_does_not_parse_or_another_language_has_no_functions() -> No
     assert isinstance(spans_of("a.cc", "int f( { ]]] \n void g() { return; }\n"), tuple)
 
 
+TRICKY = """\
+import sys
+
+if sys.platform:
+    class Guarded(Base):
+        @staticmethod
+        # a comment between decorators
+        @cache(
+            size=2)
+        def make():
+            return 1  # trailing
+            # a comment after the last statement is not the def's
+
+        # nor one at the class's indentation
+    # nor one at the if's
+
+
+async def fetch(url):
+    async with session() as s:
+        async def once():
+            return await s.get(url)
+    return await once()
+
+
+def outer():
+    class Local:
+        def method(self):
+            def innermost():
+                pass
+    return Local
+
+
+try:
+    import fast
+except ImportError:
+    def fallback():
+        pass
+else:
+    def fast_path():
+        pass
+finally:
+    def cleanup():
+        pass
+
+match sys.argv:
+    case [_, "x"]:
+        def on_x():
+            return (1,
+                    2)
+"""
+
+
+def test_python_defs_under_blocks_decorated_async_nested_and_their_last_lines() -> None:
+    got = by_name("torch/x.py", TRICKY)
+    assert got["Guarded.make"] == (5, 10, "method")  # from the first decorator to the last statement
+    assert got["fetch"] == (17, 21, "function") and got["fetch.once"] == (19, 20, "function")
+    assert got["outer"] == (24, 29, "function")
+    assert got["outer.Local.method"] == (26, 28, "method")  # a class in a function: its defs are methods
+    assert got["outer.Local.method.innermost"] == (27, 28, "function")
+    assert got["fallback"] == (35, 36, "function") and got["cleanup"] == (41, 42, "function")
+    assert got["on_x"] == (46, 48, "function")
+    # the order `ast` gave: a try's body, else and finally before its handlers
+    assert [s.name for s in spans_of("torch/x.py", TRICKY)][-5:] == [
+        "outer.Local.method.innermost", "fast_path", "cleanup", "fallback", "on_x"]
+    make = next(s for s in spans_of("torch/x.py", TRICKY) if s.name == "Guarded.make")
+    assert make.text.splitlines()[0] == "        @staticmethod" and make.text.endswith("return 1  # trailing")
+
+
+def test_python_lines_ended_by_a_carriage_return_count_as_the_interpreter_counts_them() -> None:
+    assert by_name("x.py", "def f():\r    pass\r\rdef g():\r\n    pass\r\n") == {
+        "f": (1, 2, "function"), "g": (4, 5, "function")}
+    # a comment ended by a lone \r: the def after it is on the next line, not in the comment
+    assert by_name("x.py", "# old mac\rdef f():  # c\r    pass\n") == {"f": (2, 3, "function")}
+
+
+def test_python_syntax_errors_and_python2_files_have_no_functions() -> None:
+    assert spans_of("torch/a.py", "def f():\n    return 1\n\nclass\n") == ()  # the error after the defs
+    assert spans_of("torch/a.py", "def f():\n    x = (1,\n\ndef g():\n    pass\n") == ()
+    assert spans_of("torch/a.py", "def f():\n    pass\n\0\n") == ()
+    for py2 in ('def f():\n    print "x"\n', 'def f():\n    raise ValueError, "x"\n',
+                "try:\n    pass\nexcept ValueError, e:\n    def f():\n        pass\n", 'def f():\n    exec "x"\n'):
+        assert spans_of("torch/old.py", py2) == (), py2
+
+
+def test_python_the_parser_grammar_lacks_is_still_read_as_the_interpreter_reads_it() -> None:
+    # tree-sitter-python has no starred items in an unparenthesised return or assigned tuple (torch has both),
+    # nor reads `print >>f, x` as Python 3 does (a shift and a tuple)
+    text = "def f(a, b):\n    return *a, *b\n\ndef g(a):\n    x, *y = a, *[]\n    print >>a, x\n"
+    assert by_name("torch/a.py", text) == {"f": (1, 2, "function"), "g": (4, 6, "function")}
+
+
 def test_the_parse_is_kept_by_the_text_hash_and_read_back_the_same(tmp_path: Path) -> None:
     first = spans_of("torch/nn/x.py", PY, tmp_path)
     kept = list((tmp_path / "functions").rglob("*.json"))
