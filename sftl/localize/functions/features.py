@@ -135,7 +135,7 @@ def _file_functions(digest: str, suffix: str, path: str, text: str, cache_dir: P
         kept = read_reading(where, text)
         if kept is not None:
             return kept
-    spans = spans_of(path, text, cache_dir)
+    spans = spans_of(path, text)
     bags = tuple(span_bags(spans, text))
     literals = tuple(tuple(x for x in s.literals() if len(x.split()) >= 2) for s in spans)
     shingles = tuple(frozenset(message_shingles("\n".join(lits))) for lits in literals)

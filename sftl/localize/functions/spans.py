@@ -7,19 +7,16 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import json
-import os
 import re
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 PY_SUFFIXES = (".py", ".pyi")
 CXX_SUFFIXES = (".cc", ".cpp", ".cxx", ".c", ".h", ".hpp", ".hh", ".cu", ".cuh", ".inl")
 # a file larger than this is generated or vendored: nobody reads it function by function
 MAX_BYTES = 3_000_000
-# the spans' reading of a text: raised whenever parsing changes, so spans kept on disk by an older sftl are not read
+# raised whenever parsing changes, so a file's reading kept on disk by an older sftl (features.py) is not read
 SPANS_VERSION = 4
 # the macros that open a registration or a kernel body at namespace scope
 REGISTRATION = re.compile(r"^(REGISTER\w*|TORCH_LIBRARY\w*|TF_CALL_\w+|DEFINE_DISPATCH|REGISTER_DISPATCH)$")
@@ -66,42 +63,17 @@ class Span:
         return [a or b for a, b in STRING.findall(self.text)]
 
 
-def spans_of(path: str, text: str, cache_dir: Path | None = None) -> tuple[Span, ...]:
+def spans_of(path: str, text: str) -> tuple[Span, ...]:
     """The functions of a file by its suffix; () for another language, a file too large, or one that fails to parse.
-
-    `cache_dir`: where the spans of a text already parsed are kept, by the text's hash (a release's files do not
-    change: the next `sftl locate` reading the file skips the parse)."""
+    Parsed once per text in a process; what scoring reads of a file, these spans included, is kept on disk by
+    `features.file_functions`."""
     if len(text) > MAX_BYTES:
         return ()
     language = "py" if path.endswith(PY_SUFFIXES) else "cxx" if path.endswith(CXX_SUFFIXES) else ""
     if not language:
         return ()
     digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
-    if cache_dir is None:
-        return _cached(digest, language, text)
-    where = cache_dir / "functions" / f"v{SPANS_VERSION}" / digest[:2] / f"{digest}.json"
-    kept = read_kept(where, text)
-    if kept is not None:
-        return kept
-    spans = _cached(digest, language, text)
-    try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps([[s.name, s.start, s.end, s.kind] for s in spans]), encoding="utf-8")
-        tmp.replace(where)
-    except OSError:
-        pass  # an unwritable cache only costs the next run the parse
-    return spans
-
-
-def read_kept(where: Path, text: str) -> tuple[Span, ...] | None:
-    """The spans kept for this text, their bodies cut from it again; None when none are kept (or unreadable)."""
-    try:
-        kept = json.loads(where.read_text(encoding="utf-8"))
-        lines = text.splitlines()
-        return tuple(Span(str(n), int(a), int(b), str(k), "\n".join(lines[int(a) - 1:int(b)])) for n, a, b, k in kept)
-    except (OSError, ValueError, TypeError):
-        return None
+    return _cached(digest, language, text)
 
 
 @functools.lru_cache(maxsize=64)
