@@ -12,13 +12,12 @@ import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass, replace
-from itertools import chain
 from pathlib import Path
 
 from sftl.localize.candidates.corpus import message_shingles
 from sftl.localize.candidates.report import ReportEvidence, frame_locations, snake_case
 from sftl.localize.candidates.tokens import IDENTIFIER, MAX_TOKEN, STOP_WORDS, WORD_PART, words
-from sftl.localize.functions.spans import SPANS_VERSION, Span, spans_of
+from sftl.localize.functions.spans import PY_SUFFIXES, SPANS_VERSION, Span, spans_of
 from sftl.model import Extraction, Issue
 
 FEATURES = (
@@ -139,16 +138,20 @@ def _file_functions(digest: str, suffix: str, path: str, text: str, cache_dir: P
     bags = tuple(span_bags(spans, text))
     literals = tuple(tuple(x for x in s.literals() if len(x.split()) >= 2) for s in spans)
     shingles = tuple(frozenset(message_shingles("\n".join(lits))) for lits in literals)
-    calls = call_graph(spans, bags)
+    postings = postings_of(bags)
+    calls = call_graph(spans, postings)
     called_by: list[list[int]] = [[] for _ in spans]
     for i, out in enumerate(calls):
         for j in out:
             called_by[j].append(i)
     callers = tuple(frozenset(c) for c in called_by)
-    digests = frozenset(zlib.crc32(n.encode()) for n in map(normal_line, text.splitlines()) if len(n) >= QUOTED_LINE)
-    reading = FileFunctions(spans, tuple(sum(b.values()) for b in bags), postings_of(bags), shingles, literals,
+    # a normalized line is no longer than the line: the short ones are never read
+    long_lines = (normal_line(line) for line in text.splitlines() if len(line) >= QUOTED_LINE)
+    digests = frozenset(zlib.crc32(n.encode()) for n in long_lines if len(n) >= QUOTED_LINE)
+    python = path.endswith(PY_SUFFIXES)
+    reading = FileFunctions(spans, tuple(sum(b.values()) for b in bags), postings, shingles, literals,
                             text.count("\n") + 1, digests, tuple(decorator_words(s) for s in spans),
-                            tuple(parameters_of(s) for s in spans), calls, callers)
+                            tuple(parameters_of(s) if python else frozenset() for s in spans), calls, callers)
     if where is not None:
         keep_reading(where, reading)
     return reading
@@ -181,11 +184,17 @@ def read_reading(where: Path, text: str) -> FileFunctions | None:
 
 
 def span_bags(spans: tuple[Span, ...], text: str) -> list[Counter[str]]:
-    """Each span's words (its name and body): the file's lines split into words once, each span counting its own."""
-    parts = {ident: ident_words(ident) for ident in set(IDENTIFIER.findall(text))}
-    per_line = [[w for ident in IDENTIFIER.findall(line) for w in parts[ident]] for line in text.splitlines()]
-    return [Counter(chain([w for ident in IDENTIFIER.findall(s.name) for w in ident_words(ident)],
-                          *per_line[s.start - 1:s.end])) for s in spans]
+    """Each span's words (its name and its lines'): the identifiers of its lines counted, then each split into words
+    once (an identifier's words are the same wherever it stands)."""
+    lines = text.splitlines()
+    out = []
+    for s in spans:
+        bag: Counter[str] = Counter(w for ident in IDENTIFIER.findall(s.name) for w in ident_words(ident))
+        for ident, n in Counter(IDENTIFIER.findall("\n".join(lines[s.start - 1:s.end]))).items():
+            for w in ident_words(ident):
+                bag[w] += n
+        out.append(bag)
+    return out
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -443,16 +452,17 @@ def pasted_lines(text: str, quoted: frozenset[str], digests: frozenset[int]) -> 
     return out
 
 
-def call_graph(spans: tuple[Span, ...], bags: tuple[Counter[str], ...]) -> tuple[frozenset[int], ...]:
+def call_graph(spans: tuple[Span, ...], postings: dict[str, list[tuple[int, int]]]) -> tuple[frozenset[int], ...]:
     """Per function, the functions of the same file it calls: those whose name its words hold (a name of four
-    letters or more, dunders apart: `run` or `__init__` would join everything)."""
-    by_name: dict[str, list[int]] = {}
-    for i, span in enumerate(spans):
+    letters or more, dunders apart: `run` or `__init__` would join everything), found through the postings."""
+    calls: list[set[int]] = [set() for _ in spans]
+    for j, span in enumerate(spans):
         leaf = span.leaf.lower()
         if len(leaf) >= 4 and not leaf.startswith("__"):
-            by_name.setdefault(leaf, []).append(i)
-    return tuple(frozenset(j for name, js in by_name.items() if name in bag for j in js if j != i)
-                 for i, bag in enumerate(bags))
+            for i, _ in postings.get(leaf, ()):
+                if i != j:
+                    calls[i].add(j)
+    return tuple(frozenset(c) for c in calls)
 
 
 def reached(seeds: list[int], calls: tuple[frozenset[int], ...], hops: int = REACH_HOPS) -> dict[int, tuple[int, int]]:
@@ -498,15 +508,18 @@ def parameters_of(span: Span) -> frozenset[str]:
     at = PY_DEF.search(span.text)
     if at is None:
         return frozenset()
-    depth, end = 1, at.end()
-    while end < len(span.text) and depth:
-        depth += {"(": 1, ")": -1}.get(span.text[end], 0)
-        end += 1
-    header = span.text[at.end():end - 1]
+    depth, end = 1, len(span.text)
+    for paren in PARENS.finditer(span.text, at.end()):  # to the `)` that closes the header
+        depth += 1 if paren.group() == "(" else -1
+        if not depth:
+            end = paren.start()
+            break
+    header = span.text[at.end():end]
     return frozenset(re.findall(r"(?:^|,)\s*\**([A-Za-z_]\w*)", re.sub(r"\([^()]*\)|\[[^\[\]]*\]", "", header)))
 
 
-PY_DEF = re.compile(r"^\s*(?:async\s+)?def\s+\w+\s*\(", re.M)
+PY_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+\w+[ \t]*\(", re.M)
+PARENS = re.compile(r"[()]")
 
 
 def export_features(span: Span, decorators: frozenset[str], names: ReportNames, feats: dict[str, float],
