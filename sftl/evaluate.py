@@ -160,6 +160,7 @@ class RankedResult:
     outcome: str  # "located" | "abstained" | "skipped"
     period: str = ""  # "before" / "after" a split date ("" without one)
     source: str = ""  # the benchmark the row comes from, when its label says
+    learned: bool = False  # the report is among those sftl's bundled (or configured) file ranker learned from
 
     @property
     def answered(self) -> bool:
@@ -511,6 +512,12 @@ def summarize(
             period: localization_table([r for r in results if r.period == period], paper_k=paper_k)
             for period in ("before", "after") if split_date and any(r.period == period for r in results)
         },
+        # figures on reports the ranker learned from are in-sample: those it never saw apart, every method on both
+        "localization_by_exposure": {
+            exposure: localization_table([r for r in results if r.learned == (exposure == "learned")],
+                                         paper_k=paper_k)
+            for exposure in ("learned", "unseen")
+        } if any(r.learned for r in results) else {},
         # where the fix lies (Python files only, C/C++/CUDA only, both), and that within each period
         "localization_by_fix": {
             f"{kind}{'' if period == ALL else f', filed {period}'}": localization_table(
@@ -539,6 +546,11 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
         "labelled mme/gcrde that name truth files, each localized *as its labelled category* "
         "(so screening errors do not leak into Tables 3-4). Figures in %."
     )
+    learned = summary.get("learned_from") or {}
+    if learned.get("file_ranker") or learned.get("function_ranker"):
+        out += ["", f"{learned.get('file_ranker', 0)} of these reports are among those sftl's file ranker learned "
+                f"from, {learned.get('function_ranker', 0)} among the function ranker's: sftl's figures on them are "
+                "in-sample. Tables 5 and 6 give the reports it never saw apart, every method on the same rows."]
     out += ["", "## Table 2 — screening", ""]
     out.append("| framework | category | screener | support | accuracy | precision | recall | F1 |")
     out.append("|---|---|---|---:|---:|---:|---:|---:|")
@@ -610,6 +622,10 @@ def render_markdown(summary: Mapping[str, Any], title: str = "sftl evaluation") 
     split = summary.get("split_date")
     for period, table in (summary.get("localization_by_period") or {}).items():
         periods.append((f"filed {'before' if period == 'before' else 'on or after'} {split}", table))
+    exposure = summary.get("localization_by_exposure") or {}
+    for name, label in (("learned", "the ranker learned from (in-sample)"), ("unseen", "the ranker never saw")):
+        if name in exposure:
+            periods.append((label, exposure[name]))
     for kind, table in (summary.get("localization_by_fix") or {}).items():
         periods.append((f"fix in {kind.replace('before', f'before {split}').replace('after', f'on or after {split}')}",
                         table))

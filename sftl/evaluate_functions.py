@@ -86,6 +86,8 @@ def render_functions(table: dict[str, Any], split: str | None) -> list[str]:
            "| rows | method | truth files | found | acc@1 | acc@5 | MRR | both@5 |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for period, fig in table.items():
         label = ("all rows" if period == "all" else
+                 "the function ranker learned from (in-sample)" if period == "learned" else
+                 "the function ranker never saw" if period == "unseen" else
                  f"filed {'before' if period == 'before' else 'on or after'} {split}" if split else period)
         for method, name in (("sftl", "sftl"), ("bm25", "BM25 over functions")):
             m = fig[method]

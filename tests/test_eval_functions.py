@@ -140,3 +140,36 @@ def test_malformed_function_truth_skips_the_row_with_a_reason() -> None:
         assert isinstance(got, SkippedRow) and "'truth_functions' must map" in got.reason
     ok = parse_label_line(json.dumps({**base, "truth_functions": {"torch/a.py": ["f"]}}), 3)
     assert not isinstance(ok, SkippedRow) and ok.truth_functions == {"torch/a.py": ("f",)}
+
+
+def test_eval_sets_apart_the_reports_the_rankers_learned_from(tmp_path: Path, sftl_home: Path) -> None:
+    from sftl.localize.candidates.ranker import load_default
+    from sftl.localize.functions.ranker import load_function_ranker
+
+    files, functions = load_default(), load_function_ranker()
+    assert files is not None and functions is not None, "the bundled rankers ship with sftl"
+    both = sorted(set(files.provenance["trained_on"]) & set(functions.provenance["trained_on"]))
+    seen = next(u for u in both if u.startswith("https://github.com/tensorflow/tensorflow/issues/"))
+    folder = tmp_path / "denchmark" / "tensorflow+tensorflow"
+    _denchmark(folder, int(seen.rsplit("/", 1)[1]), "tf.nn.conv2d fails on a rank-3 input",
+               "`tf.nn.conv2d(x, w, 1, 'SAME')` raises InvalidArgumentError: input must be 4-dimensional",
+               "2018-05-01T00:00:00Z", {"tensorflow/core/kernels/conv_ops.cc": "tensorflow::Conv2DOp::Compute"})
+    _denchmark(folder, 990001, "Dataset.map hangs with num_parallel_calls=0",  # a number no benchmark has
+               "`tf.data.Dataset.map(f, num_parallel_calls=0)` never returns",
+               "2019-03-01T00:00:00Z", {"tensorflow/python/data/ops/dataset_ops.py": "DatasetV2.map"})
+    out = tmp_path / "run"
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()) as report, redirect_stderr(err):
+        code = main(["eval", str(tmp_path / "denchmark"), "--source-root", str(write_tree(tmp_path / "tree")),
+                     "--method", "sftl,bm25", "--out", str(out), "--offline", "--no-plots"])
+    assert code == 0, err.getvalue()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["learned_from"] == {"file_ranker": 1, "function_ranker": 1}
+    exposure = summary["localization_by_exposure"]
+    assert set(exposure) == {"learned", "unseen"}
+    for table in exposure.values():  # one report each, every method on it
+        assert {m: t["all/all"]["n"] for m, t in table.items()} == {"sftl": 1, "bm25": 1}
+    assert summary["functions"]["learned"]["cases"] == 1 and summary["functions"]["unseen"]["cases"] == 1
+    text = report.getvalue()
+    assert "1 of these reports are among those sftl's file ranker learned from" in text
+    assert "| the ranker never saw |" in text and "| the function ranker never saw |" in text

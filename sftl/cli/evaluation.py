@@ -371,6 +371,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ) from None
 
     by_key = {r.key: r for r in rows}
+    learned_files, learned_functions = learned_reports(ctx.settings)
     results: list[RankedResult] = []
     for t in tasks:
         res = done[(t.key, t.method)]
@@ -379,6 +380,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             key=t.key, method=t.method, framework=screened[t.key]["framework"], category=t.category,
             truth=row.truth_files, ranked=tuple(s[0] for s in res["suspects"]), outcome=res["outcome"],
             period=split_period(t.created_at, args.split_date, screened[t.key]["framework"]), source=row.source,
+            learned=row.url in learned_files,
         ))
     split = ", ".join(f"{'' if fw == '*' else fw + ' '}{day}" for fw, day in (args.split_date or {}).items()) or None
     summary = summarize(list(screened.values()), results, skipped, args.methods, args.paper_k, max_k=args.top,
@@ -388,7 +390,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         {"line": by_key[t.key].line, "method": t.method, "reason": done[(t.key, t.method)]["reason"]}
         for t in tasks if done[(t.key, t.method)].get("error")
     ]
-    summary["functions"] = function_figures(tasks, done, args.split_date)
+    summary["functions"] = function_figures(tasks, done, args.split_date,
+                                            frozenset(r.key for r in rows if r.url in learned_functions))
+    summary["learned_from"] = {"file_ranker": sum(r.url in learned_files for r in rows if r.scored_for_localization),
+                               "function_ranker": sum(r.url in learned_functions for r in rows if r.truth_functions)}
     summary["seconds_per_method"] = {
         m: round(sum(done[(t.key, m)]["seconds"] for t in tasks if t.method == m), 2) for m in args.methods
     }
@@ -565,10 +570,24 @@ def _progress(results: Iterator[dict[str, Any]], total: int, console: Any) -> It
 # -- outputs -----------------------------------------------------------------------------------
 
 
+def learned_reports(settings: Settings) -> tuple[frozenset[str], frozenset[str]]:
+    """The reports (URLs) the file ranker and the function ranker in use learned from, as their artefacts'
+    provenance lists them: figures on those reports are in-sample."""
+    from sftl.localize.candidates.ranker import load_default
+    from sftl.localize.functions.ranker import load_function_ranker
+
+    def urls(model: Any) -> frozenset[str]:
+        trained = (getattr(model, "provenance", None) or {}).get("trained_on") or ()
+        return frozenset(str(u) for u in trained) if isinstance(trained, list) else frozenset()
+
+    return urls(load_default(settings.ranker_model)), urls(load_function_ranker())
+
+
 def function_figures(tasks: Sequence[Task], done: dict[tuple[str, str], dict[str, Any]],
-                     split: dict[str, str] | None) -> dict[str, Any]:
+                     split: dict[str, str] | None, learned: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Function-level figures of `sftl` where the truth functions are known, reports before and after the split
-    apart (`sftl.evaluate_functions.figures`: within files found among the first five suspects, beside BM25)."""
+    apart, and the reports the function ranker learned from (`learned`: their keys) apart from those it never
+    saw (`sftl.evaluate_functions.figures`: within files found among the first five suspects, beside BM25)."""
     from sftl.evaluate_functions import FunctionCase, figures
 
     cases: list[FunctionCase] = []
@@ -586,6 +605,9 @@ def function_figures(tasks: Sequence[Task], done: dict[tuple[str, str], dict[str
     out = {"all": figures(cases)}
     for period in sorted({c.period for c in cases} - {""}):
         out[period] = figures([c for c in cases if c.period == period])
+    if any(c.key in learned for c in cases):
+        out["learned"] = figures([c for c in cases if c.key in learned])
+        out["unseen"] = figures([c for c in cases if c.key not in learned])
     return out
 
 
