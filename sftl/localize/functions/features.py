@@ -17,7 +17,7 @@ from pathlib import Path
 from sftl.localize.candidates.corpus import message_shingles
 from sftl.localize.candidates.report import ReportEvidence, frame_locations, snake_case
 from sftl.localize.candidates.tokens import IDENTIFIER, MAX_TOKEN, STOP_WORDS, WORD_PART, words
-from sftl.localize.functions.spans import PY_SUFFIXES, SPANS_VERSION, Span, spans_of
+from sftl.localize.functions.spans import SPANS_VERSION, Span, spans_of
 from sftl.model import Extraction, Issue
 
 FEATURES = (
@@ -25,7 +25,7 @@ FEATURES = (
     "class_named", "kernel_named", "name_parts_share", "message_overlap", "message_any",
     "bm25_all", "bm25_title", "bm25_code", "bm25_error", "bm25_all_rank", "bm25_title_rank", "bm25_error_rank",
     "bm25_names", "uses_names", "quotes_code", "callee_of_evidence", "caller_of_evidence", "sibling_of_evidence",
-    "export_named", "reach_distance", "bm25_neighbour", "keywords_taken", "size_log", "size_share", "position", "functions_log",
+    "export_named", "reach_distance", "bm25_neighbour", "size_log", "size_share", "position", "functions_log",
     "private", "dunder", "method", "kernel", "registration", "nesting", "python",
 )
 K1, B = 1.2, 0.75
@@ -50,7 +50,6 @@ class FunctionEvidence:
     frames: tuple[FrameAt, ...]
     text_lower: str  # the report's text (title and body), lower-cased: for quoted messages
     quoted_lines: frozenset[str] = frozenset()  # its lines long enough to be code it copied from a source file
-    keywords: frozenset[str] = frozenset()  # the keyword arguments its code passes (`axis` of `f(x, axis=1)`)
 
 
 @dataclass(frozen=True)
@@ -75,14 +74,10 @@ def read_frames(issue: Issue, extraction: Extraction) -> tuple[FrameAt, ...]:
 def function_evidence(report: ReportEvidence, issue: Issue, extraction: Extraction) -> FunctionEvidence:
     text = f"{issue.title}\n{issue.body or ''}"
     quoted = frozenset(n for n in (normal_line(line) for line in text.splitlines()) if len(n) >= QUOTED_LINE)
-    keywords = frozenset(m.group(1) for m in KEYWORD_ARGUMENT.finditer(text)) - COMMON_KEYWORDS
-    return FunctionEvidence(report, read_frames(issue, extraction), text.lower(), quoted, keywords)
+    return FunctionEvidence(report, read_frames(issue, extraction), text.lower(), quoted)
 
 
-# `f(x, axis=1)`: a name after an opening parenthesis or a comma, then a single `=`
-KEYWORD_ARGUMENT = re.compile(r"[(,]\s*([A-Za-z_]\w{2,})\s*=(?!=)")
-# keywords nearly every API takes: naming one says nothing about which function
-COMMON_KEYWORDS = frozenset({"name", "dtype", "device", "self", "args", "kwargs"})
+
 
 
 QUOTED_LINE = 20  # characters: a shorter line (`return x`) is in too many functions to say which one was copied
@@ -106,7 +101,6 @@ class FileFunctions:
     lines: int
     line_digests: frozenset[int]  # CRC-32 of the file's normalized lines long enough to be quoted
     decorators: tuple[frozenset[str], ...]  # per function, the words of its decorators (`@tf_export("where")`)
-    parameters: tuple[frozenset[str], ...]  # per Python function, its parameters' names
     calls: tuple[frozenset[int], ...]  # per function, the functions of the file it calls
     callers: tuple[frozenset[int], ...]  # per function, those calling it
 
@@ -116,7 +110,7 @@ class FileFunctions:
 
 
 # raised whenever what `FileFunctions` keeps changes, so readings kept on disk by an older sftl are not read
-READINGS_VERSION = 2
+READINGS_VERSION = 3
 
 
 def file_functions(path: str, text: str, cache_dir: Path | None = None) -> FileFunctions:
@@ -148,10 +142,9 @@ def _file_functions(digest: str, suffix: str, path: str, text: str, cache_dir: P
     # a normalized line is no longer than the line: the short ones are never read
     long_lines = (normal_line(line) for line in text.splitlines() if len(line) >= QUOTED_LINE)
     digests = frozenset(zlib.crc32(n.encode()) for n in long_lines if len(n) >= QUOTED_LINE)
-    python = path.endswith(PY_SUFFIXES)
     reading = FileFunctions(spans, tuple(sum(b.values()) for b in bags), postings, shingles, literals,
                             text.count("\n") + 1, digests, tuple(decorator_words(s) for s in spans),
-                            tuple(parameters_of(s) if python else frozenset() for s in spans), calls, callers)
+                            calls, callers)
     if where is not None:
         keep_reading(where, reading)
     return reading
@@ -285,10 +278,6 @@ def gather_functions(evidence: FunctionEvidence, path: str, text: str,
         frame_features(span, here, frame_names, feats, why)
         name_features(span, names, feats, why)
         export_features(span, ff.decorators[i], names, feats, why)
-        taken = sorted(evidence.keywords & ff.parameters[i])
-        if taken:
-            feats["keywords_taken"] = len(taken) / len(evidence.keywords)
-            why["keywords_taken"] = f"takes `{taken[0]}`, which the report passes"
         message_features(i, ff, evidence, feats, why)
         for key, (value, reason) in lexical[i].items():
             feats[key] = value
@@ -502,24 +491,6 @@ DECORATOR_WORDS = frozenset({"tf_export", "keras_export", "estimator_export", "e
                              "doc_controls", "dispatch", "add_dispatch_support", "v1", "v2", "compat"})
 
 
-def parameters_of(span: Span) -> frozenset[str]:
-    """A Python function's parameters' names, read from its `def` header; empty for C++ (its kernels take the
-    framework's context, not the user's arguments)."""
-    at = PY_DEF.search(span.text)
-    if at is None:
-        return frozenset()
-    depth, end = 1, len(span.text)
-    for paren in PARENS.finditer(span.text, at.end()):  # to the `)` that closes the header
-        depth += 1 if paren.group() == "(" else -1
-        if not depth:
-            end = paren.start()
-            break
-    header = span.text[at.end():end]
-    return frozenset(re.findall(r"(?:^|,)\s*\**([A-Za-z_]\w*)", re.sub(r"\([^()]*\)|\[[^\[\]]*\]", "", header)))
-
-
-PY_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+\w+[ \t]*\(", re.M)
-PARENS = re.compile(r"[()]")
 
 
 def export_features(span: Span, decorators: frozenset[str], names: ReportNames, feats: dict[str, float],

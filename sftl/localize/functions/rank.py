@@ -15,7 +15,7 @@ TOP = 10  # functions named per suspect
 FILES = 5  # suspects whose files are read (the ones a maintainer opens first)
 # the evidence a reason names, strongest kind first where the model gives no weights
 EVIDENCE_ORDER = ("frame_line", "frame_name_here", "message_overlap", "quotes_code", "kernel_named", "export_named",
-                  "name_dotted", "name_used", "frame_name_any", "class_named", "keywords_taken", "callee_of_evidence",
+                  "name_dotted", "name_used", "frame_name_any", "class_named", "callee_of_evidence",
                   "reach_distance", "name_in_title", "bm25_all_rank")
 
 
