@@ -236,12 +236,12 @@ def test_a_files_reading_is_kept_on_disk_and_read_back_the_same(tmp_path: Path) 
     first = features.file_functions("pkg/mod.py", text, tmp_path)
     kept = list((tmp_path / "functions").rglob("*.pickle"))
     assert len(kept) == 1
-    features._file_functions.cache_clear()  # a new process: nothing in memory
+    features.forget_readings()  # a new process: nothing in memory
     again = features.file_functions("pkg/mod.py", text, tmp_path)
     assert again is not first and again == first  # spans with their bodies, postings, calls, decorators
     assert again.spans[0].text.startswith("@tf_export") and again.decorators[0] >= {"where"}
     kept[0].write_bytes(b"not a pickle")  # a damaged cache entry is read again from the text
-    features._file_functions.cache_clear()
+    features.forget_readings()
     assert features.file_functions("pkg/mod.py", text, tmp_path) == first
     # a quoted line found through the kept digests of the file's lines
     quoted = evidence("```\n    return _broadcast_select(condition, x, y)\n```")

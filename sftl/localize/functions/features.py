@@ -150,6 +150,11 @@ def _file_functions(digest: str, suffix: str, path: str, text: str, cache_dir: P
     return reading
 
 
+def forget_readings() -> None:
+    """Drop the readings this process holds in memory (those kept on disk stay): the next read is a new process's."""
+    _file_functions.cache_clear()
+
+
 def keep_reading(where: Path, reading: FileFunctions) -> None:
     """The reading on disk, the spans without their bodies (the text holds them); an unwritable cache only costs
     the next run the reading."""
