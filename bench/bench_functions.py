@@ -90,6 +90,7 @@ def read_groups(home: Path, cache: Path) -> list[dict[str, Any]]:
                 stats["groups"] += 1
                 period = "after" if row.created_at[:10] >= SPLIT[framework] else "before"
                 groups.append({"key": row.key, "set": name, "url": row.url, "path": file, "period": period,
+                               "filed": row.created_at,
                                "framework": framework, "truth": list(truth), "names": [f.span.name for f in fns],
                                "rows": [f.vector() for f in fns], "labels": labels})
             print(f"\r{name}: {stats}", end="", file=sys.stderr)
@@ -101,48 +102,12 @@ def read_groups(home: Path, cache: Path) -> list[dict[str, Any]]:
     return groups
 
 
-def ranks(scores: list[float], labels: list[int]) -> int:
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])
-    return next(r for r, i in enumerate(order, 1) if labels[i])
+def as_group(g: dict[str, Any]) -> Any:
+    from sftl.evaluate_function_ranker import FunctionGroup
 
-
-def bm25_scores(group: dict[str, Any]) -> list[float]:
-    from sftl.localize.functions.features import FEATURES
-
-    at = FEATURES.index("bm25_all")
-    return [r[at] for r in group["rows"]]
-
-
-def fit(groups: list[dict[str, Any]]) -> Any:
-    from sftl.localize.functions.ranker import FunctionRanker
-
-    rows = [r for g in groups for r in g["rows"]]
-    labels = [x for g in groups for x in g["labels"]]
-    return FunctionRanker().fit(rows, labels, [len(g["rows"]) for g in groups])
-
-
-def measure(groups: list[dict[str, Any]], model_ranks: list[int]) -> dict[str, Any]:
-    bm = [ranks(bm25_scores(g), g["labels"]) for g in groups]
-    n = len(groups)
-
-    def fig(rs: list[int]) -> dict[str, float]:
-        return {"acc@1": round(sum(r <= 1 for r in rs) / n, 3), "acc@5": round(sum(r <= 5 for r in rs) / n, 3),
-                "mrr": round(sum(1 / r for r in rs) / n, 3)}
-
-    return {"n": n, "reports": len({g["key"] for g in groups}), "sftl": fig(model_ranks), "bm25": fig(bm)} if n else {"n": 0}
-
-
-def cross_validated(groups: list[dict[str, Any]], folds: int = 5) -> list[int]:
-    """Each group's rank from a model that did not learn from its report (folds by report)."""
-    keys = sorted({g["key"] for g in groups})
-    fold_of = {k: i % folds for i, k in enumerate(keys)}
-    out = [0] * len(groups)
-    for f in range(folds):
-        model = fit([g for g in groups if fold_of[g["key"]] != f])
-        for i, g in enumerate(groups):
-            if fold_of[g["key"]] == f:
-                out[i] = ranks(model.predict(g["rows"]), g["labels"])
-    return out
+    return FunctionGroup(url=g["url"], framework=g["framework"], filed=g["filed"], path=g["path"],
+                         names=tuple(g["names"]), rows=tuple(tuple(r) for r in g["rows"]), labels=tuple(g["labels"]),
+                         evaluation=g["set"])
 
 
 def file_ranks(eval_dir: Path) -> dict[tuple[str, str], int]:
@@ -182,36 +147,34 @@ def main(argv: list[str] | None = None) -> int:
     if not PEER.is_dir():
         print(f"no peer data at {PEER}: nothing to measure")
         return 0
-    groups = read_groups(args.home, args.cache)
-    train = [g for g in groups if g["period"] == "before"]
-    valid = [g for g in groups if g["period"] == "after"]
-    model = fit(train)
+    from sftl.evaluate_function_ranker import bm25_scores, fit_functions, judge, truth_rank
+
+    groups = [as_group(g) for g in read_groups(args.home, args.cache)]
+    model, figures = fit_functions(groups, SPLIT)
     report: dict[str, Any] = {
-        "training (earlier reports, 5-fold by report)": measure(train, cross_validated(train)),
-        "validation (later reports, given the truth file)": measure(valid, [ranks(model.predict(g["rows"]), g["labels"])
-                                                                            for g in valid]),
+        "training (earlier reports, 5-fold by report)": figures["train"],
+        "validation (later reports, given the truth file)": figures["validation"],
+        **{f"validation {fw}": cell for fw, cell in figures["validation_by_framework"].items()},
     }
-    for fw in ("tensorflow", "pytorch"):
-        part = [g for g in valid if g["framework"] == fw]
-        report[f"validation {fw}"] = measure(part, [ranks(model.predict(g["rows"]), g["labels"]) for g in part])
     if args.eval:  # only the rows the eval ranked files for count: the others' file rank is unknown
+        valid = [g for g in groups if g.filed[:10] >= SPLIT[g.framework]]
         found = file_ranks(args.eval)
-        seen = [g for g in valid if (g["url"], "") in found]
-        hit = [g for g in seen if found.get((g["url"], g["path"]), 99) <= 5]
-        model_ranks = [ranks(model.predict(g["rows"]), g["labels"]) for g in hit]
-        bm25_ranks = [ranks(bm25_scores(g), g["labels"]) for g in hit]
+        seen = [g for g in valid if (g.url, "") in found]
+        hit = [g for g in seen if found.get((g.url, g.path), 99) <= 5]
+        within = judge(hit, model)
+
+        def share(ranks: list[int]) -> float:  # file among the first five and function among its first five
+            return round(sum(r <= 5 for r in ranks) / max(len(seen), 1), 3)
+
         report["validation, truth file among sftl's first five suspects"] = {
-            **measure(hit, model_ranks), "files_ranked": len(seen), "reports_ranked": len({g["key"] for g in seen}),
-            "both@5": {"sftl": round(sum(r <= 5 for r in model_ranks) / max(len(seen), 1), 3),
-                       "bm25": round(sum(r <= 5 for r in bm25_ranks) / max(len(seen), 1), 3)}}
+            **within, "files_ranked": len(seen), "reports_ranked": len({g.url for g in seen}),
+            "both@5": {"sftl": share([truth_rank(model.predict([list(r) for r in g.rows]), g.labels) for g in hit]),
+                       "bm25": share([truth_rank(bm25_scores(g), g.labels) for g in hit])}}
     print(json.dumps(report, indent=1))
     if args.refit:
-        final = fit(groups)
-        final.provenance = {
-            "trained_on": sorted({g["url"] for g in groups}), "groups": len(groups),
-            "validation": report["validation (later reports, given the truth file)"],
-            "split": SPLIT, "script": "bench/bench_functions.py --refit",
-        }
+        final, _ = fit_functions(groups, SPLIT, refit_all=True)
+        final.provenance = {**final.provenance, "validation": figures["validation"], "split": SPLIT,
+                            "script": "bench/bench_functions.py --refit"}
         target = ROOT / "sftl" / "data" / "function-ranker-v1.json"
         final.save(target)
         print(f"wrote {target}")

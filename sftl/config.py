@@ -50,6 +50,7 @@ class Settings:
     chromium: str | None = None
     page_timeout: float = 30.0
     ranker_model: Path | None = None  # a ranker trained with `sftl model fit` (else the bundled one)
+    function_model: Path | None = None  # a function ranker trained with `sftl model fit --functions` (else bundled)
     # the parent environment, scrubbed copies of which are handed to child processes
     base_env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -109,6 +110,7 @@ def load_settings(
         chromium=source.get("SFTL_CHROMIUM") or None,
         page_timeout=_float(source, "SFTL_PAGE_TIMEOUT", 30.0, positive=True),
         ranker_model=Path(source["SFTL_RANKER_MODEL"]) if source.get("SFTL_RANKER_MODEL") else None,
+        function_model=Path(source["SFTL_FUNCTION_MODEL"]) if source.get("SFTL_FUNCTION_MODEL") else None,
         base_env=dict(source),
     )
     return settings.with_overrides(**overrides)

@@ -55,28 +55,20 @@ def read_evaluations(outs: Sequence[Path]) -> list[LabelledReport]:
 
 def read_evaluation(out: Path) -> list[LabelledReport]:
     """The reports of an `sftl eval --keep-features` run (its rows.csv and checkpoint.jsonl)."""
-    rows_csv, checkpoint = out / "rows.csv", out / "checkpoint.jsonl"
-    if not rows_csv.is_file() or not checkpoint.is_file():
-        raise InputError(f"{out} holds no evaluation (rows.csv and checkpoint.jsonl); run `sftl eval --keep-features "
-                         f"--out {out} LABELS` first")
+    by_url = rows_by_url(out)
     results: dict[tuple[str, str], dict[str, Any]] = {}
-    for line in checkpoint.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in (out / "checkpoint.jsonl").read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             obj = json.loads(line)
             results[(obj["key"], obj["method"])] = obj
         except (ValueError, KeyError, TypeError):
             continue
-    by_url: dict[str, dict[str, Any]] = {}
-    with rows_csv.open(encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row.get("status") == "ok":
-                by_url[row["url"]] = row
     # the learned ranker's candidates; where the run read the stored history too (`--history`), those of
     # "sftl+history", which carry the prior's features as well
     kept = {key: obj for (key, method), obj in results.items() if method == "sftl" and "candidates" in obj}
     kept.update({key: obj for (key, method), obj in results.items() if method == "sftl+history" and "candidates" in obj})
     reports: list[LabelledReport] = []
-    for url, key in _keys_by_url(out).items():
+    for url, key in keys_by_url(out).items():
         found, obj = by_url.get(url), kept.get(key)
         if found is None or obj is None or not found.get("truth_files"):
             continue
@@ -96,7 +88,21 @@ def read_evaluation(out: Path) -> list[LabelledReport]:
     return reports
 
 
-def _keys_by_url(out: Path) -> dict[str, str]:
+def rows_by_url(out: Path) -> dict[str, dict[str, Any]]:
+    """An evaluation folder's rows that ran (`rows.csv`, status ok) by URL; InputError when it holds none."""
+    rows_csv, checkpoint = out / "rows.csv", out / "checkpoint.jsonl"
+    if not rows_csv.is_file() or not checkpoint.is_file():
+        raise InputError(f"{out} holds no evaluation (rows.csv and checkpoint.jsonl); run `sftl eval --keep-features "
+                         f"--out {out} LABELS` first")
+    by_url: dict[str, dict[str, Any]] = {}
+    with rows_csv.open(encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("status") == "ok":
+                by_url[row["url"]] = row
+    return by_url
+
+
+def keys_by_url(out: Path) -> dict[str, str]:
     keys_file = out / "keys.json"
     if not keys_file.is_file():
         raise InputError(f"{out} has no keys.json (written by this sftl's `sftl eval`); rerun the evaluation")
@@ -107,8 +113,13 @@ def _keys_by_url(out: Path) -> dict[str, str]:
 def is_after(report: LabelledReport, split: dict[str, str]) -> bool:
     """Filed on or after the split day of its evaluation (a set dated apart, as the security advisories are: its
     folder's name as the key), else of its framework, else '*'."""
-    day = split.get(report.evaluation) or split.get(report.framework) or split.get("*")
-    return bool(day and report.filed and report.filed[: len(day)] >= day)
+    return filed_after(report.evaluation, report.framework, report.filed, split)
+
+
+def filed_after(evaluation: str, framework: str, filed: str, split: dict[str, str]) -> bool:
+    """A report of this evaluation folder and framework, filed on this day, is on or after its split day."""
+    day = split.get(evaluation) or split.get(framework) or split.get("*")
+    return bool(day and filed and filed[: len(day)] >= day)
 
 
 def fix_kind(truth: Sequence[str]) -> str:

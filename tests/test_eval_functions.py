@@ -173,3 +173,69 @@ def test_eval_sets_apart_the_reports_the_rankers_learned_from(tmp_path: Path, sf
     text = report.getvalue()
     assert "1 of these reports are among those sftl's file ranker learned from" in text
     assert "| the ranker never saw |" in text and "| the function ranker never saw |" in text
+
+
+REPORTS = [  # (title, body, truth file, changed function): three kinds of report, each fixed in its own function
+    ("tf.nn.conv2d fails on a rank-3 input {n}",
+     "`tf.nn.conv2d(x, w, 1, 'SAME')` with data_format NHWC raises: input must be 4-dimensional ({n})",
+     "tensorflow/python/ops/nn_ops.py", "conv2d"),
+    ("tf.nn.max_pool2d ignores ksize {n}", "`tf.nn.max_pool2d(x, ksize=3, strides=1, padding='SAME')` pools 1x1 ({n})",
+     "tensorflow/python/ops/nn_ops.py", "max_pool2d"),
+    ("Dataset.map hangs with num_parallel_calls {n}", "`tf.data.Dataset.map(f, num_parallel_calls=0)` never returns",
+     "tensorflow/python/data/ops/dataset_ops.py", "DatasetV2.map"),
+]
+
+
+def test_eval_keeps_function_features_and_model_fit_functions_trains_the_ranker_locate_uses(
+        tmp_path: Path, sftl_home: Path, monkeypatch: Any) -> None:
+    folder = tmp_path / "denchmark" / "tensorflow+tensorflow"
+    for n in range(15):  # twelve reports before the split, three after
+        title, body, path, function = REPORTS[n % 3]
+        _denchmark(folder, 991000 + n, title.format(n=n), body.format(n=n),
+                   f"{2018 if n < 12 else 2019}-0{1 + n % 9}-01T00:00:00Z", {path: function})
+    root = write_tree(tmp_path / "tree")
+    out = tmp_path / "run"
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main(["eval", str(tmp_path / "denchmark"), "--source-root", str(root), "--method", "sftl",
+                     "--keep-features", "--out", str(out), "--offline", "--no-plots"])
+    assert code == 0, err.getvalue()
+    kept = [json.loads(x)["function_groups"] for x in (out / "checkpoint.jsonl").read_text().splitlines()]
+    assert len(kept) == 15 and all(k["features"] and len(k["groups"]) == 1 for k in kept)
+    path, names, rows, labels = kept[0]["groups"][0]
+    assert path == "tensorflow/python/ops/nn_ops.py" and labels[names.index("conv2d")] == 1 and sum(labels) == 1
+    assert all(len(r) == len(kept[0]["features"]) for r in rows)
+
+    model_path = tmp_path / "functions.json"
+    with redirect_stdout(io.StringIO()) as printed, redirect_stderr(err):
+        code = main(["model", "fit", str(out), "--functions", "--split-date", "tensorflow=2019-01-01",
+                     "--out", str(model_path), "--json"])
+    assert code == 0, err.getvalue()
+    figures = json.loads(printed.getvalue())
+    assert figures["train_files"] == 12 and figures["validation_files"] == 3
+    assert figures["train"]["n"] == 12 and set(figures["validation"]) >= {"sftl", "bm25"}
+    provenance = json.loads(model_path.read_text())["provenance"]
+    assert len(provenance["trained_on"]) == 12  # the later reports are not learned from without --refit-all
+
+    issue_file = tmp_path / "issue.json"
+    issue_file.write_text(json.dumps({
+        "number": 991100, "title": "tf.nn.max_pool2d ignores ksize", "state": "open",
+        "body": "`tf.nn.max_pool2d(x, ksize=3, strides=1, padding='SAME')` pools 1x1",
+        "html_url": "https://github.com/tensorflow/tensorflow/issues/991100",
+        "created_at": "2019-05-01T00:00:00Z", "user": {"login": "someone"}, "labels": []}))
+
+    def functions_scores() -> dict[str, float]:
+        with redirect_stdout(io.StringIO()) as located, redirect_stderr(io.StringIO()):
+            assert main(["locate", str(issue_file), "--source-root", str(root), "--offline", "--json"]) == 0
+        suspects = json.loads(located.getvalue())["suspects"]
+        return {f["name"]: f["score"] for s in suspects for f in s["functions"]}
+
+    bundled = functions_scores()
+    monkeypatch.setenv("SFTL_FUNCTION_MODEL", str(model_path))
+    trained = functions_scores()
+    assert set(trained) == set(bundled) and trained != bundled  # the same functions, scored by the trained model
+    monkeypatch.setenv("SFTL_FUNCTION_MODEL", str(tmp_path / "missing.json"))
+    with redirect_stdout(io.StringIO()) as said, redirect_stderr(io.StringIO()) as failed:
+        code = main(["locate", str(issue_file), "--source-root", str(root), "--offline"])
+    # a model asked for by name is never silently replaced by the bundled one: the localization is skipped, saying why
+    assert code == 8 and "cannot read the model" in said.getvalue() and "Traceback" not in failed.getvalue()

@@ -42,6 +42,7 @@ ORDER = [
     "sftl.evaluate",
     "sftl.evaluate_formats",
     "sftl.evaluate_ranker",
+    "sftl.evaluate_function_ranker",
     "sftl.pipeline",
     "sftl.comment",
     "sftl.triage",

@@ -230,6 +230,8 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
                 result["candidates"] = [[s.path, s.features] for s in loc.suspects]
             if method == "sftl" and task.truth_functions:
                 result["functions"] = function_ranks(task, extraction, loc.suspects, source)
+                if keep:  # every truth file's functions with their features, for `sftl model fit --functions`
+                    result["function_groups"] = function_groups(task, extraction, source)
     except SftlError as exc:
         result = {"outcome": "skipped", "reason": str(exc), "suspects": []}
     except Exception as exc:  # a bug in one localizer must not end the run: recorded and reported as an error
@@ -264,6 +266,31 @@ def function_ranks(task: Task, extraction: Extraction, suspects: Sequence[Any],
         out.append([path, paths.index(path) + 1, function_rank([f.name for f in suspect.functions], names),
                     function_rank([f.name for f in bm25], names)])
     return out
+
+
+def function_groups(task: Task, extraction: Extraction, source: SourceProvider) -> dict[str, Any]:
+    """Each truth file with known changed functions, read at the report's release: its functions' names, feature
+    rows and which were changed (a file the release lacks, or whose functions it has under no changed name, is left
+    out), with the features' names."""
+    from sftl.errors import SftlError
+    from sftl.evaluate_functions import same_function
+    from sftl.localize.candidates.report import read_report
+    from sftl.localize.functions.features import FEATURES, function_evidence, gather_functions
+
+    framework = extraction.environment.framework or source.framework
+    evidence = function_evidence(read_report(task.issue, extraction, framework), task.issue, extraction)
+    groups: list[list[Any]] = []
+    for path, names in task.truth_functions:
+        try:
+            text = source.read_text(path)
+        except SftlError:
+            continue
+        rows = gather_functions(evidence, path, text) if text else []
+        labels = [int(any(same_function(r.span.name, t) for t in names)) for r in rows]
+        if any(labels):
+            groups.append([path, [r.span.name for r in rows], [[round(v, 5) for v in r.vector()] for r in rows],
+                           labels])
+    return {"features": list(FEATURES), "groups": groups}
 
 
 # -- checkpoint --------------------------------------------------------------------------------
@@ -351,7 +378,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     todo = [t for t in tasks if done.get((t.key, t.method), {}).get("top") != t.top
             or (t.keep_features and t.method == "sftl" and "candidates" not in done[(t.key, t.method)])
             or (t.truth_functions and t.method == "sftl" and "functions" not in done[(t.key, t.method)]
-                and done[(t.key, t.method)].get("outcome") == "located")]
+                and done[(t.key, t.method)].get("outcome") == "located")
+            or (t.truth_functions and t.keep_features and t.method == "sftl"
+                and "function_groups" not in done[(t.key, t.method)] and done[(t.key, t.method)].get("source"))]
     # rows sharing a source tree run together, so each worker builds an index once
     todo.sort(key=lambda t: (t.source_root or "", t.framework or "", t.version or "", t.method, t.key))
     if len(tasks) - len(todo):
@@ -580,7 +609,7 @@ def learned_reports(settings: Settings) -> tuple[frozenset[str], frozenset[str]]
         trained = (getattr(model, "provenance", None) or {}).get("trained_on") or ()
         return frozenset(str(u) for u in trained) if isinstance(trained, list) else frozenset()
 
-    return urls(load_default(settings.ranker_model)), urls(load_function_ranker())
+    return urls(load_default(settings.ranker_model)), urls(load_function_ranker(settings.function_model))
 
 
 def function_figures(tasks: Sequence[Task], done: dict[tuple[str, str], dict[str, Any]],

@@ -82,8 +82,10 @@ def localize_any(
     # -- FUNCTIONS HOOK (#32): the first suspects name the functions to read first
     from sftl.localize.functions import attach_functions
     from sftl.localize.functions.features import function_evidence
+    from sftl.localize.functions.ranker import load_function_ranker
 
     suspects = attach_functions(suspects[:top], function_evidence(report, issue, extraction), source,
+                                model=load_function_ranker(configured_function_model()),
                                 cache_dir=cache_dir if cache_dir is not None else default_cache_dir())
     return Localization(method, tuple(suspects), Outcome.LOCATED, reason)
 
@@ -108,6 +110,13 @@ def configured_model() -> Path | None:
     from sftl.config import load_settings
 
     return load_settings().ranker_model
+
+
+def configured_function_model() -> Path | None:
+    """The function ranker a maintainer trained (`SFTL_FUNCTION_MODEL`), if any."""
+    from sftl.config import load_settings
+
+    return load_settings().function_model
 
 
 def values_of(vectors: list[list[float]], model: CandidateRanker | None) -> list[float]:

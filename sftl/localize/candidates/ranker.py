@@ -263,7 +263,9 @@ def load_artefact(load: Callable[[str], T], path: str | Path | None, bundled: Pa
     where = Path(path) if path else bundled
     try:
         stamp = where.stat().st_mtime_ns
-    except OSError:
+    except OSError as exc:
+        if path:  # a model asked for by name (SFTL_RANKER_MODEL, SFTL_FUNCTION_MODEL) is never silently replaced
+            raise InputError(f"cannot read the model {where}: {exc.strerror or exc}") from None
         return None
     try:
         loaded: T = _load_once(load, str(where), stamp)
