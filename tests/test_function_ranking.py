@@ -127,7 +127,8 @@ def test_a_bad_model_file_is_one_clear_error(tmp_path: Path) -> None:
     unknown.write_text('{"format": "sftl-function-ranker-v1", "features": ["no_such_feature"]}')
     with pytest.raises(InputError, match="retrain it"):
         FunctionRanker.load(unknown)
-    assert load_function_ranker(tmp_path / "missing.json") is None
+    with pytest.raises(InputError, match="cannot read the model"):  # a model named is never quietly none at all
+        load_function_ranker(tmp_path / "missing.json")
     with pytest.raises(ValueError, match="not fitted"):
         FunctionRanker().predict([[0.0] * len(FEATURES)])
 
