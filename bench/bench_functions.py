@@ -6,7 +6,9 @@ Rows: Denchmark's TensorFlow reports (`method_info` of each fix hunk) and pt-age
 patch's hunk headers and changed def lines), each truth file read at the report's release as `sftl eval` reads it
 (`sources_for_report`, offline, home default /work/cache/home-bench). The truth is matched by name, never by line.
 Figures are "given the truth file"; with `--eval DIR` (an `sftl eval` output folder per set: peer-denchmark,
-peer-swebench) also within files sftl found among its first five suspects.
+peer-swebench) also within files sftl found among its first five suspects. Run that eval with a file ranker fitted
+before the split (`SFTL_RANKER_MODEL`): the bundled one learned from these rows, and which files count as found
+would then be in-sample.
 
 Usage: `python bench/bench_functions.py [--home DIR] [--eval DIR] [--refit]`; `--refit` then trains on every row
 and writes the bundled artefact sftl/data/function-ranker-v1.json.
