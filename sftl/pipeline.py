@@ -48,6 +48,10 @@ def locate(
         localize = get_localizer(method)  # an unknown method is the caller's mistake: fail before any work
     except ImportError as exc:
         raise InputError(f"method {method!r} is not available in this installation ({exc.name or exc})") from None
+    if method == "sftl":
+        from sftl.localize.candidates.locate import check_configured_models
+
+        check_configured_models(settings)  # a ranker named that cannot be read: the caller's mistake, before any work
     extraction = extract(issue)
     screening, fresh = _screening(issue, extraction, store, screener, rescreen, corpus_size)
     if fresh:

@@ -237,5 +237,16 @@ def test_eval_keeps_function_features_and_model_fit_functions_trains_the_ranker_
     monkeypatch.setenv("SFTL_FUNCTION_MODEL", str(tmp_path / "missing.json"))
     with redirect_stdout(io.StringIO()) as said, redirect_stderr(io.StringIO()) as failed:
         code = main(["locate", str(issue_file), "--source-root", str(root), "--offline"])
-    # a model asked for by name is never silently replaced by the bundled one: the localization is skipped, saying why
-    assert code == 8 and "cannot read the model" in said.getvalue() and "Traceback" not in failed.getvalue()
+    # a model asked for by name is never replaced by another: one line, exit 2, and the stored result stays
+    assert code == 2 and not said.getvalue() and "Traceback" not in failed.getvalue()
+    assert failed.getvalue().count("\n") == 1 and "cannot read the model" in failed.getvalue()
+    from sftl.config import load_settings
+    from sftl.store import Store
+
+    with Store(load_settings().db_path) as store:
+        kept = store.get_localization("tensorflow/tensorflow", 991100)
+    assert kept is not None and kept["outcome"] == "located"
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()) as failed:
+        code = main(["eval", str(tmp_path / "denchmark"), "--source-root", str(root), "--method", "sftl",
+                     "--out", str(tmp_path / "again"), "--offline", "--no-plots"])
+    assert code == 2 and "cannot read the model" in failed.getvalue() and not (tmp_path / "again").exists()

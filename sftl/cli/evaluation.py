@@ -340,6 +340,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     lines = label_lines(labels_path, args.format)
     if args.source_root:
         check_source_root(args.source_root)
+    if any(m.partition("+")[0] == "sftl" for m in args.methods):
+        from sftl.localize.candidates.locate import check_configured_models
+
+        check_configured_models(ctx.settings)  # before any row is localized with a model that is not there
     out = Path(args.out) if args.out else ctx.settings.home / "eval" / labels_path.stem
     if out.exists() and not out.is_dir():
         raise InputError(f"cannot create the report directory {out}: it is a file")

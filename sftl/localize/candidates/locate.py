@@ -16,6 +16,7 @@ from sftl.sources import SourceProvider
 from sftl.sources.inventory import release_paths
 
 if TYPE_CHECKING:
+    from sftl.config import Settings
     from sftl.history import HistoryPrior
 
 # the evidence a reason names, in words, and the feature that carries it
@@ -110,6 +111,17 @@ def configured_model() -> Path | None:
     from sftl.config import load_settings
 
     return load_settings().ranker_model
+
+
+def check_configured_models(settings: Settings) -> None:
+    """InputError when a ranker named by SFTL_RANKER_MODEL or SFTL_FUNCTION_MODEL cannot be read: the caller's
+    mistake, said before any work (and before a stored result is replaced by a skipped one)."""
+    from sftl.localize.functions.ranker import load_function_ranker
+
+    if settings.ranker_model:
+        load_default(settings.ranker_model)
+    if settings.function_model:
+        load_function_ranker(settings.function_model)
 
 
 def configured_function_model() -> Path | None:
