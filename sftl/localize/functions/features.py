@@ -315,11 +315,13 @@ def frame_features(span: Span, here: list[FrameAt], frame_names: dict[str, int],
         feats["frame_line"] = 1.0
         feats["frame_depth"] = 1.0 / f.depth
         why["frame_line"] = f"frame {f.depth} of the traceback (line {f.line})"
-    named_here = [f for f in here if f.function and f.function.rsplit(".", 1)[-1] == leaf]
+    # a frame of this file running a function of this name, unless its line puts it in another one of that name
+    named_here = [f for f in here if f.function and f.function.rsplit(".", 1)[-1] == leaf
+                  and (f.line is None or span.start <= f.line <= span.end)]
     if named_here:
         feats["frame_name_here"] = 1.0
         why["frame_name_here"] = f"frame {named_here[0].depth} of the traceback runs `{leaf}` in this file"
-    if leaf in frame_names:
+    if leaf in frame_names and not (leaf.startswith("__") and leaf.endswith("__")):  # every class has an __init__
         feats["frame_name_any"] = 1.0 / frame_names[leaf]
         why["frame_name_any"] = f"frame {frame_names[leaf]} of the traceback runs a function named `{leaf}` (in some file)"
 
@@ -426,7 +428,8 @@ def with_neighbours(rows: list[FunctionRow], ff: FileFunctions) -> list[Function
         callers = [i for i in named if i != j and i in held]
         if callers:
             r.features["callee_of_evidence"] = 1.0
-            r.evidence["callee_of_evidence"] = f"called by `{leaves[callers[0]]}`"
+            if len(leaf) >= 4 and not leaf.startswith("__"):  # a dunder's or a short name's word is no call
+                r.evidence["callee_of_evidence"] = f"called by `{leaves[callers[0]]}`"
         if any(i != j and j in named_holders[i] for i in named):
             r.features["caller_of_evidence"] = 1.0
         if len(r.span.parts) > 1 and r.span.parts[:-1] in owners and j not in named:
