@@ -131,6 +131,10 @@ def test_a_bad_model_file_is_one_clear_error(tmp_path: Path) -> None:
         load_function_ranker(tmp_path / "missing.json")
     with pytest.raises(ValueError, match="not fitted"):
         FunctionRanker().predict([[0.0] * len(FEATURES)])
+    rows, labels, groups = synthetic_groups(1)
+    fitted = FunctionRanker(n_estimators=5).fit(rows, labels, groups)
+    with pytest.raises(InputError, match="cannot write the model to"):  # a folder that is not there
+        fitted.save(tmp_path / "no-such-folder" / "model.json")
 
 
 def test_markdown_links_a_function_to_its_lines_only_at_a_known_release() -> None:

@@ -217,10 +217,16 @@ class CandidateRanker:
 
 def write_model(path: str | Path, payload: dict[str, Any]) -> None:
     """A learned ranker's artefact, written whole or not at all (a temporary file, then renamed)."""
+    from sftl.errors import InputError
+
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n", encoding="utf-8")
-    tmp.replace(target)
+    try:
+        tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n", encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write the model to {target}: {exc.strerror or exc}") from None
 
 
 def read_model(path: str | Path, fmt: str, known: Sequence[str], what: str, retrain: str
