@@ -236,7 +236,7 @@ def test_sigint_keeps_results_and_a_rerun_finishes_the_rest(labels: Path, tmp_pa
     out.mkdir()
     checkpoint = out / "checkpoint.jsonl"
     os.mkfifo(checkpoint)
-    cmd = [sys.executable, "-c", "from sftl.cli import entry; entry()", "eval", str(many), "--methods", "vsm,bert", "--out", str(out),
+    cmd = [sys.executable, "-c", "from sftl.cli import entry; entry()", "eval", str(many), "--methods", "vsm,bm25", "--out", str(out),
            "--offline", "--no-plots"]
     env = dict(os.environ, SFTL_HOME=str(sftl_home))
     err_path = tmp_path / "stderr.txt"
@@ -269,7 +269,7 @@ def test_sigint_keeps_results_and_a_rerun_finishes_the_rest(labels: Path, tmp_pa
     assert 3 <= len(kept) < 32
     checkpoint.unlink()
     checkpoint.write_text("".join(line + "\n" for line in kept))
-    code, _, err = _eval(str(many), "--methods", "vsm,bert", "--out", str(out), "--offline", "--no-plots")
+    code, _, err = _eval(str(many), "--methods", "vsm,bm25", "--out", str(out), "--offline", "--no-plots")
     assert code == 0 and f"resuming: {len(kept)} of 32" in err
     done = [json.loads(x) for x in checkpoint.read_text().splitlines()]
     assert len(done) == 32 and len({(d["key"], d["method"]) for d in done}) == 32
