@@ -40,7 +40,7 @@ def read_groups(home: Path, cache: Path) -> list[dict[str, Any]]:
     from sftl.errors import SftlError
     from sftl.evaluate import LabelRow, parse_labels
     from sftl.evaluate_formats import label_lines
-    from sftl.evaluate_functions import same_function
+    from sftl.evaluate_function_ranker import labelled_functions
     from sftl.extract import extract
     from sftl.github import issue_from_json
     from sftl.localize.candidates.report import read_report
@@ -83,12 +83,12 @@ def read_groups(home: Path, cache: Path) -> list[dict[str, Any]]:
                 if not text:
                     stats["unreadable"] += 1
                     continue
-                fns = gather_functions(evidence, file, text)
-                labels = [int(any(same_function(f.span.name, t) for t in truth)) for f in fns]
-                if not any(labels):  # renamed or new since the release, or no function at all there
+                found = labelled_functions(evidence, file, text, truth)
+                if found is None:  # renamed or new since the release, or no function at all there
                     stats["unmatched"] += 1
-                    unmatched.append([row.url, file, list(truth)[:4], len(fns)])
+                    unmatched.append([row.url, file, list(truth)[:4], len(gather_functions(evidence, file, text))])
                     continue
+                fns, labels = found
                 stats["groups"] += 1
                 period = "after" if row.created_at[:10] >= SPLIT[framework] else "before"
                 groups.append({"key": row.key, "set": name, "url": row.url, "path": file, "period": period,

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from sftl.errors import InputError
+from sftl.evaluate_functions import same_function
 from sftl.evaluate_ranker import filed_after, keys_by_url, rows_by_url
-from sftl.localize.functions.features import FEATURES
+from sftl.localize.functions.features import FEATURES, FunctionEvidence, FunctionRow, gather_functions
 from sftl.localize.functions.ranker import FunctionRanker
 
 MIN_TRAINING_FILES = 10  # fewer (report, file) groups teach a ranker nothing worth saving
@@ -70,6 +71,15 @@ def read_evaluation_groups(out: Path) -> list[FunctionGroup]:
                 rows=tuple(tuple(float(r[i]) if i >= 0 else 0.0 for i in at) for r in rows),
                 labels=tuple(int(x) for x in labels), evaluation=out.name))
     return groups
+
+
+def labelled_functions(evidence: FunctionEvidence, path: str, text: str,
+                       truth: Sequence[str]) -> tuple[list[FunctionRow], list[int]] | None:
+    """A truth file's functions with their features and which of them the fix changed (matched by name, never by
+    line); None when the release's file holds none of the changed functions (renamed, new, or none at all)."""
+    rows = gather_functions(evidence, path, text) if text else []
+    labels = [int(any(same_function(r.span.name, t) for t in truth)) for r in rows]
+    return (rows, labels) if any(labels) else None
 
 
 def truth_rank(scores: Sequence[float], labels: Sequence[int]) -> int:

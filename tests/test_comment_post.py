@@ -19,27 +19,10 @@ TARGET = "pytorch/pytorch#990101"
 REPO, NUMBER = "pytorch/pytorch", 990101
 TOKEN = "tok-write"
 
-GRAPH_MODULE = '''\
-import torch
-
-
-def _copy_attr(from_module, to_module, target):
-    orig = getattr(from_module, target)
-    setattr(to_module, target, orig)
-
-
-class GraphModule(torch.nn.Module):
-    def __init__(self, root, graph):
-        super().__init__()
-        for node in graph.nodes:
-            if node.op == "get_attr":
-                _copy_attr(root, self, node.target)
-'''
-MODULE = '''\
-class Module:
-    def __getattr__(self, name):
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-'''
+# the two files the report's traceback runs through, as the miniature tree of fixtures/sources has them
+OWNERS_TREE = ROOT / "fixtures" / "sources" / "mini_pytorch_owners"
+GRAPH_MODULE = (OWNERS_TREE / "torch" / "fx" / "graph_module.py").read_text(encoding="utf-8")
+MODULE = (OWNERS_TREE / "torch" / "nn" / "modules" / "module.py").read_text(encoding="utf-8")
 
 
 def run(*argv: str) -> tuple[int, str, str]:

@@ -136,8 +136,6 @@ def test_the_inner_orders_name_modules_that_exist() -> None:
         assert not gone, f"{package}: {gone} in INNER but not in the tree"
 
 
-
-
 @pytest.mark.parametrize("relative", ["_harness.py", "fuzz/_worker.py"])
 def test_harness_is_stdlib_only(relative: str) -> None:
     """_harness.py and the fuzz worker run inside foreign environments: they import nothing of sftl or third parties."""

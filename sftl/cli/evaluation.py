@@ -34,6 +34,7 @@ from sftl.errors import InputError
 if TYPE_CHECKING:
     from sftl.config import Settings
     from sftl.evaluate import LabelRow, RankedResult, SkippedRow
+    from sftl.localize.functions.features import FunctionEvidence
     from sftl.model import Extraction, Issue
     from sftl.sources import SourceProvider
 
@@ -229,9 +230,10 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
             if keep:  # every candidate's features, for `sftl model fit`
                 result["candidates"] = [[s.path, s.features] for s in loc.suspects]
             if method == "sftl" and task.truth_functions:
-                result["functions"] = function_ranks(task, extraction, loc.suspects, source)
+                evidence = report_evidence(task, extraction, source)
+                result["functions"] = function_ranks(task, evidence, loc.suspects, source)
                 if keep:  # every truth file's functions with their features, for `sftl model fit --functions`
-                    result["function_groups"] = function_groups(task, extraction, source)
+                    result["function_groups"] = function_groups(task, evidence, source)
     except SftlError as exc:
         result = {"outcome": "skipped", "reason": str(exc), "suspects": []}
     except Exception as exc:  # a bug in one localizer must not end the run: recorded and reported as an error
@@ -241,16 +243,22 @@ def localize_task(task: Task, settings: Settings) -> dict[str, Any]:
     return result
 
 
-def function_ranks(task: Task, extraction: Extraction, suspects: Sequence[Any],
+def report_evidence(task: Task, extraction: Extraction, source: SourceProvider) -> FunctionEvidence:
+    """The report read for ranking functions, once per task."""
+    from sftl.localize.candidates.report import read_report
+    from sftl.localize.functions.features import function_evidence
+
+    framework = extraction.environment.framework or source.framework
+    return function_evidence(read_report(task.issue, extraction, framework), task.issue, extraction)
+
+
+def function_ranks(task: Task, evidence: FunctionEvidence, suspects: Sequence[Any],
                    source: SourceProvider) -> list[list[Any]]:
     """[path, file rank, sftl's rank of a changed function, BM25-over-functions' rank] for each truth file with
     known functions among the first five suspects (a rank is null beyond the ten functions named)."""
     from sftl.evaluate_functions import FILE_DEPTH, function_rank
-    from sftl.localize.candidates.report import read_report
     from sftl.localize.functions import rank_functions
-    from sftl.localize.functions.features import function_evidence
 
-    evidence = None
     out: list[list[Any]] = []
     paths = [s.path for s in suspects[:FILE_DEPTH]]
     for path, names in task.truth_functions:
@@ -258,9 +266,6 @@ def function_ranks(task: Task, extraction: Extraction, suspects: Sequence[Any],
             out.append([path, None, None, None])
             continue
         suspect = suspects[paths.index(path)]
-        if evidence is None:
-            framework = extraction.environment.framework or source.framework
-            evidence = function_evidence(read_report(task.issue, extraction, framework), task.issue, extraction)
         text = source.read_text(path) or ""
         bm25 = rank_functions(evidence, path, text, model=None)
         out.append([path, paths.index(path) + 1, function_rank([f.name for f in suspect.functions], names),
@@ -268,26 +273,22 @@ def function_ranks(task: Task, extraction: Extraction, suspects: Sequence[Any],
     return out
 
 
-def function_groups(task: Task, extraction: Extraction, source: SourceProvider) -> dict[str, Any]:
+def function_groups(task: Task, evidence: FunctionEvidence, source: SourceProvider) -> dict[str, Any]:
     """Each truth file with known changed functions, read at the report's release: its functions' names, feature
     rows and which were changed (a file the release lacks, or whose functions it has under no changed name, is left
     out), with the features' names."""
     from sftl.errors import SftlError
-    from sftl.evaluate_functions import same_function
-    from sftl.localize.candidates.report import read_report
-    from sftl.localize.functions.features import FEATURES, function_evidence, gather_functions
+    from sftl.evaluate_function_ranker import labelled_functions
+    from sftl.localize.functions.features import FEATURES
 
-    framework = extraction.environment.framework or source.framework
-    evidence = function_evidence(read_report(task.issue, extraction, framework), task.issue, extraction)
     groups: list[list[Any]] = []
     for path, names in task.truth_functions:
         try:
-            text = source.read_text(path)
+            found = labelled_functions(evidence, path, source.read_text(path) or "", names)
         except SftlError:
             continue
-        rows = gather_functions(evidence, path, text) if text else []
-        labels = [int(any(same_function(r.span.name, t) for t in names)) for r in rows]
-        if any(labels):
+        if found is not None:
+            rows, labels = found
             groups.append([path, [r.span.name for r in rows], [[round(v, 5) for v in r.vector()] for r in rows],
                            labels])
     return {"features": list(FEATURES), "groups": groups}

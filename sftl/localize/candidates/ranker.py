@@ -135,21 +135,10 @@ class CandidateRanker:
     confidence: dict[str, Any] = field(default_factory=dict)
 
     def fit(self, rows: Sequence[Sequence[float]], labels: Sequence[int], groups: Sequence[int]) -> CandidateRanker:
-        import lightgbm as lgb
-        import numpy as np
-
-        data = lgb.Dataset(self.own_columns(rows), label=np.asarray(labels), group=list(groups),
-                           feature_name=list(self.features), free_raw_data=True)
-        params = {
-            "objective": "lambdarank", "metric": "ndcg", "ndcg_eval_at": [1, 5, 10],
-            "learning_rate": self.learning_rate, "num_leaves": self.num_leaves,
-            "min_data_in_leaf": self.min_child_samples, "feature_fraction": 0.8, "bagging_fraction": 0.8,
-            "bagging_freq": 1, "lambdarank_truncation_level": 20, "seed": self.seed, "deterministic": True,
-            "num_threads": 1, "verbose": -1,
-        }
-        self.booster = lgb.train(params, data, num_boost_round=self.n_estimators)
-        self.ensemble = TreeEnsemble.from_dump(self.booster.dump_model())
-        self.gains = self._gains()
+        self.booster, self.ensemble, self.gains = train_lambdarank(
+            self.own_columns(rows), labels, groups, self.features, rounds=self.n_estimators,
+            learning_rate=self.learning_rate, num_leaves=self.num_leaves, min_data_in_leaf=self.min_child_samples,
+            seed=self.seed, ndcg_eval_at=[1, 5, 10], lambdarank_truncation_level=20)
         return self
 
     def predict(self, rows: Sequence[Sequence[float]]) -> list[float]:
@@ -182,11 +171,6 @@ class CandidateRanker:
         """Each feature's share of the model's total gain (what moves a ranking most)."""
         return dict(self.gains)
 
-    def _gains(self) -> dict[str, float]:
-        gains = self.booster.feature_importance(importance_type="gain")
-        total = float(sum(gains)) or 1.0
-        return {name: float(g) / total for name, g in zip(self.features, gains, strict=True)}
-
     def save(self, path: str | Path) -> None:
         if self.booster is None or self.ensemble is None:
             raise ValueError("the ranker is not fitted")
@@ -213,6 +197,24 @@ class CandidateRanker:
         model.confidence = dict(payload.get("confidence") or {})
         model.provenance = payload.get("provenance") or {}
         return model
+
+
+def train_lambdarank(columns: Any, labels: Sequence[int], groups: Sequence[int], features: Sequence[str],
+                     rounds: int, **params: Any) -> tuple[Any, TreeEnsemble, dict[str, float]]:
+    """LightGBM LambdaRank over one group per query (the learned rankers' shared recipe; `params`: what each sets,
+    learning rate, leaves, seed, ...): the booster, its trees for numpy scoring, each feature's share of the gain."""
+    import lightgbm as lgb
+    import numpy as np
+
+    data = lgb.Dataset(columns, label=np.asarray(labels), group=list(groups), feature_name=list(features),
+                       free_raw_data=True)
+    booster = lgb.train({"objective": "lambdarank", "metric": "ndcg", "feature_fraction": 0.8, "bagging_fraction": 0.8,
+                         "bagging_freq": 1, "deterministic": True, "num_threads": 1, "verbose": -1, **params},
+                        data, num_boost_round=rounds)
+    gains = booster.feature_importance(importance_type="gain")
+    total = float(sum(gains)) or 1.0
+    return (booster, TreeEnsemble.from_dump(booster.dump_model()),
+            {name: float(g) / total for name, g in zip(features, gains, strict=True)})
 
 
 def write_model(path: str | Path, payload: dict[str, Any]) -> None:

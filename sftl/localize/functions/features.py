@@ -77,9 +77,6 @@ def function_evidence(report: ReportEvidence, issue: Issue, extraction: Extracti
     return FunctionEvidence(report, read_frames(issue, extraction), text.lower(), quoted)
 
 
-
-
-
 QUOTED_LINE = 20  # characters: a shorter line (`return x`) is in too many functions to say which one was copied
 
 
@@ -117,11 +114,11 @@ def file_functions(path: str, text: str, cache_dir: Path | None = None) -> FileF
     """What scoring reads of a file's functions, built once per text in a process; with `cache_dir`, kept there by
     the text's hash, so the next `sftl locate` reading the file neither parses nor tokenizes it again."""
     digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
-    return _file_functions(digest, path.rsplit(".", 1)[-1], path, text, cache_dir)
+    return _file_functions(digest, path, text, cache_dir)
 
 
 @functools.lru_cache(maxsize=64)
-def _file_functions(digest: str, suffix: str, path: str, text: str, cache_dir: Path | None) -> FileFunctions:
+def _file_functions(digest: str, path: str, text: str, cache_dir: Path | None) -> FileFunctions:
     where = (cache_dir / "functions" / f"readings-v{SPANS_VERSION}.{READINGS_VERSION}" / digest[:2] / f"{digest}.pickle"
              if cache_dir is not None else None)
     if where is not None:
@@ -215,13 +212,12 @@ def bm25(lengths: tuple[int, ...], postings: dict[str, list[tuple[int, int]]], q
     words and the postings (term -> (function, count))."""
     if not lengths or not query:
         return [0.0] * len(lengths)
-    posting = postings
     n = len(lengths)
     avg = (sum(lengths) / n) or 1.0
     norm = [K1 * (1 - B + B * length / avg) for length in lengths]
     out = [0.0] * n
     for term, qn in Counter(query).items():
-        hits = posting.get(term)
+        hits = postings.get(term)
         if not hits:
             continue
         idf = math.log(1 + (n - len(hits) + 0.5) / (len(hits) + 0.5))
@@ -298,7 +294,7 @@ def gather_functions(evidence: FunctionEvidence, path: str, text: str,
         feats.update(size_log=math.log1p(span.end - span.start + 1), size_share=(span.end - span.start + 1) / longest,
                      position=span.start / ff.lines, functions_log=math.log1p(len(ff.spans)),
                      private=float(leaf.startswith("_") and not leaf.startswith("__")),
-                     dunder=float(leaf.startswith("__") and leaf.endswith("__")), method=float(span.kind == "method"),
+                     dunder=float(is_dunder(leaf)), method=float(span.kind == "method"),
                      kernel=float(span.kind == "kernel"), registration=float(span.kind == "registration"),
                      nesting=float(len(span.parts) - 1), python=python)
         rows.append(FunctionRow(span, feats, why))
@@ -321,7 +317,7 @@ def frame_features(span: Span, here: list[FrameAt], frame_names: dict[str, int],
     if named_here:
         feats["frame_name_here"] = 1.0
         why["frame_name_here"] = f"frame {named_here[0].depth} of the traceback runs `{leaf}` in this file"
-    if leaf in frame_names and not (leaf.startswith("__") and leaf.endswith("__")):  # every class has an __init__
+    if leaf in frame_names and not is_dunder(leaf):  # every class has an __init__
         feats["frame_name_any"] = 1.0 / frame_names[leaf]
         why["frame_name_any"] = f"frame {frame_names[leaf]} of the traceback runs a function named `{leaf}` (in some file)"
 
@@ -428,7 +424,7 @@ def with_neighbours(rows: list[FunctionRow], ff: FileFunctions) -> list[Function
         callers = [i for i in named if i != j and i in held]
         if callers:
             r.features["callee_of_evidence"] = 1.0
-            if len(leaf) >= 4 and not leaf.startswith("__"):  # a dunder's or a short name's word is no call
+            if names_a_call(leaf):  # a dunder's or a short name's word is no call
                 r.evidence["callee_of_evidence"] = f"called by `{leaves[callers[0]]}`"
         if any(i != j and j in named_holders[i] for i in named):
             r.features["caller_of_evidence"] = 1.0
@@ -450,16 +446,26 @@ def pasted_lines(text: str, quoted: frozenset[str], digests: frozenset[int]) -> 
 
 
 def call_graph(spans: tuple[Span, ...], postings: dict[str, list[tuple[int, int]]]) -> tuple[frozenset[int], ...]:
-    """Per function, the functions of the same file it calls: those whose name its words hold (a name of four
-    letters or more, dunders apart: `run` or `__init__` would join everything), found through the postings."""
+    """Per function, the functions of the same file it calls: those whose name its words hold (`names_a_call`),
+    found through the postings."""
     calls: list[set[int]] = [set() for _ in spans]
     for j, span in enumerate(spans):
         leaf = span.leaf.lower()
-        if len(leaf) >= 4 and not leaf.startswith("__"):
+        if names_a_call(leaf):
             for i, _ in postings.get(leaf, ()):
                 if i != j:
                     calls[i].add(j)
     return tuple(frozenset(c) for c in calls)
+
+
+def names_a_call(leaf: str) -> bool:
+    """Whether a function's name found among another's words says it is called there: a name of four letters or
+    more, dunders apart (`run` or `__init__` would join everything)."""
+    return len(leaf) >= 4 and not leaf.startswith("__")
+
+
+def is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
 
 
 def reached(seeds: list[int], calls: tuple[frozenset[int], ...], hops: int = REACH_HOPS) -> dict[int, tuple[int, int]]:
@@ -496,9 +502,7 @@ DEF_LINE = re.compile(r"^\s*(?:async\s+)?def\s")
 DECORATOR_WORDS = frozenset({"tf_export", "keras_export", "estimator_export", "export", "register_meta",
                              "register_decomposition", "register_lowering", "aten", "prims", "default", "out", "self",
                              "deprecated", "staticmethod", "classmethod", "property", "setter", "functools", "wraps",
-                             "doc_controls", "dispatch", "add_dispatch_support", "v1", "v2", "compat"})
-
-
+                             "doc_controls", "dispatch", "add_dispatch_support", "compat"})
 
 
 def export_features(span: Span, decorators: frozenset[str], names: ReportNames, feats: dict[str, float],

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sftl.localize.candidates.ranker import TreeEnsemble, load_artefact, read_model, write_model
+from sftl.localize.candidates.ranker import (
+    TreeEnsemble,
+    load_artefact,
+    read_model,
+    train_lambdarank,
+    write_model,
+)
 from sftl.localize.functions.features import FEATURES
 
 FORMAT = "sftl-function-ranker-v1"
@@ -41,25 +47,12 @@ class FunctionRanker:
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def fit(self, rows: Sequence[Sequence[float]], labels: Sequence[int], groups: Sequence[int]) -> FunctionRanker:
-        import lightgbm as lgb
-        import numpy as np
-
-        data = lgb.Dataset(self.own_columns(rows), label=np.asarray(labels), group=list(groups),
-                           feature_name=list(self.features), free_raw_data=True)
-        params: dict[str, Any] = {
-            "objective": "lambdarank", "metric": "ndcg", "ndcg_eval_at": [1, 5],
-            "learning_rate": self.learning_rate, "num_leaves": self.num_leaves,
-            "min_data_in_leaf": self.min_child_samples, "feature_fraction": 0.8, "bagging_fraction": 0.8,
-            "bagging_freq": 1, "lambdarank_truncation_level": 10, "seed": self.seed, "deterministic": True,
-            "num_threads": 1, "verbose": -1,
-        }
-        if self.monotone:
-            params["monotone_constraints"] = [int(name.startswith(EVIDENCE_PREFIXES)) for name in self.features]
-        self.booster = lgb.train(params, data, num_boost_round=self.n_estimators)
-        self.ensemble = TreeEnsemble.from_dump(self.booster.dump_model())
-        gains = self.booster.feature_importance(importance_type="gain")
-        total = float(sum(gains)) or 1.0
-        self.gains = {name: float(g) / total for name, g in zip(self.features, gains, strict=True)}
+        constraints = ({"monotone_constraints": [int(name.startswith(EVIDENCE_PREFIXES)) for name in self.features]}
+                       if self.monotone else {})
+        self.booster, self.ensemble, self.gains = train_lambdarank(
+            self.own_columns(rows), labels, groups, self.features, rounds=self.n_estimators,
+            learning_rate=self.learning_rate, num_leaves=self.num_leaves, min_data_in_leaf=self.min_child_samples,
+            seed=self.seed, ndcg_eval_at=[1, 5], lambdarank_truncation_level=10, **constraints)
         return self
 
     def predict(self, rows: Sequence[Sequence[float]]) -> list[float]:
