@@ -27,7 +27,7 @@ PARAMS = ("n_estimators", "learning_rate", "num_leaves", "min_child_samples", "m
 # evidence features whose growth may never lower a function's score: with a few hundred training files, the
 # constraint keeps the trees from learning a dip in one of them that the later reports do not share
 EVIDENCE_PREFIXES = ("frame", "name", "class", "kernel", "message", "bm25", "uses", "callee", "caller", "sibling",
-                     "quotes")
+                     "quotes", "export", "reach")
 
 
 @dataclass
